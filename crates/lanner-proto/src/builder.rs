@@ -1,0 +1,197 @@
+//! Building outgoing REQUEST and RESPONSE messages without copying bulk payloads.
+//!
+//! The fixed header and the inline data share one small buffer; bulk segments stay in
+//! the caller's buffers and are written after it with one vectored write. Fields only the
+//! connection knows (call id, piggybacked credits) are patched in by
+//! [`crate::Connection`] when the message is sent.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::error::SendError;
+use crate::frame::{FrameKind, REQUEST_FIXED_LEN, RESPONSE_FIXED_LEN};
+use crate::limits::MAX_BULK_SEGMENTS;
+use crate::out_frame::OutFrame;
+use crate::status::Status;
+
+/// Initial capacity for the header-and-inline buffer: enough for the fixed header and a
+/// handful of small arguments without reallocating.
+const INITIAL_CAPACITY: usize = 128;
+
+/// An outgoing REQUEST or RESPONSE under construction.
+#[derive(Debug)]
+pub struct MessageBuilder {
+    kind: FrameKind,
+    buf: BytesMut,
+    bulk: Vec<Bytes>,
+}
+
+impl MessageBuilder {
+    /// Starts a request for `method` (ordinal and fingerprint) on interface `slot` of
+    /// `object`.
+    pub fn request(object: u64, slot: u16, method: u16, fingerprint: u32) -> MessageBuilder {
+        let mut buf = BytesMut::with_capacity(INITIAL_CAPACITY);
+        buf.put_bytes(0, 8); // header, filled in by `finish`
+        buf.put_u64_le(0); // call id, patched by the connection
+        buf.put_u64_le(object);
+        buf.put_u16_le(slot);
+        buf.put_u16_le(method);
+        buf.put_u32_le(fingerprint);
+        buf.put_u32_le(0); // inline length, filled in by `finish`
+        debug_assert_eq!(buf.len(), REQUEST_FIXED_LEN);
+        MessageBuilder {
+            kind: FrameKind::Request,
+            buf,
+            bulk: Vec::new(),
+        }
+    }
+
+    /// Starts a response with `status`.
+    pub fn response(status: Status) -> MessageBuilder {
+        let mut buf = BytesMut::with_capacity(INITIAL_CAPACITY);
+        buf.put_bytes(0, 8);
+        buf.put_u64_le(0); // call id, patched by the connection
+        buf.put_u8(status.to_wire());
+        buf.put_bytes(0, 3);
+        buf.put_u32_le(0); // credits, patched by the connection
+        buf.put_u32_le(0); // inline length
+        debug_assert_eq!(buf.len(), RESPONSE_FIXED_LEN);
+        MessageBuilder {
+            kind: FrameKind::Response,
+            buf,
+            bulk: Vec::new(),
+        }
+    }
+
+    /// A response carrying only `status` and a UTF-8 message as its inline data.
+    pub fn error_response(status: Status, message: &str) -> MessageBuilder {
+        let mut builder = MessageBuilder::response(status);
+        builder.inline().put_slice(message.as_bytes());
+        builder
+    }
+
+    /// The kind of message being built.
+    pub fn kind(&self) -> FrameKind {
+        self.kind
+    }
+
+    /// An append-only writer for the inline data.
+    pub fn inline(&mut self) -> InlineWriter<'_> {
+        InlineWriter { buf: &mut self.buf }
+    }
+
+    /// Bytes of inline data written so far.
+    pub fn inline_len(&self) -> usize {
+        self.buf.len() - self.fixed_len()
+    }
+
+    /// Appends a bulk segment; it is sent from its own buffer, not copied.
+    pub fn push_segment(&mut self, segment: Bytes) {
+        self.bulk.push(segment);
+    }
+
+    /// The response status (None for a request).
+    pub fn status(&self) -> Option<Status> {
+        match self.kind {
+            FrameKind::Response => Some(Status::from_wire(self.buf[16])),
+            _ => None,
+        }
+    }
+
+    /// The frame's total encoded size so far.
+    pub fn encoded_len(&self) -> u64 {
+        let bulk: u64 = self.bulk.iter().map(|b| b.len() as u64).sum();
+        self.buf.len() as u64 + 4 * self.bulk.len() as u64 + bulk
+    }
+
+    fn fixed_len(&self) -> usize {
+        match self.kind {
+            FrameKind::Request => REQUEST_FIXED_LEN,
+            _ => RESPONSE_FIXED_LEN,
+        }
+    }
+
+    pub(crate) fn set_call_id(&mut self, call_id: u64) {
+        self.buf[8..16].copy_from_slice(&call_id.to_le_bytes());
+    }
+
+    pub(crate) fn set_credits(&mut self, credits: u32) {
+        debug_assert_eq!(self.kind, FrameKind::Response);
+        self.buf[20..24].copy_from_slice(&credits.to_le_bytes());
+    }
+
+    /// Checks the message against the peer's maximum frame size and the segment limit.
+    pub fn check(&self, max_frame_size: u32) -> Result<(), SendError> {
+        if self.bulk.len() > usize::from(MAX_BULK_SEGMENTS) {
+            return Err(SendError::TooManySegments {
+                count: self.bulk.len(),
+                max: MAX_BULK_SEGMENTS,
+            });
+        }
+        let total = self.encoded_len();
+        if total > u64::from(max_frame_size) {
+            return Err(SendError::TooLarge {
+                len: total,
+                max: max_frame_size,
+            });
+        }
+        Ok(())
+    }
+
+    /// Completes the frame. Call [`MessageBuilder::check`] first: lengths are truncated to
+    /// their wire widths here.
+    pub(crate) fn finish(mut self) -> OutFrame {
+        let segments = self.bulk.len();
+        let total = self.encoded_len();
+        let inline_len = self.inline_len() as u32;
+        let inline_at = self.fixed_len() - 4;
+        self.buf[inline_at..inline_at + 4].copy_from_slice(&inline_len.to_le_bytes());
+        for segment in &self.bulk {
+            self.buf.put_u32_le(segment.len() as u32);
+        }
+        self.buf[0..4].copy_from_slice(&(total as u32).to_le_bytes());
+        self.buf[4] = self.kind as u8;
+        self.buf[6..8].copy_from_slice(&(segments as u16).to_le_bytes());
+        OutFrame::new(self.buf.freeze(), self.bulk)
+    }
+}
+
+/// Append-only access to a message's inline data: it cannot disturb the header.
+#[derive(Debug)]
+pub struct InlineWriter<'a> {
+    buf: &'a mut BytesMut,
+}
+
+impl InlineWriter<'_> {
+    /// Appends bytes.
+    pub fn put_slice(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// Reserves room for `additional` more bytes.
+    pub fn reserve(&mut self, additional: usize) {
+        self.buf.reserve(additional);
+    }
+}
+
+impl Extend<u8> for InlineWriter<'_> {
+    fn extend<T: IntoIterator<Item = u8>>(&mut self, iter: T) {
+        self.buf.extend(iter);
+    }
+}
+
+impl<'a> Extend<&'a u8> for InlineWriter<'_> {
+    fn extend<T: IntoIterator<Item = &'a u8>>(&mut self, iter: T) {
+        self.buf.extend(iter.into_iter().copied());
+    }
+}
+
+impl std::io::Write for InlineWriter<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

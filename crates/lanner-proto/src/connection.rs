@@ -1,0 +1,321 @@
+//! The connection state machine: handshake, call accounting and flow-control credits.
+//!
+//! It does no I/O. The runtime hands it each received frame ([`Connection::handle_frame`])
+//! and asks it to stamp each outgoing message ([`Connection::send_request`],
+//! [`Connection::send_response`]); it answers with events and encoded frames.
+//!
+//! Credits: each side announces at connect how many requests the other may have
+//! outstanding towards it. A sender spends one credit per request and never sends without
+//! one; the receiver returns the credit on the response (piggybacked) or, when replies do
+//! not flow, with an explicit CREDIT frame. A request that arrives without credit is a
+//! protocol violation, so a peer cannot make the receiver hold more than
+//! `credits × max_frame_size` bytes of requests.
+
+use bytes::Bytes;
+
+use crate::builder::MessageBuilder;
+use crate::error::{ProtocolError, SendError};
+use crate::frame::{
+    self, Frame, FrameKind, HELLO_LEN, Hello, Request, Response, WELCOME_LEN, Welcome,
+};
+use crate::limits::{Limits, MAX_FRAME_SIZE, MIN_FRAME_SIZE, PROTOCOL_VERSION};
+use crate::out_frame::OutFrame;
+use crate::status::Status;
+
+/// The largest frame accepted before the handshake completes. Handshake frames are tiny;
+/// this keeps an unauthenticated peer from making us reserve a large buffer.
+pub const HANDSHAKE_MAX_FRAME_SIZE: u32 = 4096;
+
+/// Which side of the connection this is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Opened the connection and sends HELLO.
+    Client,
+    /// Accepted the connection and answers with WELCOME.
+    Server,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    AwaitingHello,
+    AwaitingWelcome,
+    Open,
+    Closed,
+}
+
+impl State {
+    fn describe(self) -> &'static str {
+        match self {
+            State::AwaitingHello => "awaiting HELLO",
+            State::AwaitingWelcome => "awaiting WELCOME",
+            State::Open => "open",
+            State::Closed => "closed",
+        }
+    }
+}
+
+/// What a received frame means to the runtime.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// (Server) The client's HELLO was accepted; send this WELCOME frame. The connection is
+    /// open.
+    Accepted {
+        /// The WELCOME frame to send.
+        welcome: Bytes,
+    },
+    /// (Client) The server's WELCOME arrived; the connection is open.
+    Established,
+    /// The peer calls us.
+    Request(Request),
+    /// The peer answers one of our calls.
+    Response(Response),
+    /// The peer granted this many more credits.
+    Credit(u32),
+    /// The peer closed the connection; it is now closed.
+    Closed(frame::Close),
+}
+
+/// One side of a Lanner connection, as a state machine.
+#[derive(Debug)]
+pub struct Connection {
+    role: Role,
+    state: State,
+    local: Limits,
+    peer: Limits,
+    send_credits: u32,
+    in_flight: u32,
+    peer_in_flight: u32,
+    peer_window: u32,
+    next_call_id: u64,
+}
+
+impl Connection {
+    /// A client connection and the HELLO frame to send first.
+    pub fn client(local: Limits) -> (Connection, Bytes) {
+        let local = local.clamped();
+        let hello = frame::encode_hello(&Hello {
+            version_min: PROTOCOL_VERSION,
+            version_max: PROTOCOL_VERSION,
+            limits: local,
+        });
+        (Connection::new(Role::Client, local), hello)
+    }
+
+    /// A server connection awaiting the client's HELLO.
+    pub fn server(local: Limits) -> Connection {
+        Connection::new(Role::Server, local.clamped())
+    }
+
+    fn new(role: Role, local: Limits) -> Connection {
+        Connection {
+            role,
+            state: match role {
+                Role::Client => State::AwaitingWelcome,
+                Role::Server => State::AwaitingHello,
+            },
+            local,
+            peer: Limits {
+                max_frame_size: HANDSHAKE_MAX_FRAME_SIZE,
+                credits: 0,
+            },
+            send_credits: 0,
+            in_flight: 0,
+            peer_in_flight: 0,
+            peer_window: local.credits,
+            next_call_id: 1,
+        }
+    }
+
+    /// This side's role.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// True once the handshake is complete and until the connection closes.
+    pub fn is_open(&self) -> bool {
+        self.state == State::Open
+    }
+
+    /// The largest frame to accept from the peer now: small during the handshake, the
+    /// local limit after.
+    pub fn max_incoming_frame_size(&self) -> u32 {
+        match self.state {
+            State::Open => self.local.max_frame_size,
+            _ => HANDSHAKE_MAX_FRAME_SIZE.max(HELLO_LEN as u32).max(WELCOME_LEN as u32),
+        }
+    }
+
+    /// What the peer accepts from us (valid once open).
+    pub fn peer_limits(&self) -> Limits {
+        self.peer
+    }
+
+    /// What we accept from the peer.
+    pub fn local_limits(&self) -> Limits {
+        self.local
+    }
+
+    /// Requests we may send now.
+    pub fn send_credits(&self) -> u32 {
+        self.send_credits
+    }
+
+    /// Our requests awaiting a response.
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight
+    }
+
+    /// The peer's requests we have not answered yet.
+    pub fn peer_in_flight(&self) -> u32 {
+        self.peer_in_flight
+    }
+
+    /// Processes one received frame. An error means the connection is broken: send
+    /// [`ProtocolError::close_frame`] and drop it. Never panics.
+    pub fn handle_frame(&mut self, bytes: Bytes) -> Result<Event, ProtocolError> {
+        let frame = Frame::decode(bytes)?;
+        match (self.state, frame) {
+            (_, Frame::Close(close)) => {
+                self.state = State::Closed;
+                Ok(Event::Closed(close))
+            }
+            (State::AwaitingHello, Frame::Hello(hello)) => self.accept_hello(hello),
+            (State::AwaitingWelcome, Frame::Welcome(welcome)) => self.accept_welcome(welcome),
+            (State::Open, Frame::Request(request)) => {
+                if self.peer_in_flight >= self.peer_window {
+                    return Err(ProtocolError::CreditViolation {
+                        in_flight: self.peer_in_flight,
+                        window: self.peer_window,
+                    });
+                }
+                self.peer_in_flight += 1;
+                Ok(Event::Request(request))
+            }
+            (State::Open, Frame::Response(response)) => {
+                if self.in_flight == 0 {
+                    return Err(ProtocolError::UnsolicitedResponse {
+                        call_id: response.call_id,
+                    });
+                }
+                self.in_flight -= 1;
+                self.send_credits = self.send_credits.saturating_add(response.credits);
+                Ok(Event::Response(response))
+            }
+            (State::Open, Frame::Credit(credits)) => {
+                self.send_credits = self.send_credits.saturating_add(credits);
+                Ok(Event::Credit(credits))
+            }
+            (state, frame) => Err(ProtocolError::UnexpectedFrame {
+                kind: frame.kind(),
+                state: state.describe(),
+            }),
+        }
+    }
+
+    fn accept_hello(&mut self, hello: Hello) -> Result<Event, ProtocolError> {
+        if !(hello.version_min..=hello.version_max).contains(&PROTOCOL_VERSION) {
+            return Err(ProtocolError::VersionMismatch {
+                ours: PROTOCOL_VERSION,
+                theirs_min: hello.version_min,
+                theirs_max: hello.version_max,
+            });
+        }
+        self.open_with(hello.limits)?;
+        let welcome = frame::encode_welcome(&Welcome {
+            version: PROTOCOL_VERSION,
+            limits: self.local,
+        });
+        Ok(Event::Accepted { welcome })
+    }
+
+    fn accept_welcome(&mut self, welcome: Welcome) -> Result<Event, ProtocolError> {
+        if welcome.version != PROTOCOL_VERSION {
+            return Err(ProtocolError::VersionMismatch {
+                ours: PROTOCOL_VERSION,
+                theirs_min: welcome.version,
+                theirs_max: welcome.version,
+            });
+        }
+        self.open_with(welcome.limits)?;
+        Ok(Event::Established)
+    }
+
+    fn open_with(&mut self, peer: Limits) -> Result<(), ProtocolError> {
+        if !(MIN_FRAME_SIZE..=MAX_FRAME_SIZE).contains(&peer.max_frame_size) {
+            return Err(ProtocolError::InvalidLimits(
+                "maximum frame size outside 4 KiB..=1 GiB",
+            ));
+        }
+        if peer.credits == 0 {
+            return Err(ProtocolError::InvalidLimits("zero request credits"));
+        }
+        self.peer = peer;
+        self.send_credits = peer.credits;
+        self.state = State::Open;
+        Ok(())
+    }
+
+    /// Stamps a request with a fresh call id and spends a credit. Without credit the
+    /// builder is handed back with [`SendError::NoCredits`] so the caller can wait and retry.
+    pub fn send_request(
+        &mut self,
+        mut request: MessageBuilder,
+    ) -> Result<(u64, OutFrame), (SendError, MessageBuilder)> {
+        debug_assert_eq!(request.kind(), FrameKind::Request);
+        if self.state != State::Open {
+            return Err((SendError::NotOpen, request));
+        }
+        if self.send_credits == 0 {
+            return Err((SendError::NoCredits, request));
+        }
+        if let Err(error) = request.check(self.peer.max_frame_size) {
+            return Err((error, request));
+        }
+        let call_id = self.next_call_id;
+        request.set_call_id(call_id);
+        let frame = request.finish();
+        self.next_call_id = self.next_call_id.wrapping_add(1).max(1);
+        self.send_credits -= 1;
+        self.in_flight += 1;
+        Ok((call_id, frame))
+    }
+
+    /// Stamps the response to the peer's call `call_id` and piggybacks the returned credit.
+    /// If the response is larger than the peer accepts, an `Internal` error response takes
+    /// its place (the call still ends, the credit still returns).
+    pub fn send_response(
+        &mut self,
+        call_id: u64,
+        mut response: MessageBuilder,
+    ) -> Result<OutFrame, SendError> {
+        debug_assert_eq!(response.kind(), FrameKind::Response);
+        if self.state != State::Open {
+            return Err(SendError::NotOpen);
+        }
+        if self.peer_in_flight == 0 {
+            return Err(SendError::NoRequestPending);
+        }
+        self.peer_in_flight -= 1;
+        if let Err(error) = response.check(self.peer.max_frame_size) {
+            response = MessageBuilder::error_response(
+                Status::Internal,
+                &format!("the result could not be sent: {error}"),
+            );
+        }
+        response.set_call_id(call_id);
+        response.set_credits(1);
+        Ok(response.finish())
+    }
+
+    /// Grants the peer `credits` more outstanding requests; send the returned CREDIT frame.
+    pub fn grant_credits(&mut self, credits: u32) -> Bytes {
+        self.peer_window = self.peer_window.saturating_add(credits);
+        frame::encode_credit(credits)
+    }
+
+    /// Marks the connection closed and returns the CLOSE frame to send.
+    pub fn close(&mut self, status: Status, reason: &str) -> Bytes {
+        self.state = State::Closed;
+        frame::encode_close(status, reason)
+    }
+}

@@ -1,0 +1,432 @@
+//! The frame format: every message is one frame with an 8-byte header.
+//!
+//! All integers are little-endian. A frame starts with
+//!
+//! ```text
+//! 0..4  len   u32  total frame length in bytes, header included
+//! 4     kind  u8   HELLO=1 WELCOME=2 REQUEST=3 RESPONSE=4 CREDIT=5 CLOSE=6
+//! 5     flags u8   reserved, ignored by this version
+//! 6..8  segs  u16  number of bulk segments (REQUEST and RESPONSE only, else 0)
+//! ```
+//!
+//! followed by the kind's fixed fields. REQUEST and RESPONSE then carry a *payload*:
+//! `inline_len` bytes of inline data (the small arguments, encoded once), a table of `segs`
+//! u32 lengths, and the bulk segments themselves, back to back. On send, the bulk segments
+//! are separate buffers written with one vectored write; on receipt they are slices of the
+//! received frame. Neither side copies them.
+//!
+//! ```text
+//! HELLO     magic[4] version_min u16 version_max u16 max_frame u32 credits u32 reserved u32
+//! WELCOME   magic[4] version u16 reserved u16 max_frame u32 credits u32
+//! REQUEST   call_id u64 object u64 slot u16 method u16 fingerprint u32 inline_len u32 | payload
+//! RESPONSE  call_id u64 status u8 reserved[3] credits u32 inline_len u32            | payload
+//! CREDIT    credits u32
+//! CLOSE     status u8 reserved[3] reason (UTF-8, at most 1024 bytes)
+//! ```
+
+use std::fmt;
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::error::FrameError;
+use crate::limits::{Limits, MAGIC, MAX_BULK_SEGMENTS, MAX_REASON_LEN};
+use crate::payload::Payload;
+use crate::status::Status;
+
+/// Size of the common frame header.
+pub const HEADER_LEN: usize = 8;
+/// Total size of a HELLO frame.
+pub const HELLO_LEN: usize = HEADER_LEN + 20;
+/// Total size of a WELCOME frame.
+pub const WELCOME_LEN: usize = HEADER_LEN + 16;
+/// Size of a REQUEST frame before its payload.
+pub const REQUEST_FIXED_LEN: usize = HEADER_LEN + 28;
+/// Size of a RESPONSE frame before its payload.
+pub const RESPONSE_FIXED_LEN: usize = HEADER_LEN + 20;
+/// Total size of a CREDIT frame.
+pub const CREDIT_LEN: usize = HEADER_LEN + 4;
+/// Size of a CLOSE frame before its reason.
+pub const CLOSE_FIXED_LEN: usize = HEADER_LEN + 4;
+
+/// The kind byte of a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum FrameKind {
+    /// Client's handshake opening.
+    Hello = 1,
+    /// Server's handshake answer.
+    Welcome = 2,
+    /// A call.
+    Request = 3,
+    /// The answer to a call.
+    Response = 4,
+    /// An explicit credit grant.
+    Credit = 5,
+    /// The sender is closing the connection, with a status and a reason.
+    Close = 6,
+}
+
+impl FrameKind {
+    /// Decodes a kind byte.
+    pub fn from_wire(byte: u8) -> Result<FrameKind, FrameError> {
+        Ok(match byte {
+            1 => FrameKind::Hello,
+            2 => FrameKind::Welcome,
+            3 => FrameKind::Request,
+            4 => FrameKind::Response,
+            5 => FrameKind::Credit,
+            6 => FrameKind::Close,
+            other => return Err(FrameError::UnknownKind(other)),
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            FrameKind::Hello => "HELLO",
+            FrameKind::Welcome => "WELCOME",
+            FrameKind::Request => "REQUEST",
+            FrameKind::Response => "RESPONSE",
+            FrameKind::Credit => "CREDIT",
+            FrameKind::Close => "CLOSE",
+        }
+    }
+}
+
+impl fmt::Display for FrameKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A client's handshake opening.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hello {
+    /// Lowest protocol version the client speaks.
+    pub version_min: u16,
+    /// Highest protocol version the client speaks.
+    pub version_max: u16,
+    /// What the client accepts from the server.
+    pub limits: Limits,
+}
+
+/// A server's handshake answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Welcome {
+    /// The version both sides will speak.
+    pub version: u16,
+    /// What the server accepts from the client.
+    pub limits: Limits,
+}
+
+/// A call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// Chosen by the caller, unique among its outstanding calls on this connection.
+    pub call_id: u64,
+    /// The callee's handle for the object on this connection.
+    pub object: u64,
+    /// Which of the object's interfaces (index into the reference's interface list).
+    pub slot: u16,
+    /// The method's ordinal within that interface.
+    pub method: u16,
+    /// The method's signature fingerprint, checked by the callee.
+    pub fingerprint: u32,
+    /// The encoded arguments.
+    pub payload: Payload,
+}
+
+/// The answer to a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    /// The call this answers.
+    pub call_id: u64,
+    /// Outcome.
+    pub status: Status,
+    /// Request credits returned to the caller (piggybacked flow control).
+    pub credits: u32,
+    /// The encoded result, application error, or error message.
+    pub payload: Payload,
+}
+
+/// The sender is closing the connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Close {
+    /// Why, as a code.
+    pub status: Status,
+    /// Why, for humans.
+    pub reason: String,
+}
+
+/// A decoded frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame {
+    /// See [`Hello`].
+    Hello(Hello),
+    /// See [`Welcome`].
+    Welcome(Welcome),
+    /// See [`Request`].
+    Request(Request),
+    /// See [`Response`].
+    Response(Response),
+    /// An explicit grant of this many request credits.
+    Credit(u32),
+    /// See [`Close`].
+    Close(Close),
+}
+
+impl Frame {
+    /// The frame's kind.
+    pub fn kind(&self) -> FrameKind {
+        match self {
+            Frame::Hello(_) => FrameKind::Hello,
+            Frame::Welcome(_) => FrameKind::Welcome,
+            Frame::Request(_) => FrameKind::Request,
+            Frame::Response(_) => FrameKind::Response,
+            Frame::Credit(_) => FrameKind::Credit,
+            Frame::Close(_) => FrameKind::Close,
+        }
+    }
+
+    /// Decodes one complete frame. `frame` must hold exactly one frame (as split by
+    /// [`crate::FrameSplitter`] or delivered whole by a message transport); payload parts
+    /// of the result are slices of it, not copies. Never panics.
+    pub fn decode(frame: Bytes) -> Result<Frame, FrameError> {
+        let header = read_header(&frame)?;
+        if header.len as usize != frame.len() {
+            return Err(FrameError::LengthMismatch {
+                declared: u64::from(header.len),
+                actual: frame.len() as u64,
+            });
+        }
+        if header.segments != 0
+            && !matches!(header.kind, FrameKind::Request | FrameKind::Response)
+        {
+            return Err(FrameError::UnexpectedSegments {
+                kind: header.kind,
+                count: header.segments,
+            });
+        }
+        match header.kind {
+            FrameKind::Hello => decode_hello(&frame).map(Frame::Hello),
+            FrameKind::Welcome => decode_welcome(&frame).map(Frame::Welcome),
+            FrameKind::Request => decode_request(frame, header.segments).map(Frame::Request),
+            FrameKind::Response => decode_response(frame, header.segments).map(Frame::Response),
+            FrameKind::Credit => {
+                need(&frame, FrameKind::Credit, CREDIT_LEN)?;
+                Ok(Frame::Credit(le_u32(&frame, HEADER_LEN)))
+            }
+            FrameKind::Close => decode_close(&frame).map(Frame::Close),
+        }
+    }
+}
+
+/// The common header, decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    /// Total frame length.
+    pub len: u32,
+    /// Kind.
+    pub kind: FrameKind,
+    /// Bulk segment count.
+    pub segments: u16,
+}
+
+/// Reads the common header at the start of `bytes` (which may hold more than one frame).
+pub fn read_header(bytes: &[u8]) -> Result<Header, FrameError> {
+    if bytes.len() < HEADER_LEN {
+        return Err(FrameError::Truncated {
+            kind: "header",
+            need: HEADER_LEN,
+            have: bytes.len(),
+        });
+    }
+    let len = le_u32(bytes, 0);
+    if (len as usize) < HEADER_LEN {
+        return Err(FrameError::LengthTooSmall {
+            len,
+            min: HEADER_LEN,
+        });
+    }
+    let kind = FrameKind::from_wire(bytes[4])?;
+    let segments = le_u16(bytes, 6);
+    Ok(Header {
+        len,
+        kind,
+        segments,
+    })
+}
+
+fn need(frame: &[u8], kind: FrameKind, len: usize) -> Result<(), FrameError> {
+    if frame.len() < len {
+        return Err(FrameError::Truncated {
+            kind: kind.name(),
+            need: len,
+            have: frame.len(),
+        });
+    }
+    Ok(())
+}
+
+fn check_magic(frame: &[u8]) -> Result<(), FrameError> {
+    let magic = [frame[8], frame[9], frame[10], frame[11]];
+    if magic != MAGIC {
+        return Err(FrameError::BadMagic(magic));
+    }
+    Ok(())
+}
+
+fn decode_hello(frame: &[u8]) -> Result<Hello, FrameError> {
+    need(frame, FrameKind::Hello, HELLO_LEN)?;
+    check_magic(frame)?;
+    Ok(Hello {
+        version_min: le_u16(frame, 12),
+        version_max: le_u16(frame, 14),
+        limits: Limits {
+            max_frame_size: le_u32(frame, 16),
+            credits: le_u32(frame, 20),
+        },
+    })
+}
+
+fn decode_welcome(frame: &[u8]) -> Result<Welcome, FrameError> {
+    need(frame, FrameKind::Welcome, WELCOME_LEN)?;
+    check_magic(frame)?;
+    Ok(Welcome {
+        version: le_u16(frame, 12),
+        limits: Limits {
+            max_frame_size: le_u32(frame, 16),
+            credits: le_u32(frame, 20),
+        },
+    })
+}
+
+fn decode_request(frame: Bytes, segments: u16) -> Result<Request, FrameError> {
+    need(&frame, FrameKind::Request, REQUEST_FIXED_LEN)?;
+    let call_id = le_u64(&frame, 8);
+    let object = le_u64(&frame, 16);
+    let slot = le_u16(&frame, 24);
+    let method = le_u16(&frame, 26);
+    let fingerprint = le_u32(&frame, 28);
+    let inline_len = le_u32(&frame, 32);
+    let payload = Payload::parse(frame, REQUEST_FIXED_LEN, inline_len, segments)?;
+    Ok(Request {
+        call_id,
+        object,
+        slot,
+        method,
+        fingerprint,
+        payload,
+    })
+}
+
+fn decode_response(frame: Bytes, segments: u16) -> Result<Response, FrameError> {
+    need(&frame, FrameKind::Response, RESPONSE_FIXED_LEN)?;
+    let call_id = le_u64(&frame, 8);
+    let status = Status::from_wire(frame[16]);
+    let credits = le_u32(&frame, 20);
+    let inline_len = le_u32(&frame, 24);
+    let payload = Payload::parse(frame, RESPONSE_FIXED_LEN, inline_len, segments)?;
+    Ok(Response {
+        call_id,
+        status,
+        credits,
+        payload,
+    })
+}
+
+fn decode_close(frame: &[u8]) -> Result<Close, FrameError> {
+    need(frame, FrameKind::Close, CLOSE_FIXED_LEN)?;
+    let status = Status::from_wire(frame[8]);
+    let reason = &frame[CLOSE_FIXED_LEN..];
+    if reason.len() > MAX_REASON_LEN {
+        return Err(FrameError::BadReason("longer than 1024 bytes"));
+    }
+    let reason = std::str::from_utf8(reason).map_err(|_| FrameError::BadReason("not UTF-8"))?;
+    Ok(Close {
+        status,
+        reason: reason.to_owned(),
+    })
+}
+
+fn put_header(buf: &mut BytesMut, len: usize, kind: FrameKind) {
+    buf.put_u32_le(len as u32);
+    buf.put_u8(kind as u8);
+    buf.put_u8(0);
+    buf.put_u16_le(0);
+}
+
+/// Encodes a HELLO frame.
+pub fn encode_hello(hello: &Hello) -> Bytes {
+    let mut buf = BytesMut::with_capacity(HELLO_LEN);
+    put_header(&mut buf, HELLO_LEN, FrameKind::Hello);
+    buf.put_slice(&MAGIC);
+    buf.put_u16_le(hello.version_min);
+    buf.put_u16_le(hello.version_max);
+    buf.put_u32_le(hello.limits.max_frame_size);
+    buf.put_u32_le(hello.limits.credits);
+    buf.put_u32_le(0);
+    buf.freeze()
+}
+
+/// Encodes a WELCOME frame.
+pub fn encode_welcome(welcome: &Welcome) -> Bytes {
+    let mut buf = BytesMut::with_capacity(WELCOME_LEN);
+    put_header(&mut buf, WELCOME_LEN, FrameKind::Welcome);
+    buf.put_slice(&MAGIC);
+    buf.put_u16_le(welcome.version);
+    buf.put_u16_le(0);
+    buf.put_u32_le(welcome.limits.max_frame_size);
+    buf.put_u32_le(welcome.limits.credits);
+    buf.freeze()
+}
+
+/// Encodes a CREDIT frame.
+pub fn encode_credit(credits: u32) -> Bytes {
+    let mut buf = BytesMut::with_capacity(CREDIT_LEN);
+    put_header(&mut buf, CREDIT_LEN, FrameKind::Credit);
+    buf.put_u32_le(credits);
+    buf.freeze()
+}
+
+/// Encodes a CLOSE frame. A reason longer than the protocol allows is cut at a character
+/// boundary.
+pub fn encode_close(status: Status, reason: &str) -> Bytes {
+    let mut end = reason.len().min(MAX_REASON_LEN);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    let reason = &reason.as_bytes()[..end];
+    let len = CLOSE_FIXED_LEN + reason.len();
+    let mut buf = BytesMut::with_capacity(len);
+    put_header(&mut buf, len, FrameKind::Close);
+    buf.put_u8(status.to_wire());
+    buf.put_slice(&[0; 3]);
+    buf.put_slice(reason);
+    buf.freeze()
+}
+
+/// Checks a segment count against the protocol limit.
+pub(crate) fn check_segment_count(count: u16) -> Result<(), FrameError> {
+    if count > MAX_BULK_SEGMENTS {
+        return Err(FrameError::TooManySegments {
+            count,
+            max: MAX_BULK_SEGMENTS,
+        });
+    }
+    Ok(())
+}
+
+// The readers below are only called on ranges whose bounds were checked first.
+pub(crate) fn le_u16(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+
+pub(crate) fn le_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+pub(crate) fn le_u64(b: &[u8], at: usize) -> u64 {
+    let mut bytes = [0u8; 8];
+    bytes.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(bytes)
+}

@@ -1,0 +1,42 @@
+//! # lanner-proto: the Lanner protocol core
+//!
+//! Everything Lanner puts on the wire, with no I/O and no async runtime: frame encoding and
+//! decoding ([`Frame`], [`MessageBuilder`], [`FrameSplitter`]), the connection state
+//! machine ([`Connection`]: handshake, call accounting, flow-control credits) and the
+//! limits that keep a misbehaving peer in check ([`Limits`]).
+//!
+//! The runtime feeds received frames in and gets events out; it asks the state machine to
+//! stamp outgoing messages. Nothing here panics on any input: every decoder returns a
+//! precise [`FrameError`] or [`ProtocolError`], and the decoders are fuzzed.
+//!
+//! Bulk payloads are never copied here: an outgoing message keeps its bulk segments as the
+//! caller's buffers ([`OutFrame`]), and a received payload's segments are slices of the
+//! received frame ([`Payload`]).
+//!
+//! See [`frame`] for the wire layout.
+
+pub mod builder;
+pub mod connection;
+pub mod error;
+pub mod frame;
+pub mod limits;
+pub mod out_frame;
+pub mod payload;
+pub mod splitter;
+pub mod status;
+
+#[cfg(any(test, feature = "harness"))]
+pub mod harness;
+
+pub use builder::{InlineWriter, MessageBuilder};
+pub use connection::{Connection, Event, HANDSHAKE_MAX_FRAME_SIZE, Role};
+pub use error::{FrameError, ProtocolError, SendError};
+pub use frame::{Close, Frame, FrameKind, Hello, Request, Response, Welcome};
+pub use limits::{Limits, PROTOCOL_VERSION};
+pub use out_frame::OutFrame;
+pub use payload::Payload;
+pub use splitter::FrameSplitter;
+pub use status::Status;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,1 @@
+//! Protocol tests on the deterministic two-peer harness.
