@@ -1,1 +1,38 @@
-//! placeholder
+//! The `#[lanner::interface]` attribute. Use it through the `lanner` crate; the generated
+//! code refers only to `::lanner::__private`.
+//!
+//! From
+//!
+//! ```ignore
+//! #[lanner::interface]
+//! pub trait Calculator {
+//!     async fn add(&self, a: u64, b: u64) -> Result<u64, AppError>;
+//! }
+//! ```
+//!
+//! it generates the trait (with `Send` futures, so it can be served from any thread),
+//! `CalculatorProxy` (a client that implements `Calculator` by calling the remote object)
+//! and `CalculatorStub<T>` (serves any `T: Calculator`). Options:
+//! `#[lanner::interface(name = "app.Calculator")]` replaces the module path in the id's
+//! derivation; `#[lanner::interface(id = "0123…cdef")]` (32 hex digits, dashes allowed)
+//! fixes the id outright.
+
+use proc_macro::TokenStream;
+
+mod expand;
+mod model;
+mod options;
+
+/// Turns a trait into a Lanner remote interface. See the `lanner` crate documentation.
+#[proc_macro_attribute]
+pub fn interface(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let options = match options::parse(attr.into()) {
+        Ok(options) => options,
+        Err(error) => return error.to_compile_error().into(),
+    };
+    let item = syn::parse_macro_input!(item as syn::ItemTrait);
+    match model::Interface::from_trait(item, options) {
+        Ok(interface) => expand::expand(&interface).into(),
+        Err(error) => error.to_compile_error().into(),
+    }
+}

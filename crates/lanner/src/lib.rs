@@ -1,1 +1,103 @@
-//! placeholder
+//! # Lanner: distributed objects at the speed of the medium
+//!
+//! A **service** is a Rust trait marked `#[lanner::interface]`. A remote **object**
+//! implements one or more such traits and is served by a [`Server`]; a client holds a
+//! typed **proxy** and calls it as if it were local. The model is DCOM's and CORBA's
+//! (interfaces, object references, interface queries), the speed is the raw socket's.
+//!
+//! ## The pieces
+//!
+//! - **Interface**: a trait with `async fn` methods returning `Result<T, E>`. The macro
+//!   derives a stable 128-bit [`InterfaceId`] from the trait's path and every method's
+//!   signature, and generates `<Trait>Proxy` (client) and `<Trait>Stub<T>` (server). Any
+//!   serde type can be an argument or result; a parameter or result declared as
+//!   [`Bytes`] is a bulk payload that is never copied. `E` must be serde and implement
+//!   `From<lanner::Error>`: transport failures reach the caller through it.
+//! - **Object**: [`Object::new(stub)`](Object::new)`.with(other_stub)` bundles the stubs
+//!   of one implementation. [`Server::publish`] gives it a well-known name.
+//! - **Reference**: an [`ObjectRef`] names an object on a connection and carries the list
+//!   of interfaces it implements, so [`ObjectRef::query`] (or [`Proxy::query`]) is answered
+//!   locally; the first call on the new interface is one request like any other.
+//! - **Connection**: one per endpoint per [`Client`], shared by every proxy behind it, with
+//!   many calls outstanding at once. The wire carries only (object handle, interface slot,
+//!   method ordinal + fingerprint) per call; dispatch is O(1).
+//! - **Transport**: TCP, Unix sockets, in-memory channels ([`transport`]).
+//!
+//! ## Example
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! #[lanner::interface]
+//! pub trait Calculator {
+//!     async fn add(&self, a: u64, b: u64) -> Result<u64, lanner::Error>;
+//! }
+//!
+//! struct Adder;
+//!
+//! impl Calculator for Adder {
+//!     async fn add(&self, a: u64, b: u64) -> Result<u64, lanner::Error> {
+//!         Ok(a + b)
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), lanner::Error> {
+//! let server = lanner::Server::new();
+//! server.publish("calc", lanner::Object::new(CalculatorStub::new(Arc::new(Adder))));
+//! let _listening = server.listen("mem://doc-example").await?;
+//!
+//! let calc: CalculatorProxy = lanner::connect("mem://doc-example/calc").await?;
+//! assert_eq!(calc.add(2, 3).await?, 5);
+//! # Ok(())
+//! # }
+//! ```
+
+extern crate self as lanner;
+
+mod call;
+mod client;
+mod connection;
+mod error;
+mod id;
+mod marshal;
+mod object;
+mod options;
+mod proxy;
+mod reference;
+mod root;
+mod server;
+pub mod transport;
+mod url;
+
+pub use bytes::Bytes;
+pub use call::{IncomingCall, Reply};
+pub use client::{Client, connect};
+pub use error::{Error, ErrorKind};
+pub use id::{InterfaceId, MethodInfo};
+pub use lanner_macros::interface;
+pub use object::{DispatchFuture, Object, Stub};
+pub use options::ConnectionOptions;
+pub use proxy::{Proxy, ProxyCore};
+pub use reference::ObjectRef;
+pub use server::{Listening, Server};
+pub use url::{Endpoint, ObjectUrl};
+
+/// What `#[lanner::interface]` expands to refers only to this module, so the generated
+/// code stays stable while the internals move. Not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::call::{IncomingCall, Reply};
+    pub use crate::error::Error;
+    pub use crate::id::{InterfaceId, MethodInfo, method_fingerprint};
+    pub use crate::marshal::{
+        Bulk, Inline, ValueCodec, arguments, assert_remote_error, invoke, reply, request,
+    };
+    pub use crate::object::{DispatchFuture, Stub};
+    pub use crate::proxy::{Proxy, ProxyCore};
+    pub use bytes::Bytes;
+    pub use serde;
+    pub use std::boxed::Box;
+    pub use std::future::Future;
+    pub use std::sync::Arc;
+}

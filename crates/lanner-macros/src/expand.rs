@@ -1,0 +1,267 @@
+//! Code generation: the trait, its proxy and its stub.
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
+
+use crate::model::{Interface, Method};
+
+pub(crate) fn expand(interface: &Interface) -> TokenStream {
+    let trait_tokens = expand_trait(interface);
+    let proxy = expand_proxy(interface);
+    let stub = expand_stub(interface);
+    quote! {
+        #trait_tokens
+        #proxy
+        #stub
+    }
+}
+
+fn expand_trait(interface: &Interface) -> TokenStream {
+    let item = &interface.item;
+    let attrs = &item.attrs;
+    let vis = &item.vis;
+    let ident = &item.ident;
+    let methods = interface.methods.iter().map(|method| {
+        let attrs = &method.attrs;
+        let name = &method.ident;
+        let output = &method.output;
+        let params = method.params.iter().map(|p| {
+            let (ident, ty) = (&p.ident, &p.ty);
+            quote! { #ident: #ty }
+        });
+        quote! {
+            #(#attrs)*
+            fn #name(&self, #(#params),*)
+                -> impl ::lanner::__private::Future<Output = #output> + ::core::marker::Send;
+        }
+    });
+    quote! {
+        #(#attrs)*
+        #vis trait #ident: ::core::marker::Send + ::core::marker::Sync + 'static {
+            #(#methods)*
+        }
+    }
+}
+
+fn codec(method: &Method) -> TokenStream {
+    if method.returns_bulk() {
+        quote! { ::lanner::__private::Bulk }
+    } else {
+        let ok = &method.ok;
+        quote! { ::lanner::__private::Inline<#ok> }
+    }
+}
+
+fn expand_proxy(interface: &Interface) -> TokenStream {
+    let item = &interface.item;
+    let vis = &item.vis;
+    let trait_ident = &item.ident;
+    let proxy = format_ident!("{}Proxy", trait_ident);
+    let trait_name = trait_ident.to_string();
+    let signature = interface.signature();
+    let id = match (interface.options.id, &interface.options.name) {
+        (Some(id), _) => quote! { ::lanner::__private::InterfaceId::from_u128(#id) },
+        (None, Some(name)) => {
+            quote! { ::lanner::__private::InterfaceId::derive(#name, #signature) }
+        }
+        (None, None) => quote! {
+            ::lanner::__private::InterfaceId::derive(
+                ::core::concat!(::core::module_path!(), "::", #trait_name),
+                #signature,
+            )
+        },
+    };
+    let infos = interface.methods.iter().enumerate().map(|(ordinal, method)| {
+        let name = method.ident.to_string();
+        let ordinal = ordinal as u16;
+        let signature = &method.signature;
+        quote! {
+            ::lanner::__private::MethodInfo {
+                name: #name,
+                ordinal: #ordinal,
+                fingerprint: ::lanner::__private::method_fingerprint(#signature),
+                signature: #signature,
+            }
+        }
+    });
+    let methods = interface.methods.iter().enumerate().map(|(ordinal, method)| {
+        let name = &method.ident;
+        let output = &method.output;
+        let err = &method.err;
+        let codec = codec(method);
+        let params = method.params.iter().map(|p| {
+            let (ident, ty) = (&p.ident, &p.ty);
+            quote! { #ident: #ty }
+        });
+        let inline: Vec<_> = method
+            .params
+            .iter()
+            .filter(|p| !p.is_bulk())
+            .map(|p| &p.ident)
+            .collect();
+        let bulk: Vec<_> = method
+            .params
+            .iter()
+            .filter(|p| p.is_bulk())
+            .map(|p| &p.ident)
+            .collect();
+        let bulk_count = bulk.len();
+        let error_check = quote_spanned! {err.span()=>
+            let _: fn() = ::lanner::__private::assert_remote_error::<#err>;
+        };
+        quote! {
+            fn #name(&self, #(#params),*)
+                -> impl ::lanner::__private::Future<Output = #output> + ::core::marker::Send
+            {
+                #error_check
+                let method = &<Self as ::lanner::__private::Proxy>::METHODS[#ordinal];
+                let segments: [::lanner::__private::Bytes; #bulk_count] = [#(#bulk),*];
+                let request = ::lanner::__private::request(
+                    &self.core,
+                    method,
+                    &(#(#inline,)*),
+                    segments,
+                );
+                ::lanner::__private::invoke::<#codec, #err>(&self.core, method, request)
+            }
+        }
+    });
+    let doc = format!(
+        "Client proxy for [`{trait_name}`]: implements the trait by calling a remote object. \
+         Obtain one with `lanner::connect::<{trait_name}Proxy>(url)` or \
+         `ObjectRef::query`; cloning is cheap."
+    );
+    quote! {
+        #[doc = #doc]
+        #[derive(Clone, Debug)]
+        #vis struct #proxy {
+            core: ::lanner::__private::ProxyCore,
+        }
+
+        impl ::lanner::__private::Proxy for #proxy {
+            const INTERFACE_ID: ::lanner::__private::InterfaceId = #id;
+            const INTERFACE_NAME: &'static str =
+                ::core::concat!(::core::module_path!(), "::", #trait_name);
+            const METHODS: &'static [::lanner::__private::MethodInfo] = &[#(#infos),*];
+
+            fn __from_core(core: ::lanner::__private::ProxyCore) -> Self {
+                #proxy { core }
+            }
+
+            fn __core(&self) -> &::lanner::__private::ProxyCore {
+                &self.core
+            }
+        }
+
+        impl #trait_ident for #proxy {
+            #(#methods)*
+        }
+    }
+}
+
+fn expand_stub(interface: &Interface) -> TokenStream {
+    let item = &interface.item;
+    let vis = &item.vis;
+    let trait_ident = &item.ident;
+    let proxy = format_ident!("{}Proxy", trait_ident);
+    let stub = format_ident!("{}Stub", trait_ident);
+    let arms = interface.methods.iter().enumerate().map(|(ordinal, method)| {
+        let ordinal = ordinal as u16;
+        let index = usize::from(ordinal);
+        let name = &method.ident;
+        let err = &method.err;
+        let codec = codec(method);
+        let inline: Vec<_> = method.params.iter().filter(|p| !p.is_bulk()).collect();
+        let inline_idents: Vec<_> = inline.iter().map(|p| &p.ident).collect();
+        let inline_types: Vec<_> = inline.iter().map(|p| &p.ty).collect();
+        let bulk = method
+            .params
+            .iter()
+            .filter(|p| p.is_bulk())
+            .enumerate()
+            .map(|(segment, p)| {
+                let ident = &p.ident;
+                quote! {
+                    let #ident = match call.segment(#segment) {
+                        ::core::result::Result::Ok(segment) => segment,
+                        ::core::result::Result::Err(error) => {
+                            let reply = ::lanner::__private::Reply::error(&error);
+                            return ::lanner::__private::Box::pin(async move { reply });
+                        }
+                    };
+                }
+            });
+        let args = method.params.iter().map(|p| &p.ident);
+        quote! {
+            #ordinal => {
+                let (#(#inline_idents,)*): (#(#inline_types,)*) =
+                    match ::lanner::__private::arguments(&call, &methods[#index]) {
+                        ::core::result::Result::Ok(args) => args,
+                        ::core::result::Result::Err(reply) => {
+                            return ::lanner::__private::Box::pin(async move { reply });
+                        }
+                    };
+                #(#bulk)*
+                ::lanner::__private::Box::pin(async move {
+                    ::lanner::__private::reply::<#codec, #err>(this.#name(#(#args),*).await)
+                })
+            }
+        }
+    });
+    let trait_name = trait_ident.to_string();
+    let doc = format!(
+        "Server stub for [`{trait_name}`]: serves any `T: {trait_name}`. Put it in a \
+         `lanner::Object` with `Object::new({trait_name}Stub::new(Arc::new(value)))`."
+    );
+    quote! {
+        #[doc = #doc]
+        #vis struct #stub<T> {
+            inner: ::lanner::__private::Arc<T>,
+        }
+
+        impl<T: #trait_ident> #stub<T> {
+            /// A stub serving `inner`.
+            pub fn new(inner: ::lanner::__private::Arc<T>) -> Self {
+                #stub { inner }
+            }
+        }
+
+        impl<T> ::core::clone::Clone for #stub<T> {
+            fn clone(&self) -> Self {
+                #stub { inner: self.inner.clone() }
+            }
+        }
+
+        impl<T: #trait_ident> ::lanner::__private::Stub for #stub<T> {
+            fn interface_id(&self) -> ::lanner::__private::InterfaceId {
+                <#proxy as ::lanner::__private::Proxy>::INTERFACE_ID
+            }
+
+            fn interface_name(&self) -> &'static str {
+                <#proxy as ::lanner::__private::Proxy>::INTERFACE_NAME
+            }
+
+            fn dispatch(
+                &self,
+                call: ::lanner::__private::IncomingCall,
+            ) -> ::lanner::__private::DispatchFuture {
+                let methods = <#proxy as ::lanner::__private::Proxy>::METHODS;
+                let ordinal = match call.route(self.interface_name(), methods) {
+                    ::core::result::Result::Ok(ordinal) => ordinal,
+                    ::core::result::Result::Err(reply) => {
+                        return ::lanner::__private::Box::pin(async move { reply });
+                    }
+                };
+                let this = self.inner.clone();
+                match ordinal {
+                    #(#arms)*
+                    _ => {
+                        let reply = ::lanner::__private::Reply::unknown_method(ordinal);
+                        ::lanner::__private::Box::pin(async move { reply })
+                    }
+                }
+            }
+        }
+    }
+}

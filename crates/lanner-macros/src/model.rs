@@ -1,0 +1,250 @@
+//! The interface as the macro understands it, validated with precise error messages.
+
+use quote::ToTokens;
+use syn::spanned::Spanned;
+use syn::{
+    FnArg, GenericArgument, Ident, ItemTrait, Pat, PathArguments, ReturnType, TraitItem,
+    TraitItemFn, Type,
+};
+
+use crate::options::Options;
+
+/// A validated interface trait.
+pub(crate) struct Interface {
+    pub(crate) item: ItemTrait,
+    pub(crate) options: Options,
+    pub(crate) methods: Vec<Method>,
+}
+
+/// One validated method.
+pub(crate) struct Method {
+    pub(crate) ident: Ident,
+    pub(crate) attrs: Vec<syn::Attribute>,
+    pub(crate) params: Vec<Param>,
+    /// The declared return type, `Result<ok, err>`.
+    pub(crate) output: Type,
+    pub(crate) ok: Type,
+    pub(crate) err: Type,
+    /// Canonical signature text: `name(T1,T2)->R`, whitespace removed.
+    pub(crate) signature: String,
+}
+
+/// One parameter.
+pub(crate) struct Param {
+    pub(crate) ident: Ident,
+    pub(crate) ty: Type,
+}
+
+impl Param {
+    pub(crate) fn is_bulk(&self) -> bool {
+        is_bytes(&self.ty)
+    }
+}
+
+impl Method {
+    pub(crate) fn returns_bulk(&self) -> bool {
+        is_bytes(&self.ok)
+    }
+}
+
+/// A type spelled `Bytes` (any path ending in `Bytes`, without generics) is a bulk payload.
+pub(crate) fn is_bytes(ty: &Type) -> bool {
+    match ty {
+        Type::Path(path) if path.qself.is_none() => path
+            .path
+            .segments
+            .last()
+            .is_some_and(|s| s.ident == "Bytes" && s.arguments.is_empty()),
+        _ => false,
+    }
+}
+
+fn canonical(tokens: &impl ToTokens) -> String {
+    tokens
+        .to_token_stream()
+        .to_string()
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect()
+}
+
+impl Interface {
+    pub(crate) fn from_trait(item: ItemTrait, options: Options) -> syn::Result<Interface> {
+        if !item.generics.params.is_empty() || item.generics.where_clause.is_some() {
+            return Err(syn::Error::new(
+                item.generics.span(),
+                "a lanner interface cannot be generic: its id must be fixed",
+            ));
+        }
+        if let Some(bound) = item.supertraits.first() {
+            return Err(syn::Error::new_spanned(
+                bound,
+                "a lanner interface cannot have supertraits (yet); the macro adds `Send + Sync + 'static` itself",
+            ));
+        }
+        if let Some(unsafety) = &item.unsafety {
+            return Err(syn::Error::new_spanned(
+                unsafety,
+                "a lanner interface cannot be an unsafe trait",
+            ));
+        }
+        let mut methods = Vec::new();
+        for trait_item in &item.items {
+            match trait_item {
+                TraitItem::Fn(method) => methods.push(Method::from_fn(method)?),
+                other => {
+                    return Err(syn::Error::new_spanned(
+                        other,
+                        "a lanner interface may contain only `async fn` methods",
+                    ));
+                }
+            }
+        }
+        if methods.len() > usize::from(u16::MAX) {
+            return Err(syn::Error::new_spanned(
+                &item.ident,
+                "a lanner interface has at most 65535 methods",
+            ));
+        }
+        Ok(Interface {
+            item,
+            options,
+            methods,
+        })
+    }
+
+    /// The interface signature text the id is derived from.
+    pub(crate) fn signature(&self) -> String {
+        self.methods
+            .iter()
+            .map(|m| m.signature.as_str())
+            .collect::<Vec<_>>()
+            .join(";")
+    }
+}
+
+impl Method {
+    fn from_fn(method: &TraitItemFn) -> syn::Result<Method> {
+        let sig = &method.sig;
+        if let Some(body) = &method.default {
+            return Err(syn::Error::new_spanned(
+                body,
+                "lanner interface methods cannot have a default body",
+            ));
+        }
+        if sig.asyncness.is_none() {
+            return Err(syn::Error::new_spanned(
+                sig.fn_token,
+                "lanner interface methods must be `async fn`",
+            ));
+        }
+        if let Some(token) = sig.constness.as_ref() {
+            return Err(syn::Error::new_spanned(token, "a remote method cannot be `const`"));
+        }
+        if let Some(token) = sig.unsafety.as_ref() {
+            return Err(syn::Error::new_spanned(token, "a remote method cannot be `unsafe`"));
+        }
+        if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
+            return Err(syn::Error::new(
+                sig.generics.span(),
+                "lanner interface methods cannot be generic: every call must have fixed types",
+            ));
+        }
+        if let Some(variadic) = &sig.variadic {
+            return Err(syn::Error::new_spanned(variadic, "variadic methods are not allowed"));
+        }
+        let mut inputs = sig.inputs.iter();
+        match inputs.next() {
+            Some(FnArg::Receiver(receiver))
+                if receiver.reference.is_some() && receiver.mutability.is_none() => {}
+            Some(other) => {
+                return Err(syn::Error::new_spanned(
+                    other,
+                    "lanner interface methods take `&self` (objects may be called concurrently; use interior mutability)",
+                ));
+            }
+            None => {
+                return Err(syn::Error::new_spanned(
+                    &sig.ident,
+                    "lanner interface methods take `&self` as their first parameter",
+                ));
+            }
+        }
+        let mut params = Vec::new();
+        for input in inputs {
+            let FnArg::Typed(typed) = input else {
+                return Err(syn::Error::new_spanned(input, "unexpected receiver"));
+            };
+            let Pat::Ident(pat) = &*typed.pat else {
+                return Err(syn::Error::new_spanned(
+                    &typed.pat,
+                    "parameters of a lanner interface method must be plain names",
+                ));
+            };
+            if let Type::Reference(reference) = &*typed.ty {
+                return Err(syn::Error::new_spanned(
+                    reference,
+                    "parameters of a lanner interface method must be owned values (they arrive over the network)",
+                ));
+            }
+            params.push(Param {
+                ident: pat.ident.clone(),
+                ty: (*typed.ty).clone(),
+            });
+        }
+        let ReturnType::Type(_, output) = &sig.output else {
+            return Err(syn::Error::new_spanned(
+                sig,
+                "lanner interface methods must return `Result<T, E>` where `E: From<lanner::Error>`",
+            ));
+        };
+        let (ok, err) = split_result(output)?;
+        let types: Vec<String> = params.iter().map(|p| canonical(&p.ty)).collect();
+        let signature = format!(
+            "{}({})->{}",
+            sig.ident,
+            types.join(","),
+            canonical(&**output)
+        );
+        Ok(Method {
+            ident: sig.ident.clone(),
+            attrs: method.attrs.clone(),
+            params,
+            output: (**output).clone(),
+            ok,
+            err,
+            signature,
+        })
+    }
+}
+
+fn split_result(output: &Type) -> syn::Result<(Type, Type)> {
+    let error = || {
+        syn::Error::new_spanned(
+            output,
+            "lanner interface methods must return `Result<T, E>` where `E: From<lanner::Error>` (use `lanner::Error` itself if the method has no errors of its own)",
+        )
+    };
+    let Type::Path(path) = output else {
+        return Err(error());
+    };
+    let last = path.path.segments.last().ok_or_else(error)?;
+    if last.ident != "Result" {
+        return Err(error());
+    }
+    let PathArguments::AngleBracketed(args) = &last.arguments else {
+        return Err(error());
+    };
+    let types: Vec<&Type> = args
+        .args
+        .iter()
+        .filter_map(|arg| match arg {
+            GenericArgument::Type(ty) => Some(ty),
+            _ => None,
+        })
+        .collect();
+    match types.as_slice() {
+        [ok, err] => Ok(((*ok).clone(), (*err).clone())),
+        _ => Err(error()),
+    }
+}

@@ -1,0 +1,104 @@
+//! One incoming call as a stub sees it, and the reply it produces.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use lanner_proto::{MessageBuilder, Request, Status};
+
+use crate::connection::Connection;
+use crate::error::{Error, ErrorKind};
+use crate::id::MethodInfo;
+
+/// A call received by a server: which method, its arguments, and where it came from.
+pub struct IncomingCall {
+    pub(crate) request: Request,
+    pub(crate) connection: Arc<Connection>,
+}
+
+impl IncomingCall {
+    /// The method ordinal the caller named.
+    pub fn method(&self) -> u16 {
+        self.request.method
+    }
+
+    /// The method fingerprint the caller named.
+    pub fn fingerprint(&self) -> u32 {
+        self.request.fingerprint
+    }
+
+    /// Who called, as an address or path (for logs).
+    pub fn peer(&self) -> &str {
+        self.connection.peer()
+    }
+
+    /// The encoded inline arguments.
+    pub fn inline(&self) -> &[u8] {
+        self.request.payload.inline_slice()
+    }
+
+    /// Bulk argument `index`, a slice of the received frame (no copy).
+    pub fn segment(&self, index: usize) -> Result<Bytes, Error> {
+        self.request.payload.segment(index).ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "the request carries {} bulk arguments, the method expects at least {}",
+                    self.request.payload.segment_count(),
+                    index + 1
+                ),
+            )
+        })
+    }
+
+    /// Finds the method to run among `methods` (an interface's table, indexed by ordinal):
+    /// the ordinal the caller named if its fingerprint matches, else the method with that
+    /// fingerprint at another ordinal (an interface that grew), else an `Unimplemented`
+    /// reply saying how the signatures differ.
+    pub fn route(&self, interface: &str, methods: &[MethodInfo]) -> Result<u16, Reply> {
+        let fingerprint = self.request.fingerprint;
+        if let Some(method) = methods.get(usize::from(self.request.method))
+            && method.fingerprint == fingerprint
+        {
+            return Ok(method.ordinal);
+        }
+        if let Some(method) = methods.iter().find(|m| m.fingerprint == fingerprint) {
+            return Ok(method.ordinal);
+        }
+        let detail = match methods.get(usize::from(self.request.method)) {
+            Some(method) => format!(
+                "incompatible method: the caller's method {} of {interface} has a different signature (fingerprint {fingerprint:08x}); this server has `{}`",
+                self.request.method, method.signature
+            ),
+            None => format!(
+                "incompatible method: {interface} has no method {} with fingerprint {fingerprint:08x} (it has {} methods)",
+                self.request.method,
+                methods.len()
+            ),
+        };
+        Err(Reply::error(&Error::new(ErrorKind::Unimplemented, detail)))
+    }
+}
+
+/// An encoded reply, produced by a stub.
+#[derive(Debug)]
+pub struct Reply(pub(crate) MessageBuilder);
+
+impl Reply {
+    /// A reply reporting `error` to the caller (its kind becomes the wire status).
+    pub fn error(error: &Error) -> Reply {
+        Reply(MessageBuilder::error_response(
+            error.kind().to_status(),
+            error.message(),
+        ))
+    }
+
+    /// The reply for an ordinal a stub does not have (cannot happen after
+    /// [`IncomingCall::route`]; kept so generated code never panics).
+    pub fn unknown_method(ordinal: u16) -> Reply {
+        Reply::status(Status::Unimplemented, &format!("no method with ordinal {ordinal}"))
+    }
+
+    pub(crate) fn status(status: Status, message: &str) -> Reply {
+        Reply(MessageBuilder::error_response(status, message))
+    }
+}

@@ -1,0 +1,97 @@
+//! Connecting to servers: one connection per endpoint, shared by every proxy behind it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock};
+
+use crate::connection::{self, Connection};
+use crate::error::Error;
+use crate::options::ConnectionOptions;
+use crate::proxy::Proxy;
+use crate::reference::ObjectRef;
+use crate::root;
+use crate::transport;
+use crate::url::{Endpoint, ObjectUrl};
+
+/// Opens and caches connections. All proxies obtained through one `Client` for objects at
+/// the same endpoint share one connection (calls on it are multiplexed by call id); a
+/// connection that broke is replaced by a new one on the next lookup.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<ClientInner>,
+}
+
+struct ClientInner {
+    options: ConnectionOptions,
+    connections: tokio::sync::Mutex<HashMap<Endpoint, Arc<Connection>>>,
+}
+
+static GLOBAL: LazyLock<Client> = LazyLock::new(Client::new);
+
+impl Default for Client {
+    fn default() -> Self {
+        Client::new()
+    }
+}
+
+impl Client {
+    /// A client with default [`ConnectionOptions`].
+    pub fn new() -> Client {
+        Client::with_options(ConnectionOptions::default())
+    }
+
+    /// A client whose connections use `options`.
+    pub fn with_options(options: ConnectionOptions) -> Client {
+        Client {
+            inner: Arc::new(ClientInner {
+                options,
+                connections: tokio::sync::Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// The process-wide client used by [`crate::connect`].
+    pub fn global() -> &'static Client {
+        &GLOBAL
+    }
+
+    /// Resolves an object URL (`tcp://host:port/name`, `unix:///path/name`,
+    /// `mem://endpoint/name`) to a reference: one round trip on the endpoint's shared
+    /// connection (opened if needed).
+    pub async fn resolve(&self, url: &str) -> Result<ObjectRef, Error> {
+        let url = ObjectUrl::parse(url)?;
+        let connection = self.connection(&url.endpoint).await?;
+        root::resolve(&connection, &url.name).await.map_err(|e| {
+            Error::new(e.kind(), format!("resolving {url}: {}", e.message()))
+        })
+    }
+
+    /// Resolves an object URL and returns a proxy for interface `P` of that object.
+    pub async fn connect<P: Proxy>(&self, url: &str) -> Result<P, Error> {
+        self.resolve(url).await?.query::<P>()
+    }
+
+    async fn connection(&self, endpoint: &Endpoint) -> Result<Arc<Connection>, Error> {
+        let mut connections = self.inner.connections.lock().await;
+        if let Some(connection) = connections.get(endpoint) {
+            if connection.closed().is_none() {
+                return Ok(connection.clone());
+            }
+        }
+        let transport = transport::connect(endpoint)
+            .await
+            .map_err(|e| Error::io(&format!("connecting to {endpoint}"), &e))?;
+        let connection = connection::connect(transport, &self.inner.options).await?;
+        connections.insert(endpoint.clone(), connection.clone());
+        Ok(connection)
+    }
+}
+
+/// Resolves an object URL with the process-wide [`Client`] and returns a proxy for
+/// interface `P`:
+///
+/// ```ignore
+/// let calc: CalculatorProxy = lanner::connect("tcp://127.0.0.1:7000/calc").await?;
+/// ```
+pub async fn connect<P: Proxy>(url: &str) -> Result<P, Error> {
+    Client::global().connect::<P>(url).await
+}

@@ -1,0 +1,56 @@
+//! The objects a connection's peer may call, by handle.
+//!
+//! Handles are per connection and random, so they are capabilities: a peer can call only
+//! what was handed to it on this connection, and cannot guess anything else. Lookup is one
+//! hash probe whatever the number of objects.
+
+use std::collections::HashMap;
+
+use crate::object::Object;
+
+/// The handle of the connection's root object (name resolution).
+pub(crate) const ROOT_HANDLE: u64 = 0;
+
+pub(crate) struct ExportTable {
+    by_handle: HashMap<u64, Object>,
+    by_identity: HashMap<usize, u64>,
+}
+
+impl ExportTable {
+    pub(crate) fn new() -> ExportTable {
+        ExportTable {
+            by_handle: HashMap::new(),
+            by_identity: HashMap::new(),
+        }
+    }
+
+    pub(crate) fn set_root(&mut self, root: Object) {
+        self.by_handle.insert(ROOT_HANDLE, root);
+    }
+
+    pub(crate) fn get(&self, handle: u64) -> Option<Object> {
+        self.by_handle.get(&handle).cloned()
+    }
+
+    /// Exports `object`, reusing its handle if it was exported before.
+    pub(crate) fn export(&mut self, object: &Object) -> u64 {
+        if let Some(handle) = self.by_identity.get(&object.identity()) {
+            return *handle;
+        }
+        let handle = loop {
+            let candidate: u64 = rand::random();
+            if candidate != ROOT_HANDLE && !self.by_handle.contains_key(&candidate) {
+                break candidate;
+            }
+        };
+        self.by_handle.insert(handle, object.clone());
+        self.by_identity.insert(object.identity(), handle);
+        handle
+    }
+
+    /// Number of exported objects (root included).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.by_handle.len()
+    }
+}

@@ -1,0 +1,288 @@
+//! A live connection between two peers, shared by every proxy and call on it.
+//!
+//! Either side may call the other (the roles differ only in the handshake). Callers stamp
+//! and write their own requests (no hand-off to a writer task for a lone call); one reader
+//! task per connection receives frames, completes pending calls and dispatches incoming
+//! requests. Flow-control credits and call accounting live in the protocol core's state
+//! machine, under one short lock.
+
+use std::collections::HashMap;
+use std::future::poll_fn;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use futures_util::task::AtomicWaker;
+use lanner_proto::{Event, MessageBuilder, OutFrame, Response, SendError};
+use tokio::sync::{Notify, oneshot};
+
+use crate::error::Error;
+use crate::object::Object;
+use crate::server::NameRegistry;
+use crate::transport::{FrameSink, FrameSource};
+
+mod dispatch;
+mod exports;
+mod handshake;
+mod reader;
+mod writer;
+
+pub(crate) use exports::{ExportTable, ROOT_HANDLE};
+pub(crate) use handshake::{accept, connect};
+
+use writer::Writer;
+
+type PendingReply = oneshot::Sender<Result<Response, Error>>;
+
+pub(crate) struct Connection {
+    state: Mutex<State>,
+    writer: tokio::sync::Mutex<Writer>,
+    credit_available: Notify,
+    signal: Arc<ReaderSignal>,
+    exports: Mutex<ExportTable>,
+    peer: String,
+}
+
+struct State {
+    proto: lanner_proto::Connection,
+    pending: HashMap<u64, PendingReply>,
+    closed: Option<Error>,
+    credit_waiters: usize,
+}
+
+/// How callers nudge a sleeping reader into spinning again, and how a dropped connection
+/// tells its reader to stop.
+#[derive(Default)]
+pub(crate) struct ReaderSignal {
+    asleep: AtomicBool,
+    kicked: AtomicBool,
+    shutdown: AtomicBool,
+    waker: AtomicWaker,
+}
+
+impl ReaderSignal {
+    fn kick(&self) {
+        if self.asleep.load(Ordering::SeqCst) {
+            self.kicked.store(true, Ordering::SeqCst);
+            self.waker.wake();
+        }
+    }
+}
+
+/// Whether the reader task keeps the connection alive. A server-side connection lives as
+/// long as its peer stays connected; a client-side one lives while proxies hold it.
+pub(crate) enum Ownership {
+    Server,
+    Client,
+}
+
+impl Connection {
+    pub(crate) fn start(
+        proto: lanner_proto::Connection,
+        sink: Box<dyn FrameSink>,
+        source: Box<dyn FrameSource>,
+        peer: String,
+        names: Option<Arc<NameRegistry>>,
+        ownership: Ownership,
+        spin: Duration,
+    ) -> Arc<Connection> {
+        let signal = Arc::new(ReaderSignal::default());
+        let mut exports = ExportTable::new();
+        if let Some(names) = &names {
+            exports.set_root(crate::root::root_object(names.clone()));
+        }
+        let connection = Arc::new(Connection {
+            state: Mutex::new(State {
+                proto,
+                pending: HashMap::new(),
+                closed: None,
+                credit_waiters: 0,
+            }),
+            writer: tokio::sync::Mutex::new(Writer::new(sink)),
+            credit_available: Notify::new(),
+            signal: signal.clone(),
+            exports: Mutex::new(exports),
+            peer,
+        });
+        reader::spawn(&connection, source, signal, ownership, spin);
+        connection
+    }
+
+    /// Who is on the other side.
+    pub(crate) fn peer(&self) -> &str {
+        &self.peer
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn exports(&self) -> MutexGuard<'_, ExportTable> {
+        self.exports.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Makes `object` callable by the peer on this connection; returns its handle.
+    pub(crate) fn export(&self, object: &Object) -> u64 {
+        self.exports().export(object)
+    }
+
+    /// The error the connection closed with, if it has.
+    pub(crate) fn closed(&self) -> Option<Error> {
+        self.state().closed.clone()
+    }
+
+    /// Makes one call: waits for a credit, writes the request, awaits the response.
+    pub(crate) async fn call(&self, request: MessageBuilder) -> Result<Response, Error> {
+        let (call_id, frame, reply) = self.begin_call(request).await?;
+        let mut guard = PendingGuard {
+            connection: self,
+            call_id,
+            armed: true,
+        };
+        self.write(frame).await?;
+        let result = reply
+            .await
+            .unwrap_or_else(|_| Err(Error::unavailable("the connection closed")));
+        guard.armed = false;
+        result
+    }
+
+    async fn begin_call(
+        &self,
+        mut request: MessageBuilder,
+    ) -> Result<(u64, OutFrame, oneshot::Receiver<Result<Response, Error>>), Error> {
+        loop {
+            let notified = self.credit_available.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut state = self.state();
+                if let Some(error) = &state.closed {
+                    return Err(error.clone());
+                }
+                match state.proto.send_request(request) {
+                    Ok((call_id, frame)) => {
+                        let (tx, rx) = oneshot::channel();
+                        state.pending.insert(call_id, tx);
+                        return Ok((call_id, frame, rx));
+                    }
+                    Err((SendError::NoCredits, returned)) => {
+                        request = returned;
+                        state.credit_waiters += 1;
+                    }
+                    Err((error, _)) => return Err(Error::from_send(error)),
+                }
+            }
+            notified.await;
+            self.state().credit_waiters -= 1;
+        }
+    }
+
+    /// Writes one frame; frames are never interleaved. A frame whose writer was cancelled
+    /// part-way stays queued and is finished by the next writer.
+    pub(crate) async fn write(&self, frame: OutFrame) -> Result<(), Error> {
+        let result = {
+            let mut writer = self.writer.lock().await;
+            writer.queue(frame);
+            poll_fn(|cx| writer.poll_flush(cx)).await
+        };
+        self.signal.kick();
+        result.map_err(|e| {
+            let error = Error::io(&format!("writing to {}", self.peer), &e);
+            self.fail(error.clone());
+            error
+        })
+    }
+
+    /// Answers the peer's call `call_id`.
+    pub(crate) async fn respond(&self, call_id: u64, reply: MessageBuilder) {
+        let frame = {
+            let mut state = self.state();
+            if state.closed.is_some() {
+                return;
+            }
+            state.proto.send_response(call_id, reply)
+        };
+        match frame {
+            Ok(frame) => {
+                let _ = self.write(frame).await;
+            }
+            Err(error) => tracing::warn!(peer = %self.peer, %error, "response not sent"),
+        }
+    }
+
+    /// Handles an event from the reader.
+    fn complete(&self, response: Response) {
+        let mut state = self.state();
+        let waiter = state.pending.remove(&response.call_id);
+        let wake_waiters = response.credits > 0 && state.credit_waiters > 0;
+        drop(state);
+        if wake_waiters {
+            self.credit_available.notify_waiters();
+        }
+        match waiter {
+            Some(waiter) => {
+                let _ = waiter.send(Ok(response));
+            }
+            None => tracing::debug!(
+                peer = %self.peer,
+                call_id = response.call_id,
+                "response to a call nobody awaits any more"
+            ),
+        }
+    }
+
+    fn credits_granted(&self) {
+        if self.state().credit_waiters > 0 {
+            self.credit_available.notify_waiters();
+        }
+    }
+
+    fn handle_frame(&self, frame: bytes::Bytes) -> Result<Event, lanner_proto::ProtocolError> {
+        self.state().proto.handle_frame(frame)
+    }
+
+    fn max_incoming_frame_size(&self) -> u32 {
+        self.state().proto.max_incoming_frame_size()
+    }
+
+    /// Closes the connection with `error`: every pending call fails with it, every later
+    /// call fails fast with it.
+    pub(crate) fn fail(&self, error: Error) {
+        let pending = {
+            let mut state = self.state();
+            if state.closed.is_some() {
+                return;
+            }
+            state.closed = Some(error.clone());
+            std::mem::take(&mut state.pending)
+        };
+        tracing::debug!(peer = %self.peer, %error, "connection closed");
+        for (_, waiter) in pending {
+            let _ = waiter.send(Err(error.clone()));
+        }
+        self.credit_available.notify_waiters();
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.signal.shutdown.store(true, Ordering::SeqCst);
+        self.signal.waker.wake();
+    }
+}
+
+/// Forgets a pending call whose caller went away before the reply.
+struct PendingGuard<'a> {
+    connection: &'a Connection,
+    call_id: u64,
+    armed: bool,
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.connection.state().pending.remove(&self.call_id);
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! Encoding arguments and results.
+//!
+//! Small values are encoded once with postcard into the message's inline part. A parameter
+//! or result declared as `Bytes` is a bulk payload: it travels as its own segment, written
+//! from the caller's buffer and received as a slice of the receive buffer, never copied.
+//! (`Bytes` nested inside another type is encoded inline like any other value.)
+
+use std::marker::PhantomData;
+
+use bytes::Bytes;
+use lanner_proto::{MessageBuilder, Payload, Response, Status};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::call::{IncomingCall, Reply};
+use crate::error::{Error, ErrorKind};
+use crate::id::MethodInfo;
+use crate::proxy::ProxyCore;
+
+/// How a method's success value travels: inline ([`Inline`]) or as a bulk segment
+/// ([`Bulk`]). The generated code picks one per method.
+pub trait ValueCodec: Send + 'static {
+    /// The value type.
+    type Value: Send;
+
+    /// Appends `value` to a message.
+    fn encode(value: Self::Value, message: &mut MessageBuilder) -> Result<(), Error>;
+
+    /// Reads the value from a received payload.
+    fn decode(payload: &Payload) -> Result<Self::Value, Error>;
+}
+
+/// A value encoded inline with postcard.
+pub struct Inline<T>(PhantomData<fn() -> T>);
+
+impl<T: Serialize + DeserializeOwned + Send + 'static> ValueCodec for Inline<T> {
+    type Value = T;
+
+    fn encode(value: T, message: &mut MessageBuilder) -> Result<(), Error> {
+        encode_inline(&value, message)
+    }
+
+    fn decode(payload: &Payload) -> Result<T, Error> {
+        decode_inline(payload.inline_slice())
+    }
+}
+
+/// A `Bytes` value sent as a bulk segment.
+pub struct Bulk;
+
+impl ValueCodec for Bulk {
+    type Value = Bytes;
+
+    fn encode(value: Bytes, message: &mut MessageBuilder) -> Result<(), Error> {
+        message.push_segment(value);
+        Ok(())
+    }
+
+    fn decode(payload: &Payload) -> Result<Bytes, Error> {
+        payload.segment(0).ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                "the reply carries no bulk segment for its Bytes result",
+            )
+        })
+    }
+}
+
+fn encode_inline<T: Serialize + ?Sized>(
+    value: &T,
+    message: &mut MessageBuilder,
+) -> Result<(), Error> {
+    postcard::to_io(value, message.inline())
+        .map(drop)
+        .map_err(|e| Error::new(ErrorKind::InvalidArgument, format!("could not encode: {e}")))
+}
+
+/// Decodes `bytes` as exactly one `T` (trailing bytes are an error: they mean the peers
+/// disagree about the type).
+pub(crate) fn decode_inline<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
+    match postcard::take_from_bytes::<T>(bytes) {
+        Ok((value, [])) => Ok(value),
+        Ok((_, rest)) => Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "{} unexpected bytes after the value: the peers disagree about its type",
+                rest.len()
+            ),
+        )),
+        Err(e) => Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!("could not decode: {e}"),
+        )),
+    }
+}
+
+/// Builds a request for `method` with `args` (the inline arguments, as a tuple) and the
+/// bulk arguments `segments`.
+pub fn request<A: Serialize>(
+    core: &ProxyCore,
+    method: &MethodInfo,
+    args: &A,
+    segments: impl IntoIterator<Item = Bytes>,
+) -> Result<MessageBuilder, Error> {
+    let mut message = MessageBuilder::request(
+        core.object().handle(),
+        core.slot(),
+        method.ordinal,
+        method.fingerprint,
+    );
+    encode_inline(args, &mut message).map_err(|e| {
+        Error::new(
+            e.kind(),
+            format!("arguments of {}: {}", method.name, e.message()),
+        )
+    })?;
+    for segment in segments {
+        message.push_segment(segment);
+    }
+    Ok(message)
+}
+
+/// Sends a request and decodes the reply: `C` for the success value, `E` for the
+/// application error; transport and protocol failures become `E` through
+/// `From<lanner::Error>`.
+pub async fn invoke<C, E>(
+    core: &ProxyCore,
+    method: &'static MethodInfo,
+    request: Result<MessageBuilder, Error>,
+) -> Result<C::Value, E>
+where
+    C: ValueCodec,
+    E: DeserializeOwned + From<Error>,
+{
+    let response = core.object().connection().call(request?).await?;
+    decode_response::<C, E>(method, &response)
+}
+
+fn decode_response<C, E>(method: &MethodInfo, response: &Response) -> Result<C::Value, E>
+where
+    C: ValueCodec,
+    E: DeserializeOwned + From<Error>,
+{
+    let context = |e: Error| {
+        Error::new(
+            e.kind(),
+            format!("result of {}: {}", method.name, e.message()),
+        )
+    };
+    match response.status {
+        Status::Ok => C::decode(&response.payload).map_err(|e| E::from(context(e))),
+        Status::AppError => match decode_inline::<E>(response.payload.inline_slice()) {
+            Ok(app_error) => Err(app_error),
+            Err(e) => Err(E::from(context(e))),
+        },
+        status => Err(E::from(error_from_payload(status, &response.payload))),
+    }
+}
+
+/// The error a non-OK, non-application status carries (its message is the inline UTF-8).
+pub(crate) fn error_from_payload(status: Status, payload: &Payload) -> Error {
+    let message = String::from_utf8_lossy(payload.inline_slice()).into_owned();
+    Error::from_status(status, message)
+}
+
+/// Decodes a call's inline arguments as `A` (a tuple of the method's non-bulk parameters).
+pub fn arguments<A: DeserializeOwned>(call: &IncomingCall, method: &MethodInfo) -> Result<A, Reply> {
+    decode_inline(call.inline()).map_err(|e| {
+        Reply::error(&Error::new(
+            ErrorKind::InvalidArgument,
+            format!("arguments of {}: {}", method.name, e.message()),
+        ))
+    })
+}
+
+/// Encodes a method's outcome as a reply.
+pub fn reply<C, E>(result: Result<C::Value, E>) -> Reply
+where
+    C: ValueCodec,
+    E: Serialize,
+{
+    let (status, encoded) = match result {
+        Ok(value) => {
+            let mut message = MessageBuilder::response(Status::Ok);
+            (Status::Ok, C::encode(value, &mut message).map(|()| message))
+        }
+        Err(app_error) => {
+            let mut message = MessageBuilder::response(Status::AppError);
+            (
+                Status::AppError,
+                encode_inline(&app_error, &mut message).map(|()| message),
+            )
+        }
+    };
+    match encoded {
+        Ok(message) => Reply(message),
+        Err(e) => {
+            let what = if status == Status::Ok {
+                "result"
+            } else {
+                "error"
+            };
+            Reply::status(
+                Status::Internal,
+                &format!("the method's {what} could not be encoded: {}", e.message()),
+            )
+        }
+    }
+}
+
+/// Compile-time check that `E` can be a remote method's error type (named in the
+/// generated code so that a missing bound is reported at the method's return type).
+pub fn assert_remote_error<E>()
+where
+    E: Serialize + DeserializeOwned + From<Error> + Send + 'static,
+{
+}

@@ -1,0 +1,100 @@
+//! Server-side objects: an [`Object`] is one or more interface [`Stub`]s over the same
+//! implementation, published under a name or handed out as a reference.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use crate::call::{IncomingCall, Reply};
+use crate::id::InterfaceId;
+
+/// The future a stub returns for one call: it runs the method and encodes its reply.
+pub type DispatchFuture = Pin<Box<dyn Future<Output = Reply> + Send + 'static>>;
+
+/// Server-side glue for one interface of one object: decodes a call's arguments, runs the
+/// method on the implementation and encodes the result. `#[lanner::interface]` generates
+/// one (`<Trait>Stub<T>`) for every interface trait.
+pub trait Stub: Send + Sync + 'static {
+    /// The interface this stub serves.
+    fn interface_id(&self) -> InterfaceId;
+
+    /// The interface's name, for error messages.
+    fn interface_name(&self) -> &'static str;
+
+    /// Runs one call. Dispatch is by the method ordinal the request carries (O(1)); the
+    /// fingerprint is checked against the method's signature.
+    fn dispatch(&self, call: IncomingCall) -> DispatchFuture;
+}
+
+/// A remote object: the list of interfaces it implements, each with its stub.
+///
+/// ```ignore
+/// let calc = Arc::new(MyCalculator::default());
+/// let object = Object::new(CalculatorStub::new(calc.clone()))
+///     .with(ScientificStub::new(calc));
+/// server.publish("calc", object);
+/// ```
+#[derive(Clone)]
+pub struct Object {
+    inner: Arc<ObjectInner>,
+}
+
+struct ObjectInner {
+    stubs: Vec<Arc<dyn Stub>>,
+    interfaces: Vec<InterfaceId>,
+}
+
+impl Object {
+    /// An object implementing one interface.
+    pub fn new(stub: impl Stub) -> Object {
+        let interfaces = vec![stub.interface_id()];
+        Object {
+            inner: Arc::new(ObjectInner {
+                stubs: vec![Arc::new(stub)],
+                interfaces,
+            }),
+        }
+    }
+
+    /// The same object implementing one more interface. Adding an interface the object
+    /// already has replaces that interface's stub.
+    pub fn with(self, stub: impl Stub) -> Object {
+        let mut stubs = self.inner.stubs.clone();
+        let id = stub.interface_id();
+        let stub: Arc<dyn Stub> = Arc::new(stub);
+        match stubs.iter().position(|s| s.interface_id() == id) {
+            Some(slot) => stubs[slot] = stub,
+            None => stubs.push(stub),
+        }
+        let interfaces = stubs.iter().map(|s| s.interface_id()).collect();
+        Object {
+            inner: Arc::new(ObjectInner { stubs, interfaces }),
+        }
+    }
+
+    /// The interfaces this object implements, in slot order.
+    pub fn interfaces(&self) -> &[InterfaceId] {
+        &self.inner.interfaces
+    }
+
+    /// True if the object implements `id`.
+    pub fn implements(&self, id: InterfaceId) -> bool {
+        self.inner.interfaces.contains(&id)
+    }
+
+    pub(crate) fn stub(&self, slot: u16) -> Option<&Arc<dyn Stub>> {
+        self.inner.stubs.get(usize::from(slot))
+    }
+
+    /// Identity of the object (two clones of one object share it).
+    pub(crate) fn identity(&self) -> usize {
+        Arc::as_ptr(&self.inner) as usize
+    }
+}
+
+impl std::fmt::Debug for Object {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<_> = self.inner.stubs.iter().map(|s| s.interface_name()).collect();
+        f.debug_struct("Object").field("interfaces", &names).finish()
+    }
+}

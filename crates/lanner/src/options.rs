@@ -1,0 +1,71 @@
+//! Connection options shared by clients and servers.
+
+use std::time::Duration;
+
+use lanner_proto::Limits;
+
+/// How a connection waits for incoming messages and what it accepts from its peer.
+///
+/// Waiting: after each message sent or received, a connection's reader polls for
+/// `spin` before it sleeps in the kernel. On virtual machines waking a sleeping thread on
+/// another CPU costs tens of microseconds, an order of magnitude more than a loopback
+/// round trip, so a short spin pays for itself on busy connections; an idle connection
+/// still uses no CPU once the budget is spent. Set `spin` to zero for pure blocking.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ConnectionOptions {
+    /// How long a reader polls before sleeping (default 50 µs).
+    pub spin: Duration,
+    /// The largest frame accepted from the peer (default 16 MiB).
+    pub max_frame_size: u32,
+    /// How many requests the peer may have outstanding towards us (default 256).
+    pub credits: u32,
+    /// How long the handshake may take before the connection is dropped (default 5 s).
+    pub handshake_timeout: Duration,
+}
+
+impl Default for ConnectionOptions {
+    fn default() -> Self {
+        let limits = Limits::default();
+        ConnectionOptions {
+            spin: Duration::from_micros(50),
+            max_frame_size: limits.max_frame_size,
+            credits: limits.credits,
+            handshake_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+impl ConnectionOptions {
+    /// Sets the spin budget.
+    pub fn with_spin(mut self, spin: Duration) -> Self {
+        self.spin = spin;
+        self
+    }
+
+    /// Sets the maximum frame size accepted from the peer.
+    pub fn with_max_frame_size(mut self, max_frame_size: u32) -> Self {
+        self.max_frame_size = max_frame_size;
+        self
+    }
+
+    /// Sets the credits granted to the peer.
+    pub fn with_credits(mut self, credits: u32) -> Self {
+        self.credits = credits;
+        self
+    }
+
+    /// Sets the handshake timeout.
+    pub fn with_handshake_timeout(mut self, timeout: Duration) -> Self {
+        self.handshake_timeout = timeout;
+        self
+    }
+
+    pub(crate) fn limits(&self) -> Limits {
+        Limits {
+            max_frame_size: self.max_frame_size,
+            credits: self.credits,
+        }
+        .clamped()
+    }
+}

@@ -1,0 +1,86 @@
+//! Listening on and connecting to an [`Endpoint`].
+
+use std::io;
+use std::path::PathBuf;
+
+use tokio::net::{TcpListener, UnixListener};
+
+use super::mem::MemListener;
+use super::{Transport, mem, tcp, unix};
+use crate::url::Endpoint;
+
+/// Opens a transport to `endpoint`.
+pub async fn connect(endpoint: &Endpoint) -> io::Result<Transport> {
+    match endpoint {
+        Endpoint::Tcp(address) => tcp::connect(address).await,
+        Endpoint::Unix(path) => unix::connect(path).await,
+        Endpoint::Mem(name) => mem::connect(name),
+    }
+}
+
+/// A bound listener of any transport.
+#[derive(Debug)]
+pub enum Listener {
+    /// TCP.
+    Tcp(TcpListener),
+    /// Unix socket; the path is removed when the listener is dropped.
+    Unix(UnixListener, PathBuf),
+    /// In-process.
+    Mem(MemListener),
+}
+
+impl Listener {
+    /// Binds `endpoint`. A TCP port of 0 picks a free port (see [`Listener::local_endpoint`]).
+    /// A stale Unix socket file left by a dead server is replaced; a live one is not.
+    pub async fn bind(endpoint: &Endpoint) -> io::Result<Listener> {
+        match endpoint {
+            Endpoint::Tcp(address) => Ok(Listener::Tcp(TcpListener::bind(address).await?)),
+            Endpoint::Unix(path) => {
+                if path.exists() && std::os::unix::net::UnixStream::connect(path).is_err() {
+                    std::fs::remove_file(path)?;
+                }
+                Ok(Listener::Unix(UnixListener::bind(path)?, path.clone()))
+            }
+            Endpoint::Mem(name) => Ok(Listener::Mem(MemListener::bind(name)?)),
+        }
+    }
+
+    /// The endpoint actually bound (with the real port for TCP).
+    pub fn local_endpoint(&self) -> io::Result<Endpoint> {
+        Ok(match self {
+            Listener::Tcp(listener) => Endpoint::Tcp(listener.local_addr()?.to_string()),
+            Listener::Unix(_, path) => Endpoint::Unix(path.clone()),
+            Listener::Mem(listener) => Endpoint::Mem(listener_name(listener)),
+        })
+    }
+
+    /// The next incoming connection.
+    pub async fn accept(&mut self) -> io::Result<Transport> {
+        match self {
+            Listener::Tcp(listener) => {
+                let (stream, _) = listener.accept().await?;
+                tcp::from_stream(stream)
+            }
+            Listener::Unix(listener, path) => {
+                let (stream, _) = listener.accept().await?;
+                Ok(unix::from_stream(
+                    stream,
+                    format!("unix://{} (client)", path.display()),
+                ))
+            }
+            Listener::Mem(listener) => listener.accept().await,
+        }
+    }
+}
+
+fn listener_name(listener: &MemListener) -> String {
+    listener.name().to_owned()
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        if let Listener::Unix(_, path) = self {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}

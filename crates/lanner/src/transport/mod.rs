@@ -1,0 +1,76 @@
+//! Transports: how frames move between two peers.
+//!
+//! The edge is deliberately narrow. A [`FrameSink`] sends one message given as a list of
+//! segments ([`OutFrame`]: a small header buffer plus the caller's bulk buffers), written
+//! with one vectored write and never copied into a marshal buffer. A [`FrameSource`]
+//! yields each received message as one [`Bytes`] whose payload slices the callee may keep,
+//! again without a copy.
+//!
+//! Both traits are poll-based so the runtime can spin on them (try, yield, try again)
+//! before sleeping, and so they can be used as trait objects without boxing a future per
+//! message.
+//!
+//! Implementations: [`stream`] (TCP with `TCP_NODELAY`, Unix stream sockets) and [`mem`]
+//! (in-process channels for tests).
+
+use std::io;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use lanner_proto::{FrameError, OutFrame};
+
+pub mod mem;
+pub mod stream;
+pub mod tcp;
+pub mod unix;
+
+mod listener;
+
+pub use listener::{Listener, connect};
+
+/// Why receiving failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RecvError {
+    /// The transport failed.
+    #[error("receive failed: {0}")]
+    Io(#[from] io::Error),
+    /// The peer sent bytes that do not split into valid frames (for example a length over
+    /// the maximum frame size).
+    #[error("{0}")]
+    Frame(#[from] FrameError),
+}
+
+/// The sending half of a transport.
+pub trait FrameSink: Send + 'static {
+    /// Writes as much of `frame` as the transport takes now, advancing it. Ready(Ok) once
+    /// the whole frame is written; Pending (with the waker registered) if the transport is
+    /// full. A partially written frame must be finished before any other frame is started.
+    fn poll_send(&mut self, cx: &mut Context<'_>, frame: &mut OutFrame) -> Poll<io::Result<()>>;
+}
+
+/// The receiving half of a transport.
+pub trait FrameSource: Send + 'static {
+    /// The next complete frame; `Ready(Ok(None))` when the peer closed cleanly between
+    /// frames; Pending (with the waker registered) if no complete frame is available.
+    fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Bytes>, RecvError>>;
+
+    /// Sets the largest frame accepted from now on. Larger frames fail with
+    /// [`FrameError::TooLarge`] before any memory is reserved for them.
+    fn set_max_frame_size(&mut self, max_frame_size: u32);
+}
+
+/// Both halves of a connected transport, plus a description of the peer for messages.
+pub struct Transport {
+    /// Sending half.
+    pub sink: Box<dyn FrameSink>,
+    /// Receiving half.
+    pub source: Box<dyn FrameSource>,
+    /// Who is on the other side (an address or path), for error messages and logs.
+    pub peer: String,
+}
+
+impl std::fmt::Debug for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transport").field("peer", &self.peer).finish()
+    }
+}

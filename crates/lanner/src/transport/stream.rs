@@ -1,0 +1,102 @@
+//! Frames over a byte stream (TCP, Unix sockets): vectored writes out, split frames in.
+
+use std::io::{self, IoSlice};
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use bytes::{Bytes, BytesMut};
+use lanner_proto::{FrameSplitter, HANDSHAKE_MAX_FRAME_SIZE, OutFrame};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_util::io::poll_read_buf;
+
+use super::{FrameSink, FrameSource, RecvError};
+
+/// Read at least this much at a time, so that many small frames arrive in one system call.
+const MIN_READ: usize = 64 * 1024;
+
+/// Most segments handed to one vectored write.
+const MAX_IOVECS: usize = 64;
+
+/// Receives frames from a byte stream into one growing buffer. Each frame is cut off the
+/// buffer with `split_to`, so it (and every payload slice of it) is the very memory the
+/// kernel wrote into. Once a frame's header is in, room for the whole frame is reserved,
+/// so a large payload is read straight into place.
+#[derive(Debug)]
+pub struct StreamSource<R> {
+    reader: R,
+    buffer: BytesMut,
+    splitter: FrameSplitter,
+}
+
+impl<R> StreamSource<R> {
+    /// Wraps the reading half of a stream. Until told otherwise it accepts only
+    /// handshake-sized frames.
+    pub fn new(reader: R) -> StreamSource<R> {
+        StreamSource {
+            reader,
+            buffer: BytesMut::new(),
+            splitter: FrameSplitter::new(HANDSHAKE_MAX_FRAME_SIZE),
+        }
+    }
+}
+
+impl<R: AsyncRead + Unpin + Send + 'static> FrameSource for StreamSource<R> {
+    fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Bytes>, RecvError>> {
+        loop {
+            if let Some(frame) = self.splitter.split(&mut self.buffer)? {
+                return Poll::Ready(Ok(Some(frame)));
+            }
+            let needed = self.splitter.bytes_needed(&self.buffer)?;
+            let want = needed.saturating_sub(self.buffer.len()).max(MIN_READ);
+            if self.buffer.capacity() - self.buffer.len() < want {
+                self.buffer.reserve(want);
+            }
+            let read = ready!(poll_read_buf(Pin::new(&mut self.reader), cx, &mut self.buffer))?;
+            if read == 0 {
+                if self.buffer.is_empty() {
+                    return Poll::Ready(Ok(None));
+                }
+                return Poll::Ready(Err(RecvError::Io(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!(
+                        "the peer closed the connection in the middle of a frame ({} bytes of it received)",
+                        self.buffer.len()
+                    ),
+                ))));
+            }
+        }
+    }
+
+    fn set_max_frame_size(&mut self, max_frame_size: u32) {
+        self.splitter.set_max_frame_size(max_frame_size);
+    }
+}
+
+/// Sends frames on a byte stream with vectored writes straight from the frame's segments.
+#[derive(Debug)]
+pub struct StreamSink<W> {
+    writer: W,
+}
+
+impl<W> StreamSink<W> {
+    /// Wraps the writing half of a stream.
+    pub fn new(writer: W) -> StreamSink<W> {
+        StreamSink { writer }
+    }
+}
+
+impl<W: AsyncWrite + Unpin + Send + 'static> FrameSink for StreamSink<W> {
+    fn poll_send(&mut self, cx: &mut Context<'_>, frame: &mut OutFrame) -> Poll<io::Result<()>> {
+        while !frame.is_done() {
+            let mut slices = [IoSlice::new(&[]); MAX_IOVECS];
+            let count = frame.io_slices(&mut slices);
+            let written =
+                ready!(Pin::new(&mut self.writer).poll_write_vectored(cx, &slices[..count]))?;
+            if written == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            frame.advance(written);
+        }
+        Poll::Ready(Ok(()))
+    }
+}

@@ -1,0 +1,30 @@
+//! TCP transport. Every connection has `TCP_NODELAY` set: Lanner frames are whole
+//! messages, and Nagle's algorithm would hold a small request back for a round trip.
+
+use std::io;
+
+use tokio::net::TcpStream;
+
+use super::Transport;
+use super::stream::{StreamSink, StreamSource};
+
+/// Connects to `address` (`host:port`).
+pub async fn connect(address: &str) -> io::Result<Transport> {
+    let stream = TcpStream::connect(address).await?;
+    from_stream(stream)
+}
+
+/// Wraps a connected TCP stream, setting `TCP_NODELAY`.
+pub fn from_stream(stream: TcpStream) -> io::Result<Transport> {
+    stream.set_nodelay(true)?;
+    let peer = stream
+        .peer_addr()
+        .map(|a| format!("tcp://{a}"))
+        .unwrap_or_else(|_| "tcp://?".into());
+    let (reader, writer) = stream.into_split();
+    Ok(Transport {
+        sink: Box::new(StreamSink::new(writer)),
+        source: Box::new(StreamSource::new(reader)),
+        peer,
+    })
+}

@@ -1,0 +1,184 @@
+//! String bindings: where a server listens and where an object lives.
+//!
+//! | form | meaning |
+//! |---|---|
+//! | `tcp://127.0.0.1:7000` | TCP endpoint (host may be a name, an IPv4 or a bracketed IPv6 address) |
+//! | `unix:///tmp/app.sock` | Unix domain socket at that path |
+//! | `mem://name` | in-process endpoint, for tests and embedding |
+//!
+//! An object URL appends the object's published name: `tcp://127.0.0.1:7000/calc`,
+//! `unix:///tmp/app.sock/calc` (the last path segment is the name), `mem://name/calc`.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use crate::error::{Error, ErrorKind};
+
+/// Where a server listens or a client connects.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Endpoint {
+    /// A TCP address, `host:port`.
+    Tcp(String),
+    /// A Unix domain socket path.
+    Unix(PathBuf),
+    /// An in-process endpoint name.
+    Mem(String),
+}
+
+fn invalid(url: &str, why: &str) -> Error {
+    Error::new(
+        ErrorKind::InvalidArgument,
+        format!("invalid Lanner URL {url:?}: {why}"),
+    )
+}
+
+fn split_scheme(url: &str) -> Result<(&str, &str), Error> {
+    url.split_once("://")
+        .ok_or_else(|| invalid(url, "expected scheme://… (tcp, unix or mem)"))
+}
+
+impl Endpoint {
+    /// Parses an endpoint URL (no object name).
+    pub fn parse(url: &str) -> Result<Endpoint, Error> {
+        let (scheme, rest) = split_scheme(url)?;
+        let rest = rest.trim_end_matches('/');
+        let endpoint = match scheme {
+            "tcp" => Endpoint::Tcp(parse_authority(url, rest)?),
+            "unix" => {
+                if !rest.starts_with('/') || rest.len() < 2 {
+                    return Err(invalid(url, "a unix URL needs an absolute path: unix:///path"));
+                }
+                Endpoint::Unix(PathBuf::from(rest))
+            }
+            "mem" => {
+                if rest.is_empty() || rest.contains('/') {
+                    return Err(invalid(url, "a mem URL is mem://name"));
+                }
+                Endpoint::Mem(rest.to_owned())
+            }
+            _ => return Err(invalid(url, "unknown scheme; expected tcp, unix or mem")),
+        };
+        Ok(endpoint)
+    }
+
+    /// The URL of the object published as `name` at this endpoint.
+    pub fn object_url(&self, name: &str) -> String {
+        format!("{self}/{name}")
+    }
+}
+
+fn parse_authority(url: &str, authority: &str) -> Result<String, Error> {
+    if authority.is_empty() {
+        return Err(invalid(url, "a tcp URL needs host:port"));
+    }
+    let port = authority
+        .rsplit_once(':')
+        .map(|(_, port)| port)
+        .filter(|port| !port.contains(']'))
+        .ok_or_else(|| invalid(url, "a tcp URL needs a port: tcp://host:port"))?;
+    port.parse::<u16>()
+        .map_err(|_| invalid(url, "the port is not a number from 0 to 65535"))?;
+    Ok(authority.to_owned())
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Endpoint::Tcp(address) => write!(f, "tcp://{address}"),
+            Endpoint::Unix(path) => write!(f, "unix://{}", path.display()),
+            Endpoint::Mem(name) => write!(f, "mem://{name}"),
+        }
+    }
+}
+
+impl FromStr for Endpoint {
+    type Err = Error;
+
+    fn from_str(url: &str) -> Result<Endpoint, Error> {
+        Endpoint::parse(url)
+    }
+}
+
+/// An object's address: an endpoint plus the name the object is published under.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ObjectUrl {
+    /// Where to connect.
+    pub endpoint: Endpoint,
+    /// The published name.
+    pub name: String,
+}
+
+impl ObjectUrl {
+    /// Parses `scheme://endpoint/name`.
+    pub fn parse(url: &str) -> Result<ObjectUrl, Error> {
+        let (scheme, rest) = split_scheme(url)?;
+        let (endpoint, name) = match scheme {
+            "unix" => rest
+                .rsplit_once('/')
+                .filter(|(path, _)| !path.is_empty())
+                .map(|(path, name)| (format!("unix://{path}"), name)),
+            _ => rest
+                .split_once('/')
+                .map(|(endpoint, name)| (format!("{scheme}://{endpoint}"), name)),
+        }
+        .ok_or_else(|| invalid(url, "expected an object name after the endpoint: …/name"))?;
+        if name.is_empty() {
+            return Err(invalid(url, "the object name is empty"));
+        }
+        Ok(ObjectUrl {
+            endpoint: Endpoint::parse(&endpoint)?,
+            name: name.to_owned(),
+        })
+    }
+}
+
+impl fmt::Display for ObjectUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.endpoint, self.name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_scheme() {
+        let url = ObjectUrl::parse("tcp://127.0.0.1:7000/calc").unwrap();
+        assert_eq!(url.endpoint, Endpoint::Tcp("127.0.0.1:7000".into()));
+        assert_eq!(url.name, "calc");
+        let url = ObjectUrl::parse("unix:///tmp/s.sock/calc").unwrap();
+        assert_eq!(url.endpoint, Endpoint::Unix("/tmp/s.sock".into()));
+        assert_eq!(url.name, "calc");
+        let url = ObjectUrl::parse("mem://name/calc").unwrap();
+        assert_eq!(url.endpoint, Endpoint::Mem("name".into()));
+        let url = ObjectUrl::parse("tcp://[::1]:7000/calc").unwrap();
+        assert_eq!(url.endpoint, Endpoint::Tcp("[::1]:7000".into()));
+        assert_eq!(url.to_string(), "tcp://[::1]:7000/calc");
+    }
+
+    #[test]
+    fn rejects_bad_urls_with_a_reason() {
+        for bad in [
+            "calc",
+            "http://x:1/calc",
+            "tcp://127.0.0.1/calc",
+            "tcp://127.0.0.1:99999/calc",
+            "tcp://127.0.0.1:7000/",
+            "unix://relative/calc",
+            "mem:///calc",
+        ] {
+            let error = ObjectUrl::parse(bad).unwrap_err();
+            assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{bad}");
+            assert!(error.message().contains(bad), "{error}");
+        }
+    }
+
+    #[test]
+    fn endpoint_display_round_trips() {
+        for url in ["tcp://localhost:80", "unix:///run/a.sock", "mem://x"] {
+            assert_eq!(Endpoint::parse(url).unwrap().to_string(), url);
+        }
+    }
+}
