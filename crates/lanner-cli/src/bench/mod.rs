@@ -1,0 +1,100 @@
+//! `lanner bench`: the public API measured against the raw medium in the same run, client
+//! and server in separate processes (see `shared/BENCH.md`).
+
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+
+use crate::placement::Placement;
+use crate::transport_arg::TransportArg;
+
+pub mod pingpong;
+pub mod stats;
+
+/// Benchmark workloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Workload {
+    /// Sequential echo calls of a byte payload vs the same ping-pong on a raw socket.
+    Pingpong,
+}
+
+/// Options of `lanner bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// What to measure.
+    #[arg(value_enum)]
+    pub workload: Workload,
+    /// Transport.
+    #[arg(long, value_enum, default_value = "unix")]
+    pub transport: TransportArg,
+    /// Payload sizes in bytes.
+    #[arg(long, value_delimiter = ',', default_value = "0,64,4096,65536,1048576")]
+    pub sizes: Vec<usize>,
+    /// Measured iterations per size (fewer for large sizes: at most 256 MiB per side).
+    #[arg(long, default_value_t = 10_000)]
+    pub iters: usize,
+    /// Warm-up iterations per size.
+    #[arg(long, default_value_t = 1_000)]
+    pub warmup: usize,
+    /// Process placement.
+    #[arg(long, value_enum, default_value = "split")]
+    pub placement: Placement,
+    /// Spin budget in microseconds before a waiting side sleeps (0: pure blocking).
+    #[arg(long, default_value_t = 50)]
+    pub spin_us: u64,
+    /// Print one JSON object on stdout and nothing else.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl BenchArgs {
+    /// The spin budget.
+    pub fn spin(&self) -> Duration {
+        Duration::from_micros(self.spin_us)
+    }
+
+    /// The wait strategy, as reported.
+    pub fn wait(&self) -> String {
+        if self.spin_us == 0 {
+            "block".to_owned()
+        } else {
+            format!("spin {}us then sleep", self.spin_us)
+        }
+    }
+}
+
+/// The machine and build a result came from.
+#[derive(Debug, Serialize)]
+pub struct Env {
+    /// CPUs available.
+    pub cores: usize,
+    /// Kernel release.
+    pub kernel: String,
+    /// `release` or `debug`.
+    pub profile: &'static str,
+}
+
+impl Env {
+    /// Describes this machine and build.
+    pub fn current() -> Env {
+        Env {
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map(|s| s.trim().to_owned())
+                .unwrap_or_else(|_| "unknown".into()),
+            profile: if cfg!(debug_assertions) {
+                "debug"
+            } else {
+                "release"
+            },
+        }
+    }
+}
+
+/// Runs `lanner bench`.
+pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
+    match args.workload {
+        Workload::Pingpong => pingpong::run(args),
+    }
+}

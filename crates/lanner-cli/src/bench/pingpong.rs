@@ -1,0 +1,170 @@
+//! `lanner bench pingpong`: sequential echo calls (`Bytes` in, `Bytes` out) against the
+//! same payload ping-ponged on a raw socket, in alternating blocks so that both see the
+//! same machine conditions.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use serde::Serialize;
+
+use super::stats::{Percentiles, percentiles};
+use super::{BenchArgs, Env};
+use crate::placement::pin_current_thread;
+use crate::raw::RawStream;
+use crate::server_process::ServerProcess;
+use crate::services::{Echo, EchoProxy};
+
+/// Iterations per alternating block.
+const BLOCK: usize = 250;
+
+/// Bytes moved per side per size, at most.
+const MAX_BYTES_PER_SIZE: usize = 256 << 20;
+
+/// One row of the result.
+#[derive(Debug, Serialize)]
+pub struct Row {
+    /// Payload size in bytes.
+    pub size: usize,
+    /// Lanner median round trip.
+    pub rpc_p50_us: f64,
+    /// Lanner 99th percentile.
+    pub rpc_p99_us: f64,
+    /// Raw median round trip.
+    pub raw_p50_us: f64,
+    /// Raw 99th percentile.
+    pub raw_p99_us: f64,
+    /// `rpc_p50_us / raw_p50_us`.
+    pub ratio_p50: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    workload: &'static str,
+    transport: &'static str,
+    placement: &'static str,
+    wait: String,
+    rows: Vec<Row>,
+    env: Env,
+}
+
+/// Runs the benchmark and prints the report.
+pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let rows = measure(args, &args.sizes, args.iters, args.warmup)?;
+    let report = Report {
+        workload: "pingpong",
+        transport: args.transport.name(),
+        placement: args.placement.name(),
+        wait: args.wait(),
+        rows,
+        env: Env::current(),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        println!(
+            "pingpong over {} (placement {}, wait: {})",
+            report.transport, report.placement, report.wait
+        );
+        print_table(&report.rows);
+    }
+    Ok(())
+}
+
+/// Prints rows as a table.
+pub fn print_table(rows: &[Row]) {
+    println!(
+        "{:>9}  {:>10}  {:>10}  {:>10}  {:>10}  {:>6}",
+        "size", "lanner p50", "lanner p99", "raw p50", "raw p99", "ratio"
+    );
+    for row in rows {
+        println!(
+            "{:>9}  {:>8.1}us  {:>8.1}us  {:>8.1}us  {:>8.1}us  {:>6.2}",
+            row.size, row.rpc_p50_us, row.rpc_p99_us, row.raw_p50_us, row.raw_p99_us, row.ratio_p50
+        );
+    }
+}
+
+/// Measures every size; used by the bench and by the demo.
+pub fn measure(
+    args: &BenchArgs,
+    sizes: &[usize],
+    iters: usize,
+    warmup: usize,
+) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
+    let (client_cpu, server_cpu) = args.placement.cpus();
+    if let Some(cpu) = client_cpu {
+        pin_current_thread(cpu)?;
+    }
+    let spin = args.spin();
+    let server = ServerProcess::spawn(args.transport, server_cpu, spin)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let client = lanner::Client::with_options(lanner::ConnectionOptions::default().with_spin(spin));
+    let url = format!("{}/echo", server.lanner);
+    let echo: EchoProxy = runtime.block_on(client.connect::<EchoProxy>(&url))?;
+    let mut raw = RawStream::connect(&server.raw)?;
+    let mut rows = Vec::new();
+    for &size in sizes {
+        let cap = (MAX_BYTES_PER_SIZE / size.max(1)).max(100);
+        let iters = iters.min(cap).max(1);
+        let warmup = warmup.min(cap / 4);
+        if !args.json {
+            eprintln!("  size {size}: {iters} iterations …");
+        }
+        let payload = Bytes::from(vec![0xa5u8; size]);
+        let mut reply = Vec::with_capacity(size);
+        let mut rpc_samples = Vec::with_capacity(iters);
+        let mut raw_samples = Vec::with_capacity(iters);
+        for _ in 0..warmup {
+            raw.round_trip(&payload, &mut reply, spin)?;
+        }
+        runtime.block_on(async {
+            for _ in 0..warmup {
+                echo.echo(payload.clone()).await?;
+            }
+            Ok::<(), lanner::Error>(())
+        })?;
+        while rpc_samples.len() < iters {
+            let block = BLOCK.min(iters - rpc_samples.len());
+            for _ in 0..block {
+                let start = Instant::now();
+                raw.round_trip(&payload, &mut reply, spin)?;
+                raw_samples.push(start.elapsed());
+            }
+            if reply.len() != size {
+                return Err(format!("raw echo returned {} bytes, sent {size}", reply.len()).into());
+            }
+            runtime.block_on(async {
+                for _ in 0..block {
+                    let start = Instant::now();
+                    let echoed = echo.echo(payload.clone()).await?;
+                    rpc_samples.push(start.elapsed());
+                    if echoed.len() != size {
+                        return Err(format!("echo returned {} bytes, sent {size}", echoed.len()).into());
+                    }
+                }
+                Ok::<(), Box<dyn std::error::Error>>(())
+            })?;
+        }
+        rows.push(row(size, &mut rpc_samples, &mut raw_samples));
+    }
+    Ok(rows)
+}
+
+fn row(size: usize, rpc: &mut [Duration], raw: &mut [Duration]) -> Row {
+    let rpc: Percentiles = percentiles(rpc);
+    let raw: Percentiles = percentiles(raw);
+    Row {
+        size,
+        rpc_p50_us: round2(rpc.p50),
+        rpc_p99_us: round2(rpc.p99),
+        raw_p50_us: round2(raw.p50),
+        raw_p99_us: round2(raw.p99),
+        ratio_p50: round2(rpc.p50 / raw.p50.max(f64::MIN_POSITIVE)),
+    }
+}
+
+fn round2(value: f64) -> f64 {
+    (value * 100.0).round() / 100.0
+}

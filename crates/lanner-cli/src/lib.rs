@@ -1,0 +1,12 @@
+//! The library behind the `lanner` command: the demo and benchmark services, the raw
+//! socket baseline, the benchmark drivers and the server process. Integration tests use it
+//! to talk to a real `lanner serve` process.
+
+pub mod bench;
+pub mod demo;
+pub mod placement;
+pub mod raw;
+pub mod serve;
+pub mod server_process;
+pub mod services;
+pub mod transport_arg;
