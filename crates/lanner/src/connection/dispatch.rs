@@ -1,8 +1,16 @@
 //! Serving the peer's calls: look up (object handle, interface slot) in O(1), hand the
-//! call to the stub, run it on its own task, write the reply.
+//! call to the stub, run it, write the reply.
+//!
+//! Eager dispatch: the method's future is first polled right here on the reader, the
+//! thread that received the request. A method that completes without waiting (the common
+//! case for cheap methods) is answered immediately, with no task hand-off; one that has to
+//! wait continues on its own task, so a slow method never holds up the connection's other
+//! calls while it waits. (A method that computes for long without awaiting does delay the
+//! calls behind it on the same connection; move such work to `spawn_blocking`.)
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use futures_util::FutureExt;
 use lanner_proto::{MessageBuilder, Request, Status};
@@ -11,7 +19,8 @@ use super::Connection;
 use crate::call::IncomingCall;
 
 impl Connection {
-    pub(super) fn dispatch(self: &Arc<Self>, request: Request) {
+    /// Serves one request; `cx` is the receiving task's context, used for the first poll.
+    pub(super) fn dispatch(self: &Arc<Self>, request: Request, cx: &mut Context<'_>) {
         let call_id = request.call_id;
         let object = self.exports().get(request.object);
         let stub = match &object {
@@ -34,28 +43,40 @@ impl Connection {
                     request,
                     connection: self.clone(),
                 };
-                let future = stub.dispatch(call);
-                tokio::spawn(async move {
-                    let reply = match AssertUnwindSafe(future).catch_unwind().await {
-                        Ok(reply) => reply.0,
-                        Err(panic) => {
-                            let message = panic_message(&panic);
-                            tracing::error!(peer = %connection.peer(), %message, "method panicked");
-                            MessageBuilder::error_response(
-                                Status::Internal,
-                                &format!("the method panicked: {message}"),
-                            )
-                        }
-                    };
-                    connection.respond(call_id, reply).await;
-                });
+                let mut future = AssertUnwindSafe(stub.dispatch(call)).catch_unwind();
+                match future.poll_unpin(cx) {
+                    Poll::Ready(outcome) => self.respond_now(call_id, reply_of(self, outcome)),
+                    Poll::Pending => {
+                        tokio::spawn(async move {
+                            let reply = reply_of(&connection, future.await);
+                            connection.respond(call_id, reply).await;
+                        });
+                    }
+                }
             }
             Err(message) => {
-                tokio::spawn(async move {
-                    let reply = MessageBuilder::error_response(Status::NotFound, &message);
-                    connection.respond(call_id, reply).await;
-                });
+                self.respond_now(
+                    call_id,
+                    MessageBuilder::error_response(Status::NotFound, &message),
+                );
             }
+        }
+    }
+}
+
+fn reply_of(
+    connection: &Connection,
+    outcome: Result<crate::call::Reply, Box<dyn std::any::Any + Send>>,
+) -> MessageBuilder {
+    match outcome {
+        Ok(reply) => reply.0,
+        Err(panic) => {
+            let message = panic_message(&panic);
+            tracing::error!(peer = %connection.peer(), %message, "method panicked");
+            MessageBuilder::error_response(
+                Status::Internal,
+                &format!("the method panicked: {message}"),
+            )
         }
     }
 }

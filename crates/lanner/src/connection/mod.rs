@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::future::poll_fn;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use futures_util::task::AtomicWaker;
@@ -36,11 +37,13 @@ type PendingReply = oneshot::Sender<Result<Response, Error>>;
 
 pub(crate) struct Connection {
     state: Mutex<State>,
+    source: Mutex<Box<dyn FrameSource>>,
     writer: tokio::sync::Mutex<Writer>,
     credit_available: Notify,
     signal: Arc<ReaderSignal>,
     exports: Mutex<ExportTable>,
     peer: String,
+    spin: Duration,
 }
 
 struct State {
@@ -80,12 +83,13 @@ impl Connection {
     pub(crate) fn start(
         proto: lanner_proto::Connection,
         sink: Box<dyn FrameSink>,
-        source: Box<dyn FrameSource>,
+        mut source: Box<dyn FrameSource>,
         peer: String,
         names: Option<Arc<NameRegistry>>,
         ownership: Ownership,
         spin: Duration,
     ) -> Arc<Connection> {
+        reader::configure(source.as_mut(), proto.max_incoming_frame_size());
         let signal = Arc::new(ReaderSignal::default());
         let mut exports = ExportTable::new();
         if let Some(names) = &names {
@@ -98,13 +102,15 @@ impl Connection {
                 closed: None,
                 credit_waiters: 0,
             }),
+            source: Mutex::new(source),
             writer: tokio::sync::Mutex::new(Writer::new(sink)),
             credit_available: Notify::new(),
             signal: signal.clone(),
             exports: Mutex::new(exports),
             peer,
+            spin,
         });
-        reader::spawn(&connection, source, signal, ownership, spin);
+        reader::spawn(&connection, signal, ownership);
         connection
     }
 
@@ -131,15 +137,22 @@ impl Connection {
         self.state().closed.clone()
     }
 
-    /// Makes one call: waits for a credit, writes the request, awaits the response.
-    pub(crate) async fn call(&self, request: MessageBuilder) -> Result<Response, Error> {
-        let (call_id, frame, reply) = self.begin_call(request).await?;
+    /// Makes one call: waits for a credit, writes the request, awaits the response. A call
+    /// that is alone on the connection receives its own reply (see the reader module).
+    pub(crate) async fn call(self: &Arc<Self>, request: MessageBuilder) -> Result<Response, Error> {
+        let (call_id, frame, mut reply, alone) = self.begin_call(request).await?;
         let mut guard = PendingGuard {
             connection: self,
             call_id,
             armed: true,
         };
         self.write(frame).await?;
+        if alone && !self.spin.is_zero() {
+            if let Some(result) = self.spin_for_reply(&mut reply).await {
+                guard.armed = false;
+                return result;
+            }
+        }
         let result = reply
             .await
             .unwrap_or_else(|_| Err(Error::unavailable("the connection closed")));
@@ -147,10 +160,12 @@ impl Connection {
         result
     }
 
+    /// Stamps the request once a credit is available. Also says whether the call is the
+    /// only one outstanding.
     async fn begin_call(
         &self,
         mut request: MessageBuilder,
-    ) -> Result<(u64, OutFrame, oneshot::Receiver<Result<Response, Error>>), Error> {
+    ) -> Result<(u64, OutFrame, oneshot::Receiver<Result<Response, Error>>, bool), Error> {
         loop {
             let notified = self.credit_available.notified();
             let mut notified = std::pin::pin!(notified);
@@ -164,7 +179,8 @@ impl Connection {
                     Ok((call_id, frame)) => {
                         let (tx, rx) = oneshot::channel();
                         state.pending.insert(call_id, tx);
-                        return Ok((call_id, frame, rx));
+                        let alone = state.proto.in_flight() == 1;
+                        return Ok((call_id, frame, rx, alone));
                     }
                     Err((SendError::NoCredits, returned)) => {
                         request = returned;
@@ -181,11 +197,41 @@ impl Connection {
     /// Writes one frame; frames are never interleaved. A frame whose writer was cancelled
     /// part-way stays queued and is finished by the next writer.
     pub(crate) async fn write(&self, frame: OutFrame) -> Result<(), Error> {
-        let result = {
-            let mut writer = self.writer.lock().await;
-            writer.queue(frame);
-            poll_fn(|cx| writer.poll_flush(cx)).await
+        let mut writer = self.writer.lock().await;
+        writer.queue(frame);
+        let result = poll_fn(|cx| writer.poll_flush(cx)).await;
+        drop(writer);
+        self.written(result)
+    }
+
+    /// Writes `frame` now if that needs no waiting; otherwise a task finishes the job.
+    /// Used by the reader, which must never block on a full socket.
+    fn write_now(self: &Arc<Self>, frame: OutFrame) {
+        let Ok(mut writer) = self.writer.try_lock() else {
+            let connection = self.clone();
+            tokio::spawn(async move { connection.write(frame).await });
+            return;
         };
+        writer.queue(frame);
+        let result = writer.poll_flush(&mut Context::from_waker(Waker::noop()));
+        drop(writer);
+        match result {
+            Poll::Ready(result) => {
+                let _ = self.written(result);
+            }
+            Poll::Pending => {
+                let connection = self.clone();
+                tokio::spawn(async move {
+                    let mut writer = connection.writer.lock().await;
+                    let result = poll_fn(|cx| writer.poll_flush(cx)).await;
+                    drop(writer);
+                    connection.written(result)
+                });
+            }
+        }
+    }
+
+    fn written(&self, result: std::io::Result<()>) -> Result<(), Error> {
         self.signal.kick();
         result.map_err(|e| {
             let error = Error::io(&format!("writing to {}", self.peer), &e);
@@ -194,20 +240,31 @@ impl Connection {
         })
     }
 
-    /// Answers the peer's call `call_id`.
+    fn stamp_response(&self, call_id: u64, reply: MessageBuilder) -> Option<OutFrame> {
+        let mut state = self.state();
+        if state.closed.is_some() {
+            return None;
+        }
+        match state.proto.send_response(call_id, reply) {
+            Ok(frame) => Some(frame),
+            Err(error) => {
+                tracing::warn!(peer = %self.peer, %error, "response not sent");
+                None
+            }
+        }
+    }
+
+    /// Answers the peer's call `call_id`, waiting for room on the transport if needed.
     pub(crate) async fn respond(&self, call_id: u64, reply: MessageBuilder) {
-        let frame = {
-            let mut state = self.state();
-            if state.closed.is_some() {
-                return;
-            }
-            state.proto.send_response(call_id, reply)
-        };
-        match frame {
-            Ok(frame) => {
-                let _ = self.write(frame).await;
-            }
-            Err(error) => tracing::warn!(peer = %self.peer, %error, "response not sent"),
+        if let Some(frame) = self.stamp_response(call_id, reply) {
+            let _ = self.write(frame).await;
+        }
+    }
+
+    /// Answers the peer's call `call_id` from the reader, without waiting.
+    pub(crate) fn respond_now(self: &Arc<Self>, call_id: u64, reply: MessageBuilder) {
+        if let Some(frame) = self.stamp_response(call_id, reply) {
+            self.write_now(frame);
         }
     }
 
@@ -240,10 +297,6 @@ impl Connection {
 
     fn handle_frame(&self, frame: bytes::Bytes) -> Result<Event, lanner_proto::ProtocolError> {
         self.state().proto.handle_frame(frame)
-    }
-
-    fn max_incoming_frame_size(&self) -> u32 {
-        self.state().proto.max_incoming_frame_size()
     }
 
     /// Closes the connection with `error`: every pending call fails with it, every later

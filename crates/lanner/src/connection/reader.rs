@@ -1,21 +1,151 @@
-//! The reader task: receives frames, completes calls, dispatches requests.
+//! Receiving: one attempt at a time, by whoever is waiting.
 //!
-//! Waiting strategy: after each frame (and after each write, via a kick), the reader polls
-//! its transport for the connection's spin budget, yielding to the runtime between polls,
-//! before it sleeps in the kernel. See [`crate::ConnectionOptions`].
+//! The transport's receiving half sits behind a short lock that is held only for one
+//! non-blocking attempt and the processing of the frame it yields, so frames are processed
+//! in arrival order whoever receives them. Two parties receive:
+//!
+//! - a caller whose call is the only one outstanding on the connection receives its own
+//!   reply, spinning on the socket for the spin budget (the DCE "private socket": no
+//!   hand-off to another task or thread on the critical path);
+//! - the connection's reader task receives everything else: it tries a non-blocking
+//!   receive in a loop for the spin budget after each frame, letting other tasks run in
+//!   between, then registers with the reactor and sleeps. A writer kicks a sleeping reader
+//!   back into spinning. See [`crate::ConnectionOptions`].
 
-use std::future::poll_fn;
+use std::future::{Future, poll_fn};
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use lanner_proto::Event;
+use lanner_proto::{Event, OutFrame, ProtocolError, Response};
+use tokio::sync::oneshot;
 
 use super::{Connection, Ownership, ReaderSignal};
 use crate::error::Error;
-use crate::transport::{FrameSource, RecvError};
+use crate::transport::{FrameSource, Received, RecvError};
+
+/// What one receive attempt achieved.
+pub(super) enum Progress {
+    /// A response was delivered to its caller.
+    Response,
+    /// Some other frame was processed, or part of a frame arrived.
+    Other,
+    /// Nothing arrived (or another party is receiving right now).
+    Empty,
+}
+
+/// How often the reader task lets the reactor run while spinning (every N-th spin), so that
+/// writers waiting for room on the socket are not held up.
+const REACTOR_EVERY: u32 = 8;
+
+impl Connection {
+    /// One non-blocking receive attempt; processes the frame if one arrived. An error
+    /// means the connection is finished (the caller must [`Connection::fail`] it).
+    pub(super) fn receive_once(self: &Arc<Self>, cx: &mut Context<'_>) -> Result<Progress, Error> {
+        let Ok(mut source) = self.source.try_lock() else {
+            return Ok(Progress::Empty);
+        };
+        match source.try_recv() {
+            Ok(Received::Frame(frame)) => self.process(frame, cx),
+            Ok(Received::Partial) => Ok(Progress::Other),
+            Ok(Received::Empty) => Ok(Progress::Empty),
+            Ok(Received::Closed) => Err(Error::unavailable("the peer closed the connection")),
+            Err(error) => Err(self.receive_failed(error)),
+        }
+    }
+
+    /// Like [`Connection::receive_once`], but registers `cx` to be woken when the transport
+    /// has data. `Pending` if nothing arrived.
+    fn poll_receive(self: &Arc<Self>, cx: &mut Context<'_>) -> Poll<Result<Progress, Error>> {
+        let Ok(mut source) = self.source.try_lock() else {
+            // Someone else is receiving right now; look again soon.
+            return Poll::Ready(Ok(Progress::Empty));
+        };
+        match source.poll_recv(cx) {
+            Poll::Ready(Ok(Some(frame))) => Poll::Ready(self.process(frame, cx)),
+            Poll::Ready(Ok(None)) => {
+                Poll::Ready(Err(Error::unavailable("the peer closed the connection")))
+            }
+            Poll::Ready(Err(error)) => Poll::Ready(Err(self.receive_failed(error))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn receive_failed(self: &Arc<Self>, error: RecvError) -> Error {
+        match error {
+            RecvError::Io(error) => Error::io("reading from the peer", &error),
+            RecvError::Frame(error) => self.protocol_violation(error.into()),
+        }
+    }
+
+    fn protocol_violation(self: &Arc<Self>, error: ProtocolError) -> Error {
+        tracing::warn!(peer = %self.peer(), %error, "closing connection");
+        self.write_now(OutFrame::contiguous(error.close_frame()));
+        Error::from_protocol(&error)
+    }
+
+    fn process(self: &Arc<Self>, frame: Bytes, cx: &mut Context<'_>) -> Result<Progress, Error> {
+        match self.handle_frame(frame) {
+            Ok(Event::Response(response)) => {
+                self.complete(response);
+                Ok(Progress::Response)
+            }
+            Ok(Event::Request(request)) => {
+                self.dispatch(request, cx);
+                Ok(Progress::Other)
+            }
+            Ok(Event::Credit(_)) => {
+                self.credits_granted();
+                Ok(Progress::Other)
+            }
+            Ok(Event::Closed(close)) => Err(Error::from_protocol(&ProtocolError::PeerClosed {
+                status: close.status,
+                reason: close.reason,
+            })),
+            Ok(Event::Accepted { .. } | Event::Established) => {
+                Err(Error::protocol("handshake event on an open connection"))
+            }
+            Err(error) => Err(self.protocol_violation(error)),
+        }
+    }
+
+    /// The private-socket path: the only outstanding caller spins on the transport for its
+    /// own reply, for the spin budget (extended while a large reply keeps arriving).
+    /// `None` if the budget ran out first.
+    pub(super) async fn spin_for_reply(
+        self: &Arc<Self>,
+        reply: &mut oneshot::Receiver<Result<Response, Error>>,
+    ) -> Option<Result<Response, Error>> {
+        let mut deadline = Instant::now() + self.spin;
+        poll_fn(|cx| {
+            loop {
+                match self.receive_once(cx) {
+                    Ok(Progress::Empty) => {}
+                    Ok(Progress::Response) => {}
+                    Ok(Progress::Other) => deadline = Instant::now() + self.spin,
+                    Err(error) => self.fail(error),
+                }
+                match reply.try_recv() {
+                    Ok(result) => return Poll::Ready(Some(result)),
+                    Err(oneshot::error::TryRecvError::Closed) => {
+                        return Poll::Ready(Some(Err(Error::unavailable(
+                            "the connection closed",
+                        ))));
+                    }
+                    Err(oneshot::error::TryRecvError::Empty) => {}
+                }
+                if Instant::now() >= deadline {
+                    return Poll::Ready(None);
+                }
+                std::hint::spin_loop();
+            }
+        })
+        .await
+    }
+}
 
 enum Holder {
     Strong(Arc<Connection>),
@@ -31,111 +161,100 @@ impl Holder {
     }
 }
 
-pub(super) fn spawn(
-    connection: &Arc<Connection>,
-    mut source: Box<dyn FrameSource>,
-    signal: Arc<ReaderSignal>,
-    ownership: Ownership,
-    spin: Duration,
-) {
-    source.set_max_frame_size(connection.max_incoming_frame_size());
+/// Prepares the transport's receiving half and starts the reader task.
+pub(super) fn spawn(connection: &Arc<Connection>, signal: Arc<ReaderSignal>, ownership: Ownership) {
     let holder = match ownership {
         Ownership::Server => Holder::Strong(connection.clone()),
         Ownership::Client => Holder::Weak(Arc::downgrade(connection)),
     };
+    let spin = connection.spin;
     tokio::spawn(async move {
-        let error = read_loop(&holder, source.as_mut(), &signal, spin).await;
-        if let Some(connection) = holder.get() {
-            connection.fail(error);
+        if let Err(error) = read_loop(&holder, &signal, spin).await {
+            if let Some(connection) = holder.get() {
+                connection.fail(error);
+            }
         }
     });
 }
 
-async fn read_loop(
-    holder: &Holder,
-    source: &mut dyn FrameSource,
-    signal: &ReaderSignal,
-    spin: Duration,
-) -> Error {
+pub(super) fn configure(source: &mut dyn FrameSource, max_frame_size: u32) {
+    source.set_max_frame_size(max_frame_size);
+}
+
+async fn read_loop(holder: &Holder, signal: &ReaderSignal, spin: Duration) -> Result<(), Error> {
+    let mut spin_until = Instant::now() + spin;
+    let mut spins = 0u32;
     loop {
-        let frame = match next_frame(source, signal, spin).await {
-            Ok(Some(frame)) => frame,
-            Ok(None) => return Error::unavailable("the peer closed the connection"),
-            Err(RecvError::Io(error)) => return Error::io("reading from the peer", &error),
-            Err(RecvError::Frame(error)) => {
-                let error = lanner_proto::ProtocolError::from(error);
-                if let Some(connection) = holder.get() {
-                    let _ = connection
-                        .write(lanner_proto::OutFrame::contiguous(error.close_frame()))
-                        .await;
-                }
-                return Error::from_protocol(&error);
-            }
-        };
-        let Some(connection) = holder.get() else {
-            return Error::unavailable("the connection was dropped");
-        };
-        match connection.handle_frame(frame) {
-            Ok(Event::Response(response)) => connection.complete(response),
-            Ok(Event::Request(request)) => connection.dispatch(request),
-            Ok(Event::Credit(_)) => connection.credits_granted(),
-            Ok(Event::Closed(close)) => {
-                return Error::from_protocol(&lanner_proto::ProtocolError::PeerClosed {
-                    status: close.status,
-                    reason: close.reason,
-                });
-            }
-            Ok(Event::Accepted { .. } | Event::Established) => {
-                return Error::protocol("handshake event on an open connection");
-            }
-            Err(error) => {
-                tracing::warn!(peer = %connection.peer(), %error, "closing connection");
-                let _ = connection
-                    .write(lanner_proto::OutFrame::contiguous(error.close_frame()))
-                    .await;
-                return Error::from_protocol(&error);
-            }
-        }
         if signal.shutdown.load(Ordering::Relaxed) {
-            return Error::unavailable("the connection was dropped");
+            return Ok(());
+        }
+        let Some(connection) = holder.get() else {
+            return Ok(());
+        };
+        let progress = poll_fn(|cx| Poll::Ready(connection.receive_once(cx))).await?;
+        drop(connection);
+        match progress {
+            Progress::Response => {
+                // Let the caller we just woke run before we try the socket again. A deferred
+                // yield, because a caller in `block_on`'s root future only runs once the
+                // scheduler finds no other task ready.
+                spin_until = Instant::now() + spin;
+                tokio::task::yield_now().await;
+            }
+            Progress::Other => spin_until = Instant::now() + spin,
+            Progress::Empty if !spin.is_zero() && Instant::now() < spin_until => {
+                spins = spins.wrapping_add(1);
+                if spins % REACTOR_EVERY == 0 {
+                    tokio::task::yield_now().await;
+                } else {
+                    yield_once().await;
+                }
+            }
+            Progress::Empty => {
+                sleep(holder, signal).await?;
+                spin_until = Instant::now() + spin;
+            }
         }
     }
 }
 
-/// The next frame: poll, spin for the budget (yielding between polls), then sleep until
-/// the transport is readable or a writer kicks us back into spinning.
-async fn next_frame(
-    source: &mut dyn FrameSource,
-    signal: &ReaderSignal,
-    spin: Duration,
-) -> Result<Option<Bytes>, RecvError> {
-    let mut spin_until = Instant::now() + spin;
-    loop {
-        if let Poll::Ready(result) = poll_fn(|cx| Poll::Ready(source.poll_recv(cx))).await {
-            return result;
+/// Sleeps until the transport has data (and processes it), a writer kicks us, or the
+/// connection is dropped.
+async fn sleep(holder: &Holder, signal: &ReaderSignal) -> Result<(), Error> {
+    signal.asleep.store(true, Ordering::SeqCst);
+    let result = poll_fn(|cx| {
+        signal.waker.register(cx.waker());
+        if signal.kicked.swap(false, Ordering::SeqCst) || signal.shutdown.load(Ordering::SeqCst) {
+            return Poll::Ready(Ok(()));
         }
-        if signal.shutdown.load(Ordering::Relaxed) {
-            return Ok(None);
-        }
-        if !spin.is_zero() && Instant::now() < spin_until {
-            tokio::task::yield_now().await;
-            continue;
-        }
-        signal.asleep.store(true, Ordering::SeqCst);
-        let woken = poll_fn(|cx| {
-            signal.waker.register(cx.waker());
-            if signal.kicked.swap(false, Ordering::SeqCst)
-                || signal.shutdown.load(Ordering::SeqCst)
-            {
-                return Poll::Ready(None);
+        let Some(connection) = holder.get() else {
+            return Poll::Ready(Ok(()));
+        };
+        connection.poll_receive(cx).map(|progress| progress.map(drop))
+    })
+    .await;
+    signal.asleep.store(false, Ordering::SeqCst);
+    result
+}
+
+/// Yields to the runtime by waking itself: other ready tasks run first, but unlike
+/// `tokio::task::yield_now` it does not force a poll of the reactor (a system call) on
+/// every spin.
+fn yield_once() -> impl Future<Output = ()> {
+    struct YieldOnce(bool);
+
+    impl Future for YieldOnce {
+        type Output = ();
+
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+            if self.0 {
+                return Poll::Ready(());
             }
-            source.poll_recv(cx).map(Some)
-        })
-        .await;
-        signal.asleep.store(false, Ordering::SeqCst);
-        match woken {
-            Some(result) => return result,
-            None => spin_until = Instant::now() + spin,
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
         }
     }
+
+    YieldOnce(false)
 }

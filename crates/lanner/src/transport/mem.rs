@@ -14,7 +14,7 @@ use bytes::Bytes;
 use lanner_proto::{FrameError, FrameSplitter, HANDSHAKE_MAX_FRAME_SIZE, OutFrame};
 use tokio::sync::mpsc;
 
-use super::{FrameSink, FrameSource, RecvError, Transport};
+use super::{FrameSink, FrameSource, Received, RecvError, Transport};
 
 type Registry = Mutex<HashMap<String, mpsc::UnboundedSender<Transport>>>;
 
@@ -139,19 +139,31 @@ impl MemSource {
     }
 }
 
+impl MemSource {
+    fn check(&self, frame: Bytes) -> Result<Bytes, RecvError> {
+        let limit = self.splitter.max_frame_size();
+        if frame.len() as u64 > u64::from(limit) {
+            return Err(RecvError::Frame(FrameError::TooLarge {
+                len: frame.len() as u64,
+                max: limit,
+            }));
+        }
+        Ok(frame)
+    }
+}
+
 impl FrameSource for MemSource {
+    fn try_recv(&mut self) -> Result<Received, RecvError> {
+        match self.rx.try_recv() {
+            Ok(frame) => self.check(frame).map(Received::Frame),
+            Err(mpsc::error::TryRecvError::Empty) => Ok(Received::Empty),
+            Err(mpsc::error::TryRecvError::Disconnected) => Ok(Received::Closed),
+        }
+    }
+
     fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Bytes>, RecvError>> {
         match self.rx.poll_recv(cx) {
-            Poll::Ready(Some(frame)) => {
-                let limit = self.splitter.max_frame_size();
-                if frame.len() as u64 > u64::from(limit) {
-                    return Poll::Ready(Err(RecvError::Frame(FrameError::TooLarge {
-                        len: frame.len() as u64,
-                        max: limit,
-                    })));
-                }
-                Poll::Ready(Ok(Some(frame)))
-            }
+            Poll::Ready(Some(frame)) => Poll::Ready(self.check(frame).map(Some)),
             Poll::Ready(None) => Poll::Ready(Ok(None)),
             Poll::Pending => Poll::Pending,
         }

@@ -25,6 +25,7 @@ pub mod tcp;
 pub mod unix;
 
 mod listener;
+mod sys;
 
 pub use listener::{Listener, connect};
 
@@ -48,8 +49,25 @@ pub trait FrameSink: Send + 'static {
     fn poll_send(&mut self, cx: &mut Context<'_>, frame: &mut OutFrame) -> Poll<io::Result<()>>;
 }
 
+/// The result of a receive attempt that does not wait.
+#[derive(Debug)]
+pub enum Received {
+    /// A complete frame.
+    Frame(Bytes),
+    /// The peer closed cleanly between frames.
+    Closed,
+    /// Bytes arrived but no complete frame yet (a large frame is on its way).
+    Partial,
+    /// Nothing arrived.
+    Empty,
+}
+
 /// The receiving half of a transport.
 pub trait FrameSource: Send + 'static {
+    /// Tries to receive a frame without waiting and without registering for wake-ups; may
+    /// make a system call. The runtime calls this while spinning.
+    fn try_recv(&mut self) -> Result<Received, RecvError>;
+
     /// The next complete frame; `Ready(Ok(None))` when the peer closed cleanly between
     /// frames; Pending (with the waker registered) if no complete frame is available.
     fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Bytes>, RecvError>>;

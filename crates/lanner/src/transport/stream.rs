@@ -1,6 +1,7 @@
 //! Frames over a byte stream (TCP, Unix sockets): vectored writes out, split frames in.
 
 use std::io::{self, IoSlice};
+use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
@@ -9,7 +10,8 @@ use lanner_proto::{FrameSplitter, HANDSHAKE_MAX_FRAME_SIZE, OutFrame};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::io::poll_read_buf;
 
-use super::{FrameSink, FrameSource, RecvError};
+use super::sys::recv_nonblocking;
+use super::{FrameSink, FrameSource, Received, RecvError};
 
 /// Read at least this much at a time, so that many small frames arrive in one system call.
 const MIN_READ: usize = 64 * 1024;
@@ -40,29 +42,83 @@ impl<R> StreamSource<R> {
     }
 }
 
-impl<R: AsyncRead + Unpin + Send + 'static> FrameSource for StreamSource<R> {
+/// The reading half of a stream whose socket can be read directly while spinning.
+pub trait RawReadHalf: AsyncRead + Unpin + Send + 'static {
+    /// The socket's file descriptor.
+    fn raw_fd(&self) -> RawFd;
+}
+
+impl RawReadHalf for tokio::net::tcp::OwnedReadHalf {
+    fn raw_fd(&self) -> RawFd {
+        let stream: &tokio::net::TcpStream = self.as_ref();
+        stream.as_raw_fd()
+    }
+}
+
+impl RawReadHalf for tokio::net::unix::OwnedReadHalf {
+    fn raw_fd(&self) -> RawFd {
+        let stream: &tokio::net::UnixStream = self.as_ref();
+        stream.as_raw_fd()
+    }
+}
+
+impl<R> StreamSource<R> {
+    fn reserve_for_next_frame(&mut self) -> Result<(), RecvError> {
+        let needed = self.splitter.bytes_needed(&self.buffer)?;
+        let want = needed.saturating_sub(self.buffer.len()).max(MIN_READ);
+        if self.buffer.capacity() - self.buffer.len() < want {
+            self.buffer.reserve(want);
+        }
+        Ok(())
+    }
+
+    fn closed(&self) -> Result<Received, RecvError> {
+        if self.buffer.is_empty() {
+            return Ok(Received::Closed);
+        }
+        Err(RecvError::Io(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!(
+                "the peer closed the connection in the middle of a frame ({} bytes of it received)",
+                self.buffer.len()
+            ),
+        )))
+    }
+}
+
+impl<R: RawReadHalf> FrameSource for StreamSource<R> {
+    fn try_recv(&mut self) -> Result<Received, RecvError> {
+        let mut progress = false;
+        loop {
+            if let Some(frame) = self.splitter.split(&mut self.buffer)? {
+                return Ok(Received::Frame(frame));
+            }
+            self.reserve_for_next_frame()?;
+            match recv_nonblocking(self.reader.raw_fd(), &mut self.buffer) {
+                Ok(0) => return self.closed(),
+                Ok(_) => progress = true,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    return Ok(if progress {
+                        Received::Partial
+                    } else {
+                        Received::Empty
+                    });
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
     fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Bytes>, RecvError>> {
         loop {
             if let Some(frame) = self.splitter.split(&mut self.buffer)? {
                 return Poll::Ready(Ok(Some(frame)));
             }
-            let needed = self.splitter.bytes_needed(&self.buffer)?;
-            let want = needed.saturating_sub(self.buffer.len()).max(MIN_READ);
-            if self.buffer.capacity() - self.buffer.len() < want {
-                self.buffer.reserve(want);
-            }
+            self.reserve_for_next_frame()?;
             let read = ready!(poll_read_buf(Pin::new(&mut self.reader), cx, &mut self.buffer))?;
             if read == 0 {
-                if self.buffer.is_empty() {
-                    return Poll::Ready(Ok(None));
-                }
-                return Poll::Ready(Err(RecvError::Io(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    format!(
-                        "the peer closed the connection in the middle of a frame ({} bytes of it received)",
-                        self.buffer.len()
-                    ),
-                ))));
+                return Poll::Ready(self.closed().map(|_| None));
             }
         }
     }
