@@ -17,13 +17,24 @@ pub struct ServerProcess {
 }
 
 impl ServerProcess {
-    /// Starts the server on `transport`, pinned to `cpu`, with the given spin budget.
+    /// Starts this executable's `serve` on `transport`, pinned to `cpu`, with the given
+    /// spin budget.
     pub fn spawn(
         transport: TransportArg,
         cpu: Option<usize>,
         spin: Duration,
     ) -> Result<ServerProcess, Box<dyn std::error::Error>> {
-        let mut command = Command::new(std::env::current_exe()?);
+        ServerProcess::spawn_program(&std::env::current_exe()?, transport, cpu, spin)
+    }
+
+    /// Starts `program serve` (a `lanner` executable) on `transport`.
+    pub fn spawn_program(
+        program: &std::path::Path,
+        transport: TransportArg,
+        cpu: Option<usize>,
+        spin: Duration,
+    ) -> Result<ServerProcess, Box<dyn std::error::Error>> {
+        let mut command = Command::new(program);
         command
             .arg("serve")
             .args(["--transport", transport.name()])
@@ -53,6 +64,19 @@ impl ServerProcess {
             child,
             stdin,
         })
+    }
+}
+
+impl ServerProcess {
+    /// Kills the server abruptly (SIGKILL) and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 }
 

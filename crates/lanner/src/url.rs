@@ -41,7 +41,12 @@ fn split_scheme(url: &str) -> Result<(&str, &str), Error> {
 impl Endpoint {
     /// Parses an endpoint URL (no object name).
     pub fn parse(url: &str) -> Result<Endpoint, Error> {
-        let (scheme, rest) = split_scheme(url)?;
+        Endpoint::parse_reporting(url, url)
+    }
+
+    /// Parses `endpoint`, naming `url` (what the user wrote) in error messages.
+    fn parse_reporting(endpoint: &str, url: &str) -> Result<Endpoint, Error> {
+        let (scheme, rest) = split_scheme(endpoint)?;
         let rest = rest.trim_end_matches('/');
         let endpoint = match scheme {
             "tcp" => Endpoint::Tcp(parse_authority(url, rest)?),
@@ -127,7 +132,7 @@ impl ObjectUrl {
             return Err(invalid(url, "the object name is empty"));
         }
         Ok(ObjectUrl {
-            endpoint: Endpoint::parse(&endpoint)?,
+            endpoint: Endpoint::parse_reporting(&endpoint, url)?,
             name: name.to_owned(),
         })
     }

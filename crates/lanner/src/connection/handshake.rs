@@ -27,7 +27,9 @@ pub(crate) async fn connect(
     let (mut proto, hello) = lanner_proto::Connection::client(options.limits());
     let mut writer = Writer::new(sink);
     send(&mut writer, hello, &peer).await?;
-    let frame = receive(source.as_mut(), options, &peer).await?;
+    let frame = receive(source.as_mut(), options, &peer)
+        .await?
+        .map_err(|error| handshake_failed(&peer, &error))?;
     match proto.handle_frame(frame) {
         Ok(Event::Established) => {}
         Ok(Event::Closed(close)) => {
@@ -63,8 +65,10 @@ pub(crate) async fn accept(
     } = transport;
     let mut proto = lanner_proto::Connection::server(options.limits());
     let mut writer = Writer::new(sink);
-    let frame = receive(source.as_mut(), options, &peer).await?;
-    match proto.handle_frame(frame) {
+    let received = receive(source.as_mut(), options, &peer)
+        .await?
+        .and_then(|frame| proto.handle_frame(frame));
+    match received {
         Ok(Event::Accepted { welcome }) => send(&mut writer, welcome, &peer).await?,
         Ok(_) => return Err(Error::protocol(format!("{peer} sent no HELLO"))),
         Err(error) => {
@@ -98,11 +102,13 @@ async fn send(writer: &mut Writer, frame: Bytes, peer: &str) -> Result<(), Error
         .map_err(|e| Error::io(&format!("handshake with {peer}"), &e))
 }
 
+/// The first frame from the peer. The inner error is a protocol violation the peer should
+/// be told about with a CLOSE frame.
 async fn receive(
     source: &mut dyn FrameSource,
     options: &ConnectionOptions,
     peer: &str,
-) -> Result<Bytes, Error> {
+) -> Result<Result<Bytes, ProtocolError>, Error> {
     let received = tokio::time::timeout(options.handshake_timeout, poll_fn(|cx| source.poll_recv(cx)))
         .await
         .map_err(|_| {
@@ -115,11 +121,11 @@ async fn receive(
             )
         })?;
     match received {
-        Ok(Some(frame)) => Ok(frame),
+        Ok(Some(frame)) => Ok(Ok(frame)),
         Ok(None) => Err(Error::unavailable(format!(
             "{peer} closed the connection during the handshake"
         ))),
         Err(RecvError::Io(error)) => Err(Error::io(&format!("handshake with {peer}"), &error)),
-        Err(RecvError::Frame(error)) => Err(handshake_failed(peer, &error.into())),
+        Err(RecvError::Frame(error)) => Ok(Err(error.into())),
     }
 }

@@ -1,0 +1,354 @@
+//! Bad input against a real server process: every malformed or hostile frame ends in a
+//! clear error (a CLOSE frame or an error response), never a panic or a hang, and the
+//! server keeps serving everyone else.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use lanner::Proxy;
+use lanner_cli::server_process::ServerProcess;
+use lanner_cli::services::{Calculator, CalculatorProxy, EchoProxy};
+use lanner_proto::frame::{self, Frame};
+use lanner_proto::{FrameSplitter, Hello, Limits, MessageBuilder, Status};
+use support::{TRANSPORTS, client, runtime, server};
+
+trait Stream: Read + Write {}
+impl<T: Read + Write> Stream for T {}
+
+fn raw(endpoint: &str) -> Box<dyn Stream> {
+    let timeout = Some(Duration::from_secs(5));
+    if let Some(address) = endpoint.strip_prefix("tcp://") {
+        let stream = TcpStream::connect(address).unwrap();
+        stream.set_read_timeout(timeout).unwrap();
+        Box::new(stream)
+    } else {
+        let stream = UnixStream::connect(endpoint.strip_prefix("unix://").unwrap()).unwrap();
+        stream.set_read_timeout(timeout).unwrap();
+        Box::new(stream)
+    }
+}
+
+/// Reads the next frame; None at end of stream. Panics on a read timeout (a hang).
+fn read_frame(stream: &mut dyn Stream, buffer: &mut BytesMut) -> Option<Frame> {
+    let splitter = FrameSplitter::new(64 << 20);
+    loop {
+        if let Some(frame) = splitter.split(buffer).unwrap() {
+            return Some(Frame::decode(frame).unwrap());
+        }
+        let mut chunk = [0u8; 65536];
+        let n = stream.read(&mut chunk).expect("the server answers within 5 s");
+        if n == 0 {
+            return None;
+        }
+        buffer.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Expects a CLOSE with `status` whose reason contains `needle`, then end of stream.
+fn expect_close(stream: &mut dyn Stream, status: Status, needle: &str) {
+    let mut buffer = BytesMut::new();
+    match read_frame(stream, &mut buffer) {
+        Some(Frame::Close(close)) => {
+            assert_eq!(close.status, status, "{}", close.reason);
+            assert!(close.reason.contains(needle), "reason {:?} lacks {needle:?}", close.reason);
+        }
+        other => panic!("expected a CLOSE frame, got {other:?}"),
+    }
+    assert!(read_frame(stream, &mut buffer).is_none(), "the connection stays open");
+}
+
+fn hello() -> Bytes {
+    frame::encode_hello(&Hello {
+        version_min: 1,
+        version_max: 1,
+        limits: Limits::default(),
+    })
+}
+
+fn handshake(stream: &mut dyn Stream) -> BytesMut {
+    stream.write_all(&hello()).unwrap();
+    let mut buffer = BytesMut::new();
+    assert!(matches!(read_frame(stream, &mut buffer), Some(Frame::Welcome(_))));
+    buffer
+}
+
+fn request(object: u64, slot: u16, method: u16, fingerprint: u32, inline: &[u8]) -> Bytes {
+    // Build through a client-role state machine so the call id and lengths are right.
+    let (mut conn, _) = lanner_proto::Connection::client(Limits::default());
+    let welcome = frame::encode_welcome(&lanner_proto::Welcome {
+        version: 1,
+        limits: Limits::default(),
+    });
+    conn.handle_frame(welcome).unwrap();
+    let mut message = MessageBuilder::request(object, slot, method, fingerprint);
+    message.inline().put_slice(inline);
+    let (_, out) = conn.send_request(message).map_err(|(e, _)| e).unwrap();
+    out.into_contiguous()
+}
+
+fn expect_response(stream: &mut dyn Stream, buffer: &mut BytesMut, status: Status) -> Bytes {
+    match read_frame(stream, buffer) {
+        Some(Frame::Response(response)) => {
+            let inline = response.payload.inline();
+            assert_eq!(
+                response.status,
+                status,
+                "{}",
+                String::from_utf8_lossy(&inline)
+            );
+            inline
+        }
+        other => panic!("expected a RESPONSE, got {other:?}"),
+    }
+}
+
+/// The server still serves a well-behaved client.
+fn still_serving(server: &ServerProcess) {
+    runtime().block_on(async {
+        let calc: CalculatorProxy = client()
+            .connect(&format!("{}/calc", server.lanner))
+            .await
+            .unwrap();
+        assert_eq!(calc.add(2, 2).await, Ok(4));
+    });
+}
+
+fn resolve(stream: &mut dyn Stream, buffer: &mut BytesMut, name: &str) -> u64 {
+    let fingerprint =
+        lanner::__private::method_fingerprint("resolve(String)->Result<ObjectRef,Error>");
+    let inline = postcard::to_allocvec(&(name,)).unwrap();
+    stream.write_all(&request(0, 0, 0, fingerprint, &inline)).unwrap();
+    let reply = expect_response(stream, buffer, Status::Ok);
+    let (handle, _interfaces): (u64, Vec<u128>) = postcard::from_bytes(&reply).unwrap();
+    handle
+}
+
+#[test]
+fn handshake_violations_are_refused_with_a_reason() {
+    for transport in TRANSPORTS {
+        let server = server(transport);
+
+        let mut bad_magic = hello().to_vec();
+        bad_magic[8..12].copy_from_slice(b"HTTP");
+        let mut stream = raw(&server.lanner);
+        stream.write_all(&bad_magic).unwrap();
+        expect_close(stream.as_mut(), Status::Protocol, "magic");
+
+        let mut stream = raw(&server.lanner);
+        stream
+            .write_all(&frame::encode_hello(&Hello {
+                version_min: 7,
+                version_max: 9,
+                limits: Limits::default(),
+            }))
+            .unwrap();
+        expect_close(stream.as_mut(), Status::Protocol, "version");
+
+        let mut stream = raw(&server.lanner);
+        stream
+            .write_all(&request(1, 0, 0, 0, b"before the handshake"))
+            .unwrap();
+        expect_close(stream.as_mut(), Status::Protocol, "awaiting HELLO");
+
+        // A length announcing a huge frame before authentication: refused from the header.
+        let mut stream = raw(&server.lanner);
+        let mut huge = [0u8; 8];
+        huge[0..4].copy_from_slice(&(100_000_000u32).to_le_bytes());
+        huge[4] = 1;
+        stream.write_all(&huge).unwrap();
+        expect_close(stream.as_mut(), Status::Protocol, "exceeds the maximum frame size");
+
+        // Half a HELLO, then silence and a close: nothing breaks.
+        let mut stream = raw(&server.lanner);
+        stream.write_all(&hello()[..10]).unwrap();
+        drop(stream);
+
+        still_serving(&server);
+    }
+}
+
+#[test]
+fn malformed_frames_after_the_handshake_close_only_that_connection() {
+    for transport in TRANSPORTS {
+        let server = server(transport);
+
+        // Oversized length field.
+        let mut stream = raw(&server.lanner);
+        handshake(stream.as_mut());
+        let mut huge = [0u8; 8];
+        huge[0..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        huge[4] = 3;
+        stream.write_all(&huge).unwrap();
+        expect_close(stream.as_mut(), Status::Protocol, "exceeds the maximum frame size");
+
+        // Unknown frame kind.
+        let mut stream = raw(&server.lanner);
+        handshake(stream.as_mut());
+        stream.write_all(&[8, 0, 0, 0, 99, 0, 0, 0]).unwrap();
+        expect_close(stream.as_mut(), Status::Protocol, "unknown frame kind 99");
+
+        // A request whose bulk table lies about its lengths.
+        let mut stream = raw(&server.lanner);
+        handshake(stream.as_mut());
+        let mut lying = request(5, 0, 0, 0, b"").to_vec();
+        lying[6] = 1; // one bulk segment declared ...
+        lying.extend_from_slice(&1000u32.to_le_bytes()); // ... of 1000 bytes, none present
+        let len = lying.len() as u32;
+        lying[0..4].copy_from_slice(&len.to_le_bytes());
+        stream.write_all(&lying).unwrap();
+        expect_close(stream.as_mut(), Status::Protocol, "bulk segment lengths");
+
+        // A frame cut short, then the client goes away.
+        let mut stream = raw(&server.lanner);
+        handshake(stream.as_mut());
+        stream.write_all(&request(1, 0, 0, 0, b"xyz")[..20]).unwrap();
+        drop(stream);
+
+        // Random garbage.
+        let mut stream = raw(&server.lanner);
+        let garbage: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+        let _ = stream.write_all(&garbage);
+        let mut buffer = BytesMut::new();
+        let mut frames = 0;
+        while read_frame(stream.as_mut(), &mut buffer).is_some() {
+            frames += 1;
+            assert!(frames < 4, "garbage keeps the connection talking");
+        }
+
+        still_serving(&server);
+    }
+}
+
+#[test]
+fn bad_calls_get_error_replies_and_the_connection_stays_usable() {
+    for transport in TRANSPORTS {
+        let server = server(transport);
+        let mut stream = raw(&server.lanner);
+        let mut buffer = handshake(stream.as_mut());
+
+        // An object handle never handed to this connection.
+        stream.write_all(&request(0xdead_beef, 0, 0, 0, b"")).unwrap();
+        let message = expect_response(stream.as_mut(), &mut buffer, Status::NotFound);
+        assert!(String::from_utf8_lossy(&message).contains("no object with handle"));
+
+        let calc = resolve(stream.as_mut(), &mut buffer, "calc");
+        let add = &<CalculatorProxy as Proxy>::METHODS[0];
+
+        // An interface slot the object does not have.
+        stream.write_all(&request(calc, 9, 0, add.fingerprint, b"")).unwrap();
+        expect_response(stream.as_mut(), &mut buffer, Status::NotFound);
+
+        // The right ordinal with another signature's fingerprint.
+        stream
+            .write_all(&request(calc, 0, 0, add.fingerprint ^ 1, b""))
+            .unwrap();
+        let message = expect_response(stream.as_mut(), &mut buffer, Status::Unimplemented);
+        assert!(
+            String::from_utf8_lossy(&message).contains("incompatible method"),
+            "{}",
+            String::from_utf8_lossy(&message)
+        );
+
+        // An unknown method ordinal.
+        stream.write_all(&request(calc, 0, 77, 0x1234_5678, b"")).unwrap();
+        expect_response(stream.as_mut(), &mut buffer, Status::Unimplemented);
+
+        // Arguments that are not (i64, i64).
+        stream
+            .write_all(&request(calc, 0, add.ordinal, add.fingerprint, &[0xff]))
+            .unwrap();
+        let message = expect_response(stream.as_mut(), &mut buffer, Status::InvalidArgument);
+        assert!(String::from_utf8_lossy(&message).contains("arguments of add"));
+
+        // Too many argument bytes.
+        let mut args = postcard::to_allocvec(&(1i64, 2i64)).unwrap();
+        args.extend_from_slice(b"extra");
+        stream
+            .write_all(&request(calc, 0, add.ordinal, add.fingerprint, &args))
+            .unwrap();
+        expect_response(stream.as_mut(), &mut buffer, Status::InvalidArgument);
+
+        // After all that, a correct call on the same connection works.
+        let args = postcard::to_allocvec(&(20i64, 22i64)).unwrap();
+        stream
+            .write_all(&request(calc, 0, add.ordinal, add.fingerprint, &args))
+            .unwrap();
+        let reply = expect_response(stream.as_mut(), &mut buffer, Status::Ok);
+        assert_eq!(postcard::from_bytes::<i64>(&reply).unwrap(), 42);
+
+        still_serving(&server);
+    }
+}
+
+/// A fake server for client-side tests: runs `behave` on the first accepted connection.
+fn fake_server(behave: impl FnOnce(UnixStream) + Send + 'static) -> (String, std::thread::JoinHandle<()>) {
+    let path = std::env::temp_dir().join(format!(
+        "lanner-fake-{}-{}.sock",
+        std::process::id(),
+        rand_suffix()
+    ));
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let url = format!("unix://{}/echo", path.display());
+    let handle = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        behave(stream);
+        let _ = std::fs::remove_file(&path);
+    });
+    (url, handle)
+}
+
+fn rand_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+#[test]
+fn a_client_refuses_bad_servers_with_clear_errors() {
+    // A server speaking another protocol version.
+    let (url, server) = fake_server(|mut stream| {
+        let mut hello = [0u8; frame::HELLO_LEN];
+        stream.read_exact(&mut hello).unwrap();
+        let welcome = frame::encode_welcome(&lanner_proto::Welcome {
+            version: 2,
+            limits: Limits::default(),
+        });
+        stream.write_all(&welcome).unwrap();
+        let _ = stream.read(&mut [0u8; 16]);
+    });
+    let error = runtime()
+        .block_on(client().connect::<EchoProxy>(&url))
+        .unwrap_err();
+    assert_eq!(error.kind(), lanner::ErrorKind::Protocol, "{error}");
+    assert!(error.message().contains("version"), "{error}");
+    server.join().unwrap();
+
+    // A server that is not a Lanner server at all.
+    let (url, server) = fake_server(|mut stream| {
+        let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n");
+        let _ = stream.read(&mut [0u8; 64]);
+    });
+    let error = runtime()
+        .block_on(client().connect::<EchoProxy>(&url))
+        .unwrap_err();
+    assert_eq!(error.kind(), lanner::ErrorKind::Protocol, "{error}");
+    server.join().unwrap();
+
+    // A server that never answers: the handshake times out.
+    let (url, server) = fake_server(|mut stream| {
+        std::thread::sleep(Duration::from_millis(800));
+        let _ = stream.read(&mut [0u8; 64]);
+    });
+    let options = lanner::ConnectionOptions::default()
+        .with_handshake_timeout(Duration::from_millis(200));
+    let error = runtime()
+        .block_on(lanner::Client::with_options(options).connect::<EchoProxy>(&url))
+        .unwrap_err();
+    assert_eq!(error.kind(), lanner::ErrorKind::DeadlineExceeded, "{error}");
+    server.join().unwrap();
+}
