@@ -1,0 +1,56 @@
+//! Serves a calculator object with two interfaces.
+//!
+//! ```text
+//! cargo run -p lanner --example calculator_server -- tcp://127.0.0.1:7000
+//! cargo run -p lanner --example calculator_client -- tcp://127.0.0.1:7000/calc
+//! ```
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+#[path = "shared/calculator.rs"]
+mod calculator;
+
+use calculator::{CalcError, Calculator, CalculatorStub, Memory, MemoryStub};
+
+#[derive(Default)]
+struct Desk {
+    memory: AtomicI64,
+}
+
+impl Calculator for Desk {
+    async fn add(&self, a: i64, b: i64) -> Result<i64, CalcError> {
+        Ok(a.wrapping_add(b))
+    }
+
+    async fn divide(&self, a: i64, b: i64) -> Result<i64, CalcError> {
+        a.checked_div(b).ok_or(CalcError::DivisionByZero)
+    }
+}
+
+impl Memory for Desk {
+    async fn store(&self, value: i64) -> Result<i64, lanner::Error> {
+        Ok(self.memory.swap(value, Ordering::Relaxed))
+    }
+
+    async fn recall(&self) -> Result<i64, lanner::Error> {
+        Ok(self.memory.load(Ordering::Relaxed))
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), lanner::Error> {
+    let endpoint = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "tcp://127.0.0.1:7000".to_owned());
+    let desk = Arc::new(Desk::default());
+    let server = lanner::Server::new();
+    server.publish(
+        "calc",
+        lanner::Object::new(CalculatorStub::new(desk.clone())).with(MemoryStub::new(desk)),
+    );
+    let listening = server.listen(&endpoint).await?;
+    println!("serving {}", listening.endpoint().object_url("calc"));
+    tokio::signal::ctrl_c().await.ok();
+    Ok(())
+}

@@ -1,0 +1,37 @@
+//! The interface shared by `calculator_server` and `calculator_client`. In a real project it
+//! lives in a crate both depend on.
+
+use serde::{Deserialize, Serialize};
+
+/// A calculator with a typed application error.
+#[lanner::interface(name = "examples.Calculator")]
+pub(crate) trait Calculator {
+    /// `a + b`.
+    async fn add(&self, a: i64, b: i64) -> Result<i64, CalcError>;
+    /// `a / b`.
+    async fn divide(&self, a: i64, b: i64) -> Result<i64, CalcError>;
+}
+
+/// A second interface of the same object.
+#[lanner::interface(name = "examples.Memory")]
+pub(crate) trait Memory {
+    /// Stores a value, returning the previous one.
+    async fn store(&self, value: i64) -> Result<i64, lanner::Error>;
+    /// The stored value.
+    async fn recall(&self) -> Result<i64, lanner::Error>;
+}
+
+/// What can go wrong, as the caller sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum CalcError {
+    /// Division by zero.
+    DivisionByZero,
+    /// The call itself failed (network, server gone, …).
+    Rpc(lanner::Error),
+}
+
+impl From<lanner::Error> for CalcError {
+    fn from(error: lanner::Error) -> Self {
+        CalcError::Rpc(error)
+    }
+}
