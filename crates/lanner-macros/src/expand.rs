@@ -45,11 +45,11 @@ fn expand_trait(interface: &Interface) -> TokenStream {
 }
 
 fn codec(method: &Method) -> TokenStream {
+    let ok = &method.ok;
     if method.returns_bulk() {
-        quote! { ::lanner::__private::Bulk }
+        quote_spanned! {ok.span()=> ::lanner::__private::Bulk }
     } else {
-        let ok = &method.ok;
-        quote! { ::lanner::__private::Inline<#ok> }
+        quote_spanned! {ok.span()=> ::lanner::__private::Inline<#ok> }
     }
 }
 
@@ -110,19 +110,29 @@ fn expand_proxy(interface: &Interface) -> TokenStream {
         let error_check = quote_spanned! {err.span()=>
             let _: fn() = ::lanner::__private::assert_remote_error::<#err>;
         };
+        // Named here so that an argument type that cannot travel is reported at its
+        // declaration rather than at the attribute.
+        let argument_checks = method.params.iter().filter(|p| !p.is_bulk()).map(|p| {
+            let ty = &p.ty;
+            quote_spanned! {ty.span()=>
+                let _: fn() = ::lanner::__private::assert_argument::<#ty>;
+            }
+        });
+        let request = quote_spanned! {name.span()=>
+            ::lanner::__private::request(&self.core, method, &(#(#inline,)*), segments)
+        };
+        // Spanned at the declared types so that a result or error type that cannot travel is
+        // reported at the method's return type, not at the attribute.
+        let future = quote_spanned! {output.span()=>
+            impl ::lanner::__private::Future<Output = #output> + ::core::marker::Send
+        };
         quote! {
-            fn #name(&self, #(#params),*)
-                -> impl ::lanner::__private::Future<Output = #output> + ::core::marker::Send
-            {
+            fn #name(&self, #(#params),*) -> #future {
                 #error_check
+                #(#argument_checks)*
                 let method = &<Self as ::lanner::__private::Proxy>::METHODS[#ordinal];
                 let segments: [::lanner::__private::Bytes; #bulk_count] = [#(#bulk),*];
-                let request = ::lanner::__private::request(
-                    &self.core,
-                    method,
-                    &(#(#inline,)*),
-                    segments,
-                );
+                let request = #request;
                 ::lanner::__private::invoke::<#codec, #err>(&self.core, method, request)
             }
         }
@@ -193,19 +203,27 @@ fn expand_stub(interface: &Interface) -> TokenStream {
                 }
             });
         let args = method.params.iter().map(|p| &p.ident);
+        // Spanned at the method (arguments) and at its result type (the reply) so that type
+        // errors point into the trait, not at the attribute.
+        let arguments = quote_spanned! {name.span()=>
+            ::lanner::__private::arguments(&call, &methods[#index])
+        };
+        let run = quote_spanned! {method.ok.span()=>
+            ::lanner::__private::Box::pin(async move {
+                ::lanner::__private::reply::<#codec, #err>(this.#name(#(#args),*).await)
+            })
+        };
         quote! {
             #ordinal => {
                 let (#(#inline_idents,)*): (#(#inline_types,)*) =
-                    match ::lanner::__private::arguments(&call, &methods[#index]) {
+                    match #arguments {
                         ::core::result::Result::Ok(args) => args,
                         ::core::result::Result::Err(reply) => {
                             return ::lanner::__private::Box::pin(async move { reply });
                         }
                     };
                 #(#bulk)*
-                ::lanner::__private::Box::pin(async move {
-                    ::lanner::__private::reply::<#codec, #err>(this.#name(#(#args),*).await)
-                })
+                #run
             }
         }
     });

@@ -1,7 +1,6 @@
 //! The interface as the macro understands it, validated with precise error messages.
 
 use quote::ToTokens;
-use syn::spanned::Spanned;
 use syn::{
     FnArg, GenericArgument, Ident, ItemTrait, Pat, PathArguments, ReturnType, TraitItem,
     TraitItemFn, Type,
@@ -70,10 +69,16 @@ fn canonical(tokens: &impl ToTokens) -> String {
 
 impl Interface {
     pub(crate) fn from_trait(item: ItemTrait, options: Options) -> syn::Result<Interface> {
-        if !item.generics.params.is_empty() || item.generics.where_clause.is_some() {
-            return Err(syn::Error::new(
-                item.generics.span(),
+        if !item.generics.params.is_empty() {
+            return Err(syn::Error::new_spanned(
+                &item.generics,
                 "a lanner interface cannot be generic: its id must be fixed",
+            ));
+        }
+        if let Some(where_clause) = &item.generics.where_clause {
+            return Err(syn::Error::new_spanned(
+                where_clause,
+                "a lanner interface cannot have a `where` clause",
             ));
         }
         if let Some(bound) = item.supertraits.first() {
@@ -129,7 +134,7 @@ impl Method {
         if let Some(body) = &method.default {
             return Err(syn::Error::new_spanned(
                 body,
-                "lanner interface methods cannot have a default body",
+                "lanner interface methods cannot have a default body: the proxy implements every method as a remote call",
             ));
         }
         if sig.asyncness.is_none() {
@@ -144,10 +149,16 @@ impl Method {
         if let Some(token) = sig.unsafety.as_ref() {
             return Err(syn::Error::new_spanned(token, "a remote method cannot be `unsafe`"));
         }
-        if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
-            return Err(syn::Error::new(
-                sig.generics.span(),
+        if !sig.generics.params.is_empty() {
+            return Err(syn::Error::new_spanned(
+                &sig.generics,
                 "lanner interface methods cannot be generic: every call must have fixed types",
+            ));
+        }
+        if let Some(where_clause) = &sig.generics.where_clause {
+            return Err(syn::Error::new_spanned(
+                where_clause,
+                "lanner interface methods cannot have a `where` clause",
             ));
         }
         if let Some(variadic) = &sig.variadic {
@@ -157,10 +168,16 @@ impl Method {
         match inputs.next() {
             Some(FnArg::Receiver(receiver))
                 if receiver.reference.is_some() && receiver.mutability.is_none() => {}
-            Some(other) => {
+            Some(FnArg::Receiver(receiver)) => {
                 return Err(syn::Error::new_spanned(
-                    other,
+                    receiver,
                     "lanner interface methods take `&self` (objects may be called concurrently; use interior mutability)",
+                ));
+            }
+            Some(FnArg::Typed(first)) => {
+                return Err(syn::Error::new_spanned(
+                    first,
+                    "lanner interface methods take `&self` as their first parameter",
                 ));
             }
             None => {

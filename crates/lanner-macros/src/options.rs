@@ -40,8 +40,16 @@ pub(crate) fn parse(attr: TokenStream) -> syn::Result<Options> {
                     "an interface id is 32 hex digits (dashes allowed), e.g. \"6f9619ff-8b86-d011-b42d-00c04fc964ff\"",
                 ));
             }
+            if let Some(bad) = digits.chars().find(|c| !c.is_ascii_hexdigit()) {
+                return Err(syn::Error::new_spanned(
+                    &value,
+                    format!(
+                        "an interface id is 32 hex digits (dashes allowed); {bad:?} is not one"
+                    ),
+                ));
+            }
             let id = u128::from_str_radix(&digits, 16)
-                .map_err(|_| syn::Error::new_spanned(&value, "an interface id is hex digits"))?;
+                .map_err(|_| syn::Error::new_spanned(&value, "an interface id is 32 hex digits"))?;
             options.id = Some(id);
         } else {
             return Err(syn::Error::new_spanned(

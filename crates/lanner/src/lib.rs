@@ -60,6 +60,7 @@ mod client;
 mod connection;
 mod error;
 mod id;
+mod id_hasher;
 mod marshal;
 mod object;
 mod options;
@@ -91,7 +92,8 @@ pub mod __private {
     pub use crate::error::Error;
     pub use crate::id::{InterfaceId, MethodInfo, method_fingerprint};
     pub use crate::marshal::{
-        Bulk, Inline, ValueCodec, arguments, assert_remote_error, invoke, reply, request,
+        Bulk, Inline, ValueCodec, arguments, assert_argument, assert_remote_error, invoke, reply,
+        request,
     };
     pub use crate::object::{DispatchFuture, Stub};
     pub use crate::proxy::{Proxy, ProxyCore};

@@ -215,3 +215,11 @@ where
     E: Serialize + DeserializeOwned + From<Error> + Send + 'static,
 {
 }
+
+/// Compile-time check that `T` can be an inline argument of a remote method (named in the
+/// generated code so that a missing bound is reported at the parameter's type).
+pub fn assert_argument<T>()
+where
+    T: Serialize + DeserializeOwned + Send + 'static,
+{
+}

@@ -79,7 +79,7 @@ impl Env {
     /// Describes this machine and build.
     pub fn current() -> Env {
         Env {
-            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cores: online_cpus(),
             kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
                 .map(|s| s.trim().to_owned())
                 .unwrap_or_else(|_| "unknown".into()),
@@ -90,6 +90,13 @@ impl Env {
             },
         }
     }
+}
+
+/// CPUs online on the machine (not the affinity mask: the bench pins itself).
+fn online_cpus() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    usize::try_from(online).unwrap_or(1).max(1)
 }
 
 /// Runs `lanner bench`.

@@ -6,21 +6,22 @@
 
 use std::collections::HashMap;
 
+use crate::id_hasher::IdBuildHasher;
 use crate::object::Object;
 
 /// The handle of the connection's root object (name resolution).
 pub(crate) const ROOT_HANDLE: u64 = 0;
 
 pub(crate) struct ExportTable {
-    by_handle: HashMap<u64, Object>,
-    by_identity: HashMap<usize, u64>,
+    by_handle: HashMap<u64, Object, IdBuildHasher>,
+    by_identity: HashMap<usize, u64, IdBuildHasher>,
 }
 
 impl ExportTable {
     pub(crate) fn new() -> ExportTable {
         ExportTable {
-            by_handle: HashMap::new(),
-            by_identity: HashMap::new(),
+            by_handle: HashMap::default(),
+            by_identity: HashMap::default(),
         }
     }
 

@@ -18,6 +18,7 @@ use lanner_proto::{Event, MessageBuilder, OutFrame, Response, SendError};
 use tokio::sync::{Notify, oneshot};
 
 use crate::error::Error;
+use crate::id_hasher::IdBuildHasher;
 use crate::object::Object;
 use crate::server::NameRegistry;
 use crate::transport::{FrameSink, FrameSource};
@@ -48,7 +49,7 @@ pub(crate) struct Connection {
 
 struct State {
     proto: lanner_proto::Connection,
-    pending: HashMap<u64, PendingReply>,
+    pending: HashMap<u64, PendingReply, IdBuildHasher>,
     closed: Option<Error>,
     credit_waiters: usize,
 }
@@ -98,7 +99,7 @@ impl Connection {
         let connection = Arc::new(Connection {
             state: Mutex::new(State {
                 proto,
-                pending: HashMap::new(),
+                pending: HashMap::default(),
                 closed: None,
                 credit_waiters: 0,
             }),
@@ -166,10 +167,15 @@ impl Connection {
         &self,
         mut request: MessageBuilder,
     ) -> Result<(u64, OutFrame, oneshot::Receiver<Result<Response, Error>>, bool), Error> {
+        // Registering for a credit wake-up costs a lock, so it happens only when the first
+        // attempt finds no credit.
+        let mut registered = false;
         loop {
             let notified = self.credit_available.notified();
             let mut notified = std::pin::pin!(notified);
-            notified.as_mut().enable();
+            if registered {
+                notified.as_mut().enable();
+            }
             {
                 let mut state = self.state();
                 if let Some(error) = &state.closed {
@@ -184,6 +190,12 @@ impl Connection {
                     }
                     Err((SendError::NoCredits, returned)) => {
                         request = returned;
+                        if !registered {
+                            // Retry once registered, so a credit that arrives between the
+                            // check and the registration is not missed.
+                            registered = true;
+                            continue;
+                        }
                         state.credit_waiters += 1;
                     }
                     Err((error, _)) => return Err(Error::from_send(error)),

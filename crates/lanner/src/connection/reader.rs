@@ -182,18 +182,31 @@ pub(super) fn configure(source: &mut dyn FrameSource, max_frame_size: u32) {
 }
 
 async fn read_loop(holder: &Holder, signal: &ReaderSignal, spin: Duration) -> Result<(), Error> {
-    let mut spin_until = Instant::now() + spin;
-    let mut spins = 0u32;
     loop {
         if signal.shutdown.load(Ordering::Relaxed) {
             return Ok(());
         }
+        // Awake: hold the connection while spinning (bounded by the spin budget), let go of
+        // it while asleep so that a client connection nobody uses any more can be dropped.
         let Some(connection) = holder.get() else {
             return Ok(());
         };
-        let progress = poll_fn(|cx| Poll::Ready(connection.receive_once(cx))).await?;
+        spin_while_busy(&connection, signal, spin).await?;
         drop(connection);
-        match progress {
+        sleep(holder, signal).await?;
+    }
+}
+
+/// Receives until the spin budget passes with nothing arriving.
+async fn spin_while_busy(
+    connection: &Arc<Connection>,
+    signal: &ReaderSignal,
+    spin: Duration,
+) -> Result<(), Error> {
+    let mut spin_until = Instant::now() + spin;
+    let mut spins = 0u32;
+    loop {
+        match poll_fn(|cx| Poll::Ready(connection.receive_once(cx))).await? {
             Progress::Response => {
                 // Let the caller we just woke run before we try the socket again. A deferred
                 // yield, because a caller in `block_on`'s root future only runs once the
@@ -202,17 +215,19 @@ async fn read_loop(holder: &Holder, signal: &ReaderSignal, spin: Duration) -> Re
                 tokio::task::yield_now().await;
             }
             Progress::Other => spin_until = Instant::now() + spin,
-            Progress::Empty if !spin.is_zero() && Instant::now() < spin_until => {
+            Progress::Empty => {
+                if spin.is_zero() || signal.shutdown.load(Ordering::Relaxed) {
+                    return Ok(());
+                }
                 spins = spins.wrapping_add(1);
                 if spins % REACTOR_EVERY == 0 {
+                    if Instant::now() >= spin_until {
+                        return Ok(());
+                    }
                     tokio::task::yield_now().await;
                 } else {
                     yield_once().await;
                 }
-            }
-            Progress::Empty => {
-                sleep(holder, signal).await?;
-                spin_until = Instant::now() + spin;
             }
         }
     }

@@ -25,6 +25,7 @@ pub mod tcp;
 pub mod unix;
 
 mod listener;
+mod recv_buffer;
 mod sys;
 
 pub use listener::{Listener, connect};

@@ -10,6 +10,7 @@ use lanner_proto::{FrameSplitter, HANDSHAKE_MAX_FRAME_SIZE, OutFrame};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::io::poll_read_buf;
 
+use super::recv_buffer::RecvBuffer;
 use super::sys::recv_nonblocking;
 use super::{FrameSink, FrameSource, Received, RecvError};
 
@@ -19,14 +20,15 @@ const MIN_READ: usize = 64 * 1024;
 /// Most segments handed to one vectored write.
 const MAX_IOVECS: usize = 64;
 
-/// Receives frames from a byte stream into one growing buffer. Each frame is cut off the
-/// buffer with `split_to`, so it (and every payload slice of it) is the very memory the
-/// kernel wrote into. Once a frame's header is in, room for the whole frame is reserved,
-/// so a large payload is read straight into place.
+/// Receives frames from a byte stream into a buffer. Each frame is cut off the buffer with
+/// `split_to`, so it (and every payload slice of it) is the very memory the kernel wrote
+/// into. Once a frame's header is in, room for the whole frame is made, so a large payload
+/// is read straight into place (only the first read's part of it may be moved once, when
+/// the buffer switches allocation; see [`RecvBuffer`]).
 #[derive(Debug)]
 pub struct StreamSource<R> {
     reader: R,
-    buffer: BytesMut,
+    buffer: RecvBuffer,
     splitter: FrameSplitter,
 }
 
@@ -36,7 +38,7 @@ impl<R> StreamSource<R> {
     pub fn new(reader: R) -> StreamSource<R> {
         StreamSource {
             reader,
-            buffer: BytesMut::new(),
+            buffer: RecvBuffer::default(),
             splitter: FrameSplitter::new(HANDSHAKE_MAX_FRAME_SIZE),
         }
     }
@@ -63,24 +65,25 @@ impl RawReadHalf for tokio::net::unix::OwnedReadHalf {
 }
 
 impl<R> StreamSource<R> {
-    fn reserve_for_next_frame(&mut self) -> Result<(), RecvError> {
-        let needed = self.splitter.bytes_needed(&self.buffer)?;
-        let want = needed.saturating_sub(self.buffer.len()).max(MIN_READ);
-        if self.buffer.capacity() - self.buffer.len() < want {
-            self.buffer.reserve(want);
+    fn reserve_for_next_frame(&mut self) -> Result<&mut BytesMut, RecvError> {
+        let buffer = self.buffer.bytes();
+        let needed = self.splitter.bytes_needed(buffer)?;
+        let want = needed.saturating_sub(buffer.len()).max(MIN_READ);
+        if buffer.capacity() - buffer.len() < want {
+            self.buffer.make_room(want);
         }
-        Ok(())
+        Ok(self.buffer.bytes())
     }
 
-    fn closed(&self) -> Result<Received, RecvError> {
-        if self.buffer.is_empty() {
+    fn closed(&mut self) -> Result<Received, RecvError> {
+        let received = self.buffer.bytes().len();
+        if received == 0 {
             return Ok(Received::Closed);
         }
         Err(RecvError::Io(io::Error::new(
             io::ErrorKind::UnexpectedEof,
             format!(
-                "the peer closed the connection in the middle of a frame ({} bytes of it received)",
-                self.buffer.len()
+                "the peer closed the connection in the middle of a frame ({received} bytes of it received)"
             ),
         )))
     }
@@ -90,11 +93,12 @@ impl<R: RawReadHalf> FrameSource for StreamSource<R> {
     fn try_recv(&mut self) -> Result<Received, RecvError> {
         let mut progress = false;
         loop {
-            if let Some(frame) = self.splitter.split(&mut self.buffer)? {
+            if let Some(frame) = self.splitter.split(self.buffer.bytes())? {
                 return Ok(Received::Frame(frame));
             }
-            self.reserve_for_next_frame()?;
-            match recv_nonblocking(self.reader.raw_fd(), &mut self.buffer) {
+            let fd = self.reader.raw_fd();
+            let buffer = self.reserve_for_next_frame()?;
+            match recv_nonblocking(fd, buffer) {
                 Ok(0) => return self.closed(),
                 Ok(_) => progress = true,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -112,11 +116,15 @@ impl<R: RawReadHalf> FrameSource for StreamSource<R> {
 
     fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Bytes>, RecvError>> {
         loop {
-            if let Some(frame) = self.splitter.split(&mut self.buffer)? {
+            if let Some(frame) = self.splitter.split(self.buffer.bytes())? {
                 return Poll::Ready(Ok(Some(frame)));
             }
             self.reserve_for_next_frame()?;
-            let read = ready!(poll_read_buf(Pin::new(&mut self.reader), cx, &mut self.buffer))?;
+            let read = ready!(poll_read_buf(
+                Pin::new(&mut self.reader),
+                cx,
+                self.buffer.bytes()
+            ))?;
             if read == 0 {
                 return Poll::Ready(self.closed().map(|_| None));
             }

@@ -1,0 +1,6 @@
+#[lanner::interface(id = "6f9619ff-8b86-d011-b42d-00c04fc964zz")]
+pub trait Calculator {
+    async fn add(&self, a: u64, b: u64) -> Result<u64, lanner::Error>;
+}
+
+fn main() {}

@@ -1,0 +1,6 @@
+#[lanner::interface]
+pub trait Factory {
+    async fn create(size: u32) -> Result<u64, lanner::Error>;
+}
+
+fn main() {}

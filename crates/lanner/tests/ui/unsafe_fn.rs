@@ -1,0 +1,6 @@
+#[lanner::interface]
+pub trait Calculator {
+    async unsafe fn add(&self, a: u64, b: u64) -> Result<u64, lanner::Error>;
+}
+
+fn main() {}
