@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Writes the seed inputs in fuzz/seeds/<target>/: valid frames of every kind, alone and
+as streams, so the fuzzer starts from inputs that get past the length checks. run.sh
+passes these directories to libFuzzer read-only; new inputs go to fuzz/corpus/."""
+
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MAGIC = b"LNRP"
+
+
+def header(length, kind, segments=0):
+    return struct.pack("<IBBH", length, kind, 0, segments)
+
+
+def hello(vmin=1, vmax=1, max_frame=4096, credits=2):
+    body = MAGIC + struct.pack("<HHIII", vmin, vmax, max_frame, credits, 0)
+    return header(8 + len(body), 1) + body
+
+
+def welcome(version=1, max_frame=4096, credits=2):
+    body = MAGIC + struct.pack("<HHII", version, 0, max_frame, credits)
+    return header(8 + len(body), 2) + body
+
+
+def payload(inline, bulk):
+    return inline + b"".join(struct.pack("<I", len(s)) for s in bulk) + b"".join(bulk)
+
+
+def request(call_id, inline=b"", bulk=(), obj=2, slot=0, method=1, fingerprint=0xDEADBEEF):
+    fixed = struct.pack("<QQHHII", call_id, obj, slot, method, fingerprint, len(inline))
+    body = fixed + payload(inline, bulk)
+    return header(8 + len(body), 3, len(bulk)) + body
+
+
+def response(call_id, status=0, credits=1, inline=b"", bulk=()):
+    fixed = struct.pack("<QB3xII", call_id, status, credits, len(inline))
+    body = fixed + payload(inline, bulk)
+    return header(8 + len(body), 4, len(bulk)) + body
+
+
+def credit(n):
+    return header(12, 5) + struct.pack("<I", n)
+
+
+def close(status=6, reason=b"bye"):
+    body = struct.pack("<B3x", status) + reason
+    return header(8 + len(body), 6) + body
+
+
+FRAMES = {
+    "hello": hello(),
+    "hello_range": hello(0, 7, 1 << 20, 256),
+    "welcome": welcome(),
+    "request_inline": request(1, b"\x01args"),
+    "request_bulk": request(2, b"\x00ab", [b"one", b"", b"three"]),
+    "response_ok": response(1, 0, 1, b"result"),
+    "response_bulk": response(1, 1, 1, b"err", [b"x" * 40, b"yz"]),
+    "credit": credit(3),
+    "close": close(),
+    "close_utf8": close(8, "déjà vu".encode()),
+}
+
+STREAMS = {
+    "requests": request(1, b"\x01a") + request(2, b"\x02", [b"bulk"]) + request(3),
+    "calls_and_credit": request(5, b"\x03x", [b"s" * 100]) + credit(2) + request(6, b"\x00"),
+    "responses": response(1, 0, 1, b"ok") + credit(1) + response(1, 5, 1, b"again"),
+    # Fits the 4096-byte limit, but its echoed answer (inline doubled) does not.
+    "big_request": request(9, b"\x00" + b"i" * 1800, [b"b" * 1000]),
+    "close_after_request": request(1, b"\x01") + close(),
+    "handshake_then_calls": hello() + request(1, b"\x01") + request(2),
+    "welcome_then_calls": welcome() + response(1) + request(1, b"\x00"),
+}
+
+
+def write(target, name, data):
+    path = os.path.join(HERE, "seeds", target)
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, name), "wb") as f:
+        f.write(data)
+
+
+for name, frame in FRAMES.items():
+    write("frame_decode", name, frame)
+for name, frame in list(FRAMES.items()) + list(STREAMS.items()):
+    # The stream target's first byte seeds the chunk sizes.
+    for seed in (0x00, 0x05, 0x07):
+        write("stream_split", f"{name}_{seed:02x}", bytes([seed]) + frame)
