@@ -45,17 +45,17 @@ impl Connection {
                 };
                 let mut future = AssertUnwindSafe(stub.dispatch(call)).catch_unwind();
                 match future.poll_unpin(cx) {
-                    Poll::Ready(outcome) => self.respond_now(call_id, reply_of(self, outcome)),
+                    Poll::Ready(outcome) => self.respond(call_id, reply_of(self, outcome)),
                     Poll::Pending => {
                         tokio::spawn(async move {
                             let reply = reply_of(&connection, future.await);
-                            connection.respond(call_id, reply).await;
+                            connection.respond(call_id, reply);
                         });
                     }
                 }
             }
             Err(message) => {
-                self.respond_now(
+                self.respond(
                     call_id,
                     MessageBuilder::error_response(Status::NotFound, &message),
                 );

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::future::poll_fn;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Waker};
 use std::time::Duration;
 
 use futures_util::task::AtomicWaker;
@@ -32,14 +32,15 @@ mod writer;
 pub(crate) use exports::{ExportTable, ROOT_HANDLE};
 pub(crate) use handshake::{accept, connect};
 
-use writer::Writer;
+use writer::{Flushed, Writer};
 
 type PendingReply = oneshot::Sender<Result<Response, Error>>;
 
 pub(crate) struct Connection {
     state: Mutex<State>,
     source: Mutex<Box<dyn FrameSource>>,
-    writer: tokio::sync::Mutex<Writer>,
+    writer: Mutex<Writer>,
+    runtime: tokio::runtime::Handle,
     credit_available: Notify,
     signal: Arc<ReaderSignal>,
     exports: Mutex<ExportTable>,
@@ -104,7 +105,8 @@ impl Connection {
                 credit_waiters: 0,
             }),
             source: Mutex::new(source),
-            writer: tokio::sync::Mutex::new(Writer::new(sink)),
+            writer: Mutex::new(Writer::new(sink)),
+            runtime: tokio::runtime::Handle::current(),
             credit_available: Notify::new(),
             signal: signal.clone(),
             exports: Mutex::new(exports),
@@ -147,7 +149,7 @@ impl Connection {
             call_id,
             armed: true,
         };
-        self.write(frame).await?;
+        self.send_frame(frame)?;
         if alone && !self.spin.is_zero() {
             if let Some(result) = self.spin_for_reply(&mut reply).await {
                 guard.armed = false;
@@ -206,40 +208,31 @@ impl Connection {
         }
     }
 
-    /// Writes one frame; frames are never interleaved. A frame whose writer was cancelled
-    /// part-way stays queued and is finished by the next writer.
-    pub(crate) async fn write(&self, frame: OutFrame) -> Result<(), Error> {
-        let mut writer = self.writer.lock().await;
-        writer.queue(frame);
-        let result = poll_fn(|cx| writer.poll_flush(cx)).await;
-        drop(writer);
-        self.written(result)
-    }
-
-    /// Writes `frame` now if that needs no waiting; otherwise a task finishes the job.
-    /// Used by the reader, which must never block on a full socket.
-    fn write_now(self: &Arc<Self>, frame: OutFrame) {
-        let Ok(mut writer) = self.writer.try_lock() else {
-            let connection = self.clone();
-            tokio::spawn(async move { connection.write(frame).await });
-            return;
-        };
-        writer.queue(frame);
-        let result = writer.poll_flush(&mut Context::from_waker(Waker::noop()));
+    /// Sends one frame: queues it and writes what the transport takes now; a flusher task
+    /// finishes if the transport is full (see the writer module). Never waits.
+    pub(crate) fn send_frame(self: &Arc<Self>, frame: OutFrame) -> Result<(), Error> {
+        let mut writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let result = writer.send(frame, &mut Context::from_waker(Waker::noop()));
         drop(writer);
         match result {
-            Poll::Ready(result) => {
-                let _ = self.written(result);
-            }
-            Poll::Pending => {
+            Ok(Flushed::Done) => self.written(Ok(())),
+            Ok(Flushed::FlusherRunning) => Ok(()),
+            Ok(Flushed::StartFlusher) => {
                 let connection = self.clone();
-                tokio::spawn(async move {
-                    let mut writer = connection.writer.lock().await;
-                    let result = poll_fn(|cx| writer.poll_flush(cx)).await;
-                    drop(writer);
+                self.runtime.spawn(async move {
+                    let result = poll_fn(|cx| {
+                        connection
+                            .writer
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .poll_flusher(cx)
+                    })
+                    .await;
                     connection.written(result)
                 });
+                Ok(())
             }
+            Err(error) => self.written(Err(error)),
         }
     }
 
@@ -266,17 +259,10 @@ impl Connection {
         }
     }
 
-    /// Answers the peer's call `call_id`, waiting for room on the transport if needed.
-    pub(crate) async fn respond(&self, call_id: u64, reply: MessageBuilder) {
+    /// Answers the peer's call `call_id`.
+    pub(crate) fn respond(self: &Arc<Self>, call_id: u64, reply: MessageBuilder) {
         if let Some(frame) = self.stamp_response(call_id, reply) {
-            let _ = self.write(frame).await;
-        }
-    }
-
-    /// Answers the peer's call `call_id` from the reader, without waiting.
-    pub(crate) fn respond_now(self: &Arc<Self>, call_id: u64, reply: MessageBuilder) {
-        if let Some(frame) = self.stamp_response(call_id, reply) {
-            self.write_now(frame);
+            let _ = self.send_frame(frame);
         }
     }
 

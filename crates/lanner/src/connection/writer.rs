@@ -1,4 +1,11 @@
-//! The sending side of a connection: a queue of frames flushed in order.
+//! The sending side of a connection: a queue of frames, flushed without waiting by whoever
+//! sends, and by a flusher task only when the transport is full.
+//!
+//! Senders never wait for the transport: flow-control credits already bound how many
+//! requests (and so responses) can be queued, so a frame is queued, one non-blocking flush
+//! is tried, and if the transport cannot take everything a flusher task finishes the job
+//! in order. A frame is never interleaved with another, and a caller that is cancelled
+//! after queueing cannot leave half a frame behind.
 
 use std::collections::VecDeque;
 use std::io;
@@ -8,12 +15,21 @@ use lanner_proto::OutFrame;
 
 use crate::transport::FrameSink;
 
-/// Frames waiting to be written, in order. A caller queues its frame and flushes; if it is
-/// cancelled mid-write, the frame stays at the front and the next flush finishes it, so
-/// the byte stream never holds half a frame followed by another.
 pub(super) struct Writer {
     sink: Box<dyn FrameSink>,
     queue: VecDeque<OutFrame>,
+    /// A flusher task is waiting for room on the transport; senders only queue.
+    flushing: bool,
+}
+
+/// What a sender should do after queueing.
+pub(super) enum Flushed {
+    /// Everything is written.
+    Done,
+    /// The transport is full; a flusher task must finish (start one).
+    StartFlusher,
+    /// A flusher task is already on it.
+    FlusherRunning,
 }
 
 impl Writer {
@@ -21,11 +37,30 @@ impl Writer {
         Writer {
             sink,
             queue: VecDeque::new(),
+            flushing: false,
         }
     }
 
-    pub(super) fn queue(&mut self, frame: OutFrame) {
+    /// Queues `frame` and writes what the transport takes now.
+    pub(super) fn send(&mut self, frame: OutFrame, cx: &mut Context<'_>) -> io::Result<Flushed> {
         self.queue.push_back(frame);
+        if self.flushing {
+            return Ok(Flushed::FlusherRunning);
+        }
+        match self.poll_flush(cx) {
+            Poll::Ready(result) => result.map(|()| Flushed::Done),
+            Poll::Pending => {
+                self.flushing = true;
+                Ok(Flushed::StartFlusher)
+            }
+        }
+    }
+
+    /// The flusher's step: writes until done (clearing the flusher flag) or Pending.
+    pub(super) fn poll_flusher(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let result = ready!(self.poll_flush(cx));
+        self.flushing = false;
+        Poll::Ready(result)
     }
 
     pub(super) fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -35,12 +70,15 @@ impl Writer {
         }
         Poll::Ready(Ok(()))
     }
-}
 
-impl Writer {
     /// The sink back (used after the handshake, when the queue is empty).
     pub(super) fn into_sink(self) -> Box<dyn FrameSink> {
         debug_assert!(self.queue.is_empty());
         self.sink
+    }
+
+    /// Queues a frame without writing (handshake only).
+    pub(super) fn queue(&mut self, frame: OutFrame) {
+        self.queue.push_back(frame);
     }
 }

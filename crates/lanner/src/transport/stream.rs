@@ -18,7 +18,7 @@ use super::{FrameSink, FrameSource, Received, RecvError};
 const MIN_READ: usize = 64 * 1024;
 
 /// Most segments handed to one vectored write.
-const MAX_IOVECS: usize = 64;
+const MAX_IOVECS: usize = 16;
 
 /// Receives frames from a byte stream into a buffer. Each frame is cut off the buffer with
 /// `split_to`, so it (and every payload slice of it) is the very memory the kernel wrote
