@@ -137,8 +137,13 @@ impl Listening {
         &self.endpoint
     }
 
-    /// Stops accepting connections.
-    pub fn close(self) {}
+    /// Stops accepting connections and releases the endpoint: once this returns, the
+    /// endpoint can be listened on again. (Dropping a `Listening` stops it too, but the
+    /// endpoint is released only when the runtime gets to cancel the accepting task.)
+    pub async fn close(mut self) {
+        self.task.abort();
+        let _ = (&mut self.task).await;
+    }
 }
 
 impl Drop for Listening {

@@ -14,11 +14,12 @@ use crate::raw::RawStream;
 use crate::server_process::ServerProcess;
 use crate::services::{Echo, EchoProxy};
 
-/// Iterations per alternating block.
+/// Iterations per alternating block, at most; at least 16 blocks per side so that both
+/// sides see the same machine conditions even for large sizes.
 const BLOCK: usize = 250;
 
 /// Bytes moved per side per size, at most.
-const MAX_BYTES_PER_SIZE: usize = 256 << 20;
+const MAX_BYTES_PER_SIZE: usize = 1 << 30;
 
 /// One row of the result.
 #[derive(Debug, Serialize)]
@@ -125,8 +126,9 @@ pub fn measure(
             }
             Ok::<(), lanner::Error>(())
         })?;
+        let block_size = (iters / 16).clamp(1, BLOCK);
         while rpc_samples.len() < iters {
-            let block = BLOCK.min(iters - rpc_samples.len());
+            let block = block_size.min(iters - rpc_samples.len());
             for _ in 0..block {
                 let start = Instant::now();
                 raw.round_trip(&payload, &mut reply, spin)?;

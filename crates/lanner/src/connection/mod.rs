@@ -40,6 +40,9 @@ pub(crate) struct Connection {
     state: Mutex<State>,
     source: Mutex<Box<dyn FrameSource>>,
     writer: Mutex<Writer>,
+    /// A flusher task waits for room on the transport: the reader then lets the reactor
+    /// run after every spin, so the flusher hears about room promptly.
+    flusher_active: AtomicBool,
     runtime: tokio::runtime::Handle,
     credit_available: Notify,
     signal: Arc<ReaderSignal>,
@@ -106,6 +109,7 @@ impl Connection {
             }),
             source: Mutex::new(source),
             writer: Mutex::new(Writer::new(sink)),
+            flusher_active: AtomicBool::new(false),
             runtime: tokio::runtime::Handle::current(),
             credit_available: Notify::new(),
             signal: signal.clone(),
@@ -218,6 +222,7 @@ impl Connection {
             Ok(Flushed::Done) => self.written(Ok(())),
             Ok(Flushed::FlusherRunning) => Ok(()),
             Ok(Flushed::StartFlusher) => {
+                self.flusher_active.store(true, Ordering::Relaxed);
                 let connection = self.clone();
                 self.runtime.spawn(async move {
                     let result = poll_fn(|cx| {
@@ -228,6 +233,7 @@ impl Connection {
                             .poll_flusher(cx)
                     })
                     .await;
+                    connection.flusher_active.store(false, Ordering::Relaxed);
                     connection.written(result)
                 });
                 Ok(())

@@ -37,9 +37,10 @@ pub(super) enum Progress {
     Empty,
 }
 
-/// How often the reader task lets the reactor run while spinning (every N-th spin), so that
-/// writers waiting for room on the socket are not held up.
-const REACTOR_EVERY: u32 = 8;
+/// How often the reader task lets the reactor run while spinning (every N-th burst), so that
+/// other tasks waiting for I/O are not held up (after every burst while this connection's
+/// flusher waits for room).
+const REACTOR_EVERY: u32 = 4;
 
 /// Receive attempts per spin, back to back, before the reader lets other tasks run. A
 /// burst is a few microseconds: short enough not to hold up other tasks noticeably, long
@@ -236,7 +237,9 @@ async fn spin_while_busy(
                     return Ok(());
                 }
                 spins = spins.wrapping_add(1);
-                if spins % REACTOR_EVERY == 0 {
+                if spins % REACTOR_EVERY == 0
+                    || connection.flusher_active.load(Ordering::Relaxed)
+                {
                     if Instant::now() >= spin_until {
                         return Ok(());
                     }

@@ -30,6 +30,10 @@ pub struct StreamSource<R> {
     reader: R,
     buffer: RecvBuffer,
     splitter: FrameSplitter,
+    /// Size of the last frame if it was large: room for one like it is made before the
+    /// next frame starts, so that a stream of large frames is read straight into place
+    /// instead of its first chunk being moved once the header says how large it is.
+    expected: usize,
 }
 
 impl<R> StreamSource<R> {
@@ -40,6 +44,7 @@ impl<R> StreamSource<R> {
             reader,
             buffer: RecvBuffer::default(),
             splitter: FrameSplitter::new(HANDSHAKE_MAX_FRAME_SIZE),
+            expected: 0,
         }
     }
 }
@@ -67,12 +72,24 @@ impl RawReadHalf for tokio::net::unix::OwnedReadHalf {
 impl<R> StreamSource<R> {
     fn reserve_for_next_frame(&mut self) -> Result<&mut BytesMut, RecvError> {
         let buffer = self.buffer.bytes();
-        let needed = self.splitter.bytes_needed(buffer)?;
+        let needed = if buffer.is_empty() {
+            self.expected
+        } else {
+            self.splitter.bytes_needed(buffer)?
+        };
         let want = needed.saturating_sub(buffer.len()).max(MIN_READ);
         if buffer.capacity() - buffer.len() < want {
             self.buffer.make_room(want);
         }
         Ok(self.buffer.bytes())
+    }
+
+    fn cut_frame(&mut self) -> Result<Option<Bytes>, RecvError> {
+        let frame = self.splitter.split(self.buffer.bytes())?;
+        if let Some(frame) = &frame {
+            self.expected = if frame.len() > MIN_READ { frame.len() } else { 0 };
+        }
+        Ok(frame)
     }
 
     fn closed(&mut self) -> Result<Received, RecvError> {
@@ -93,7 +110,7 @@ impl<R: RawReadHalf> FrameSource for StreamSource<R> {
     fn try_recv(&mut self) -> Result<Received, RecvError> {
         let mut progress = false;
         loop {
-            if let Some(frame) = self.splitter.split(self.buffer.bytes())? {
+            if let Some(frame) = self.cut_frame()? {
                 return Ok(Received::Frame(frame));
             }
             let fd = self.reader.raw_fd();
@@ -116,7 +133,7 @@ impl<R: RawReadHalf> FrameSource for StreamSource<R> {
 
     fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Bytes>, RecvError>> {
         loop {
-            if let Some(frame) = self.splitter.split(self.buffer.bytes())? {
+            if let Some(frame) = self.cut_frame()? {
                 return Poll::Ready(Ok(Some(frame)));
             }
             self.reserve_for_next_frame()?;
