@@ -23,7 +23,11 @@ pub struct DemoArgs {
 
 /// Runs the demo.
 pub fn run(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
-    println!("Lanner demo: client pid {}, transport {}", std::process::id(), args.transport.name());
+    println!(
+        "Lanner demo: client pid {}, transport {}",
+        std::process::id(),
+        args.transport.name()
+    );
     calls(args)?;
     println!();
     println!("Latency, Lanner vs the raw socket (same run, server in another process):");
@@ -39,7 +43,11 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
     };
     let rows = measure(&bench, &bench.sizes, bench.iters, bench.warmup)?;
     print_table(&rows);
-    println!("(wait strategy: {}; full benchmark: lanner bench pingpong --transport {})", bench.wait(), args.transport.name());
+    println!(
+        "(wait strategy: {}; full benchmark: lanner bench pingpong --transport {})",
+        bench.wait(),
+        args.transport.name()
+    );
     Ok(())
 }
 

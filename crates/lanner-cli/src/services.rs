@@ -90,13 +90,19 @@ impl Calculator for DemoService {
 impl Greeter for DemoService {
     async fn greet(&self, name: String) -> Result<String, lanner::Error> {
         let count = self.greetings.fetch_add(1, Ordering::Relaxed) + 1;
-        Ok(format!("hello, {name} (greeting #{count} from pid {})", std::process::id()))
+        Ok(format!(
+            "hello, {name} (greeting #{count} from pid {})",
+            std::process::id()
+        ))
     }
 }
 
 /// Publishes the echo object as `echo` and the demo object as `calc`.
 pub fn publish_all(server: &lanner::Server) {
-    server.publish("echo", lanner::Object::new(EchoStub::new(Arc::new(EchoService))));
+    server.publish(
+        "echo",
+        lanner::Object::new(EchoStub::new(Arc::new(EchoService))),
+    );
     let demo = Arc::new(DemoService::default());
     server.publish(
         "calc",

@@ -41,7 +41,9 @@ fn read_frame(stream: &mut dyn Stream, buffer: &mut BytesMut) -> Option<Frame> {
             return Some(Frame::decode(frame).unwrap());
         }
         let mut chunk = [0u8; 65536];
-        let n = stream.read(&mut chunk).expect("the server answers within 5 s");
+        let n = stream
+            .read(&mut chunk)
+            .expect("the server answers within 5 s");
         if n == 0 {
             return None;
         }
@@ -55,11 +57,18 @@ fn expect_close(stream: &mut dyn Stream, status: Status, needle: &str) {
     match read_frame(stream, &mut buffer) {
         Some(Frame::Close(close)) => {
             assert_eq!(close.status, status, "{}", close.reason);
-            assert!(close.reason.contains(needle), "reason {:?} lacks {needle:?}", close.reason);
+            assert!(
+                close.reason.contains(needle),
+                "reason {:?} lacks {needle:?}",
+                close.reason
+            );
         }
         other => panic!("expected a CLOSE frame, got {other:?}"),
     }
-    assert!(read_frame(stream, &mut buffer).is_none(), "the connection stays open");
+    assert!(
+        read_frame(stream, &mut buffer).is_none(),
+        "the connection stays open"
+    );
 }
 
 fn hello() -> Bytes {
@@ -73,7 +82,10 @@ fn hello() -> Bytes {
 fn handshake(stream: &mut dyn Stream) -> BytesMut {
     stream.write_all(&hello()).unwrap();
     let mut buffer = BytesMut::new();
-    assert!(matches!(read_frame(stream, &mut buffer), Some(Frame::Welcome(_))));
+    assert!(matches!(
+        read_frame(stream, &mut buffer),
+        Some(Frame::Welcome(_))
+    ));
     buffer
 }
 
@@ -122,7 +134,9 @@ fn resolve(stream: &mut dyn Stream, buffer: &mut BytesMut, name: &str) -> u64 {
     let fingerprint =
         lanner::__private::method_fingerprint("resolve(String)->Result<ObjectRef,Error>");
     let inline = postcard::to_allocvec(&(name,)).unwrap();
-    stream.write_all(&request(0, 0, 0, fingerprint, &inline)).unwrap();
+    stream
+        .write_all(&request(0, 0, 0, fingerprint, &inline))
+        .unwrap();
     let reply = expect_response(stream, buffer, Status::Ok);
     let (handle, _interfaces): (u64, Vec<u128>) = postcard::from_bytes(&reply).unwrap();
     handle
@@ -161,7 +175,11 @@ fn handshake_violations_are_refused_with_a_reason() {
         huge[0..4].copy_from_slice(&(100_000_000u32).to_le_bytes());
         huge[4] = 1;
         stream.write_all(&huge).unwrap();
-        expect_close(stream.as_mut(), Status::Protocol, "exceeds the maximum frame size");
+        expect_close(
+            stream.as_mut(),
+            Status::Protocol,
+            "exceeds the maximum frame size",
+        );
 
         // Half a HELLO, then silence and a close: nothing breaks.
         let mut stream = raw(&server.lanner);
@@ -184,7 +202,11 @@ fn malformed_frames_after_the_handshake_close_only_that_connection() {
         huge[0..4].copy_from_slice(&u32::MAX.to_le_bytes());
         huge[4] = 3;
         stream.write_all(&huge).unwrap();
-        expect_close(stream.as_mut(), Status::Protocol, "exceeds the maximum frame size");
+        expect_close(
+            stream.as_mut(),
+            Status::Protocol,
+            "exceeds the maximum frame size",
+        );
 
         // Unknown frame kind.
         let mut stream = raw(&server.lanner);
@@ -206,12 +228,16 @@ fn malformed_frames_after_the_handshake_close_only_that_connection() {
         // A frame cut short, then the client goes away.
         let mut stream = raw(&server.lanner);
         handshake(stream.as_mut());
-        stream.write_all(&request(1, 0, 0, 0, b"xyz")[..20]).unwrap();
+        stream
+            .write_all(&request(1, 0, 0, 0, b"xyz")[..20])
+            .unwrap();
         drop(stream);
 
         // Random garbage.
         let mut stream = raw(&server.lanner);
-        let garbage: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+        let garbage: Vec<u8> = (0..4096u32)
+            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+            .collect();
         let _ = stream.write_all(&garbage);
         let mut buffer = BytesMut::new();
         let mut frames = 0;
@@ -232,7 +258,9 @@ fn bad_calls_get_error_replies_and_the_connection_stays_usable() {
         let mut buffer = handshake(stream.as_mut());
 
         // An object handle never handed to this connection.
-        stream.write_all(&request(0xdead_beef, 0, 0, 0, b"")).unwrap();
+        stream
+            .write_all(&request(0xdead_beef, 0, 0, 0, b""))
+            .unwrap();
         let message = expect_response(stream.as_mut(), &mut buffer, Status::NotFound);
         assert!(String::from_utf8_lossy(&message).contains("no object with handle"));
 
@@ -240,7 +268,9 @@ fn bad_calls_get_error_replies_and_the_connection_stays_usable() {
         let add = &<CalculatorProxy as Proxy>::METHODS[0];
 
         // An interface slot the object does not have.
-        stream.write_all(&request(calc, 9, 0, add.fingerprint, b"")).unwrap();
+        stream
+            .write_all(&request(calc, 9, 0, add.fingerprint, b""))
+            .unwrap();
         expect_response(stream.as_mut(), &mut buffer, Status::NotFound);
 
         // The right ordinal with another signature's fingerprint.
@@ -255,7 +285,9 @@ fn bad_calls_get_error_replies_and_the_connection_stays_usable() {
         );
 
         // An unknown method ordinal.
-        stream.write_all(&request(calc, 0, 77, 0x1234_5678, b"")).unwrap();
+        stream
+            .write_all(&request(calc, 0, 77, 0x1234_5678, b""))
+            .unwrap();
         expect_response(stream.as_mut(), &mut buffer, Status::Unimplemented);
 
         // Arguments that are not (i64, i64).
@@ -286,7 +318,9 @@ fn bad_calls_get_error_replies_and_the_connection_stays_usable() {
 }
 
 /// A fake server for client-side tests: runs `behave` on the first accepted connection.
-fn fake_server(behave: impl FnOnce(UnixStream) + Send + 'static) -> (String, std::thread::JoinHandle<()>) {
+fn fake_server(
+    behave: impl FnOnce(UnixStream) + Send + 'static,
+) -> (String, std::thread::JoinHandle<()>) {
     let path = std::env::temp_dir().join(format!(
         "lanner-fake-{}-{}.sock",
         std::process::id(),
@@ -344,8 +378,8 @@ fn a_client_refuses_bad_servers_with_clear_errors() {
         std::thread::sleep(Duration::from_millis(800));
         let _ = stream.read(&mut [0u8; 64]);
     });
-    let options = lanner::ConnectionOptions::default()
-        .with_handshake_timeout(Duration::from_millis(200));
+    let options =
+        lanner::ConnectionOptions::default().with_handshake_timeout(Duration::from_millis(200));
     let error = runtime()
         .block_on(lanner::Client::with_options(options).connect::<EchoProxy>(&url))
         .unwrap_err();

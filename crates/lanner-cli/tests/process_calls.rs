@@ -50,7 +50,10 @@ fn bulk_payloads_round_trip_byte_exact() {
                 let payload: Bytes = (0..size).map(|i| (i * 31 % 251) as u8).collect();
                 let echoed = echo.echo(payload.clone()).await.unwrap();
                 assert_eq!(echoed.len(), size);
-                assert!(echoed == payload, "payload of {size} bytes came back different");
+                assert!(
+                    echoed == payload,
+                    "payload of {size} bytes came back different"
+                );
             }
         });
     }

@@ -1,6 +1,6 @@
 //! Code generation: the trait, its proxy and its stub.
 
-use proc_macro2::TokenStream;
+use proc_macro2::{Ident, Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 
@@ -44,6 +44,13 @@ fn expand_trait(interface: &Interface) -> TokenStream {
     }
 }
 
+/// A variable of the generated code. Mixed-site hygiene keeps it apart from the user's
+/// parameters, whatever they are called (a parameter named `method` or `call` must not
+/// shadow it, nor be shadowed by it).
+fn local(name: &str) -> Ident {
+    Ident::new(name, Span::mixed_site())
+}
+
 fn codec(method: &Method) -> TokenStream {
     let ok = &method.ok;
     if method.returns_bulk() {
@@ -72,19 +79,23 @@ fn expand_proxy(interface: &Interface) -> TokenStream {
             )
         },
     };
-    let infos = interface.methods.iter().enumerate().map(|(ordinal, method)| {
-        let name = method.ident.to_string();
-        let ordinal = ordinal as u16;
-        let signature = &method.signature;
-        quote! {
-            ::lanner::__private::MethodInfo {
-                name: #name,
-                ordinal: #ordinal,
-                fingerprint: ::lanner::__private::method_fingerprint(#signature),
-                signature: #signature,
+    let infos = interface
+        .methods
+        .iter()
+        .enumerate()
+        .map(|(ordinal, method)| {
+            let name = method.ident.to_string();
+            let ordinal = ordinal as u16;
+            let signature = &method.signature;
+            quote! {
+                ::lanner::__private::MethodInfo {
+                    name: #name,
+                    ordinal: #ordinal,
+                    fingerprint: ::lanner::__private::method_fingerprint(#signature),
+                    signature: #signature,
+                }
             }
-        }
-    });
+        });
     let methods = interface.methods.iter().enumerate().map(|(ordinal, method)| {
         let name = &method.ident;
         let output = &method.output;
@@ -118,8 +129,10 @@ fn expand_proxy(interface: &Interface) -> TokenStream {
                 let _: fn() = ::lanner::__private::assert_argument::<#ty>;
             }
         });
+        let (method_var, segments_var, request_var) =
+            (local("method"), local("segments"), local("request"));
         let request = quote_spanned! {name.span()=>
-            ::lanner::__private::request(&self.core, method, &(#(#inline,)*), segments)
+            ::lanner::__private::request(&self.core, #method_var, &(#(#inline,)*), #segments_var)
         };
         // Spanned at the declared types so that a result or error type that cannot travel is
         // reported at the method's return type, not at the attribute.
@@ -130,10 +143,10 @@ fn expand_proxy(interface: &Interface) -> TokenStream {
             fn #name(&self, #(#params),*) -> #future {
                 #error_check
                 #(#argument_checks)*
-                let method = &<Self as ::lanner::__private::Proxy>::METHODS[#ordinal];
-                let segments: [::lanner::__private::Bytes; #bulk_count] = [#(#bulk),*];
-                let request = #request;
-                ::lanner::__private::invoke::<#codec, #err>(&self.core, method, request)
+                let #method_var = &<Self as ::lanner::__private::Proxy>::METHODS[#ordinal];
+                let #segments_var: [::lanner::__private::Bytes; #bulk_count] = [#(#bulk),*];
+                let #request_var = #request;
+                ::lanner::__private::invoke::<#codec, #err>(&self.core, #method_var, #request_var)
             }
         }
     });
@@ -176,57 +189,67 @@ fn expand_stub(interface: &Interface) -> TokenStream {
     let trait_ident = &item.ident;
     let proxy = format_ident!("{}Proxy", trait_ident);
     let stub = format_ident!("{}Stub", trait_ident);
-    let arms = interface.methods.iter().enumerate().map(|(ordinal, method)| {
-        let ordinal = ordinal as u16;
-        let index = usize::from(ordinal);
-        let name = &method.ident;
-        let err = &method.err;
-        let codec = codec(method);
-        let inline: Vec<_> = method.params.iter().filter(|p| !p.is_bulk()).collect();
-        let inline_idents: Vec<_> = inline.iter().map(|p| &p.ident).collect();
-        let inline_types: Vec<_> = inline.iter().map(|p| &p.ty).collect();
-        let bulk = method
-            .params
-            .iter()
-            .filter(|p| p.is_bulk())
-            .enumerate()
-            .map(|(segment, p)| {
-                let ident = &p.ident;
-                quote! {
-                    let #ident = match call.segment(#segment) {
-                        ::core::result::Result::Ok(segment) => segment,
-                        ::core::result::Result::Err(error) => {
-                            let reply = ::lanner::__private::Reply::error(&error);
-                            return ::lanner::__private::Box::pin(async move { reply });
-                        }
-                    };
+    let (call, this, methods, ordinal_var) = (
+        local("call"),
+        local("this"),
+        local("methods"),
+        local("ordinal"),
+    );
+    let arms = interface
+        .methods
+        .iter()
+        .enumerate()
+        .map(|(ordinal, method)| {
+            let ordinal = ordinal as u16;
+            let index = usize::from(ordinal);
+            let name = &method.ident;
+            let err = &method.err;
+            let codec = codec(method);
+            let inline: Vec<_> = method.params.iter().filter(|p| !p.is_bulk()).collect();
+            let inline_idents: Vec<_> = inline.iter().map(|p| &p.ident).collect();
+            let inline_types: Vec<_> = inline.iter().map(|p| &p.ty).collect();
+            let bulk = method
+                .params
+                .iter()
+                .filter(|p| p.is_bulk())
+                .enumerate()
+                .map(|(segment, p)| {
+                    let ident = &p.ident;
+                    quote! {
+                        let #ident = match #call.segment(#segment) {
+                            ::core::result::Result::Ok(segment) => segment,
+                            ::core::result::Result::Err(error) => {
+                                let reply = ::lanner::__private::Reply::error(&error);
+                                return ::lanner::__private::Box::pin(async move { reply });
+                            }
+                        };
+                    }
+                });
+            let args = method.params.iter().map(|p| &p.ident);
+            // Spanned at the method (arguments) and at its result type (the reply) so that type
+            // errors point into the trait, not at the attribute.
+            let arguments = quote_spanned! {name.span()=>
+                ::lanner::__private::arguments(&#call, &#methods[#index])
+            };
+            let run = quote_spanned! {method.ok.span()=>
+                ::lanner::__private::Box::pin(async move {
+                    ::lanner::__private::reply::<#codec, #err>(#this.#name(#(#args),*).await)
+                })
+            };
+            quote! {
+                #ordinal => {
+                    let (#(#inline_idents,)*): (#(#inline_types,)*) =
+                        match #arguments {
+                            ::core::result::Result::Ok(args) => args,
+                            ::core::result::Result::Err(reply) => {
+                                return ::lanner::__private::Box::pin(async move { reply });
+                            }
+                        };
+                    #(#bulk)*
+                    #run
                 }
-            });
-        let args = method.params.iter().map(|p| &p.ident);
-        // Spanned at the method (arguments) and at its result type (the reply) so that type
-        // errors point into the trait, not at the attribute.
-        let arguments = quote_spanned! {name.span()=>
-            ::lanner::__private::arguments(&call, &methods[#index])
-        };
-        let run = quote_spanned! {method.ok.span()=>
-            ::lanner::__private::Box::pin(async move {
-                ::lanner::__private::reply::<#codec, #err>(this.#name(#(#args),*).await)
-            })
-        };
-        quote! {
-            #ordinal => {
-                let (#(#inline_idents,)*): (#(#inline_types,)*) =
-                    match #arguments {
-                        ::core::result::Result::Ok(args) => args,
-                        ::core::result::Result::Err(reply) => {
-                            return ::lanner::__private::Box::pin(async move { reply });
-                        }
-                    };
-                #(#bulk)*
-                #run
             }
-        }
-    });
+        });
     let trait_name = trait_ident.to_string();
     let doc = format!(
         "Server stub for [`{trait_name}`]: serves any `T: {trait_name}`. Put it in a \
@@ -262,20 +285,20 @@ fn expand_stub(interface: &Interface) -> TokenStream {
 
             fn dispatch(
                 &self,
-                call: ::lanner::__private::IncomingCall,
+                #call: ::lanner::__private::IncomingCall,
             ) -> ::lanner::__private::DispatchFuture {
-                let methods = <#proxy as ::lanner::__private::Proxy>::METHODS;
-                let ordinal = match call.route(self.interface_name(), methods) {
+                let #methods = <#proxy as ::lanner::__private::Proxy>::METHODS;
+                let #ordinal_var = match #call.route(self.interface_name(), #methods) {
                     ::core::result::Result::Ok(ordinal) => ordinal,
                     ::core::result::Result::Err(reply) => {
                         return ::lanner::__private::Box::pin(async move { reply });
                     }
                 };
-                let this = self.inner.clone();
-                match ordinal {
+                let #this = self.inner.clone();
+                match #ordinal_var {
                     #(#arms)*
                     _ => {
-                        let reply = ::lanner::__private::Reply::unknown_method(ordinal);
+                        let reply = ::lanner::__private::Reply::unknown_method(#ordinal_var);
                         ::lanner::__private::Box::pin(async move { reply })
                     }
                 }

@@ -144,10 +144,16 @@ impl Method {
             ));
         }
         if let Some(token) = sig.constness.as_ref() {
-            return Err(syn::Error::new_spanned(token, "a remote method cannot be `const`"));
+            return Err(syn::Error::new_spanned(
+                token,
+                "a remote method cannot be `const`",
+            ));
         }
         if let Some(token) = sig.unsafety.as_ref() {
-            return Err(syn::Error::new_spanned(token, "a remote method cannot be `unsafe`"));
+            return Err(syn::Error::new_spanned(
+                token,
+                "a remote method cannot be `unsafe`",
+            ));
         }
         if !sig.generics.params.is_empty() {
             return Err(syn::Error::new_spanned(
@@ -162,16 +168,25 @@ impl Method {
             ));
         }
         if let Some(variadic) = &sig.variadic {
-            return Err(syn::Error::new_spanned(variadic, "variadic methods are not allowed"));
+            return Err(syn::Error::new_spanned(
+                variadic,
+                "variadic methods are not allowed",
+            ));
         }
         let mut inputs = sig.inputs.iter();
         match inputs.next() {
             Some(FnArg::Receiver(receiver))
                 if receiver.reference.is_some() && receiver.mutability.is_none() => {}
+            Some(FnArg::Receiver(receiver)) if receiver.mutability.is_some() => {
+                return Err(syn::Error::new_spanned(
+                    receiver,
+                    "lanner interface methods take `&self`, not `&mut self` (objects may be called concurrently; use interior mutability)",
+                ));
+            }
             Some(FnArg::Receiver(receiver)) => {
                 return Err(syn::Error::new_spanned(
                     receiver,
-                    "lanner interface methods take `&self` (objects may be called concurrently; use interior mutability)",
+                    "lanner interface methods take `&self` (a remote object is shared by all its callers and outlives every call)",
                 ));
             }
             Some(FnArg::Typed(first)) => {
@@ -210,10 +225,7 @@ impl Method {
             });
         }
         let ReturnType::Type(_, output) = &sig.output else {
-            return Err(syn::Error::new_spanned(
-                sig,
-                "lanner interface methods must return `Result<T, E>` where `E: From<lanner::Error>`",
-            ));
+            return Err(syn::Error::new_spanned(sig, RETURN_TYPE));
         };
         let (ok, err) = split_result(output)?;
         let types: Vec<String> = params.iter().map(|p| canonical(&p.ty)).collect();
@@ -235,13 +247,10 @@ impl Method {
     }
 }
 
+const RETURN_TYPE: &str = "lanner interface methods must return `Result<T, E>` where `E: From<lanner::Error>` (use `lanner::Error` itself if the method has no errors of its own)";
+
 fn split_result(output: &Type) -> syn::Result<(Type, Type)> {
-    let error = || {
-        syn::Error::new_spanned(
-            output,
-            "lanner interface methods must return `Result<T, E>` where `E: From<lanner::Error>` (use `lanner::Error` itself if the method has no errors of its own)",
-        )
-    };
+    let error = || syn::Error::new_spanned(output, RETURN_TYPE);
     let Type::Path(path) = output else {
         return Err(error());
     };

@@ -141,7 +141,9 @@ impl Connection {
     pub fn max_incoming_frame_size(&self) -> u32 {
         match self.state {
             State::Open => self.local.max_frame_size,
-            _ => HANDSHAKE_MAX_FRAME_SIZE.max(HELLO_LEN as u32).max(WELCOME_LEN as u32),
+            _ => HANDSHAKE_MAX_FRAME_SIZE
+                .max(HELLO_LEN as u32)
+                .max(WELCOME_LEN as u32),
         }
     }
 

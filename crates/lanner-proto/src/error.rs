@@ -61,7 +61,9 @@ pub enum FrameError {
         max: u16,
     },
     /// The inline part or segment table runs past the end of the frame.
-    #[error("inline length {inline_len} and {segments} segment lengths do not fit in the {available} bytes after the header")]
+    #[error(
+        "inline length {inline_len} and {segments} segment lengths do not fit in the {available} bytes after the header"
+    )]
     InlineOverflow {
         /// Declared inline length.
         inline_len: u32,
@@ -71,7 +73,9 @@ pub enum FrameError {
         available: usize,
     },
     /// The bulk segment lengths do not add up to the rest of the frame.
-    #[error("bulk segment lengths add up to {declared} bytes but {available} bytes follow the segment table")]
+    #[error(
+        "bulk segment lengths add up to {declared} bytes but {available} bytes follow the segment table"
+    )]
     BulkMismatch {
         /// Sum of the declared lengths.
         declared: u64,
@@ -103,7 +107,9 @@ pub enum ProtocolError {
         state: &'static str,
     },
     /// The peers share no protocol version.
-    #[error("protocol version mismatch: this side speaks version {ours}, the peer speaks {theirs_min}..={theirs_max}")]
+    #[error(
+        "protocol version mismatch: this side speaks version {ours}, the peer speaks {theirs_min}..={theirs_max}"
+    )]
     VersionMismatch {
         /// Our version.
         ours: u16,
@@ -116,7 +122,9 @@ pub enum ProtocolError {
     #[error("the peer announced invalid limits: {0}")]
     InvalidLimits(&'static str),
     /// The peer sent a request without credit.
-    #[error("flow control violated: the peer has {in_flight} requests outstanding, its window is {window}")]
+    #[error(
+        "flow control violated: the peer has {in_flight} requests outstanding, its window is {window}"
+    )]
     CreditViolation {
         /// Requests outstanding when the extra one arrived.
         in_flight: u32,

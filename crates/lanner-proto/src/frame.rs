@@ -198,8 +198,7 @@ impl Frame {
                 actual: frame.len() as u64,
             });
         }
-        if header.segments != 0
-            && !matches!(header.kind, FrameKind::Request | FrameKind::Response)
+        if header.segments != 0 && !matches!(header.kind, FrameKind::Request | FrameKind::Response)
         {
             return Err(FrameError::UnexpectedSegments {
                 kind: header.kind,

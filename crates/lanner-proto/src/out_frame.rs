@@ -30,7 +30,11 @@ impl OutFrame {
 
     /// Bytes not yet written.
     pub fn remaining(&self) -> usize {
-        self.head.len() + self.bulk[self.next_bulk..].iter().map(Bytes::len).sum::<usize>()
+        self.head.len()
+            + self.bulk[self.next_bulk..]
+                .iter()
+                .map(Bytes::len)
+                .sum::<usize>()
     }
 
     /// True once everything has been written.

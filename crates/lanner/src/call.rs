@@ -95,7 +95,10 @@ impl Reply {
     /// The reply for an ordinal a stub does not have (cannot happen after
     /// [`IncomingCall::route`]; kept so generated code never panics).
     pub fn unknown_method(ordinal: u16) -> Reply {
-        Reply::status(Status::Unimplemented, &format!("no method with ordinal {ordinal}"))
+        Reply::status(
+            Status::Unimplemented,
+            &format!("no method with ordinal {ordinal}"),
+        )
     }
 
     pub(crate) fn status(status: Status, message: &str) -> Reply {

@@ -60,9 +60,9 @@ impl Client {
     pub async fn resolve(&self, url: &str) -> Result<ObjectRef, Error> {
         let url = ObjectUrl::parse(url)?;
         let connection = self.connection(&url.endpoint).await?;
-        root::resolve(&connection, &url.name).await.map_err(|e| {
-            Error::new(e.kind(), format!("resolving {url}: {}", e.message()))
-        })
+        root::resolve(&connection, &url.name)
+            .await
+            .map_err(|e| Error::new(e.kind(), format!("resolving {url}: {}", e.message())))
     }
 
     /// Resolves an object URL and returns a proxy for interface `P` of that object.

@@ -176,10 +176,9 @@ impl Error {
 
     pub(crate) fn from_protocol(error: &ProtocolError) -> Error {
         match error {
-            ProtocolError::PeerClosed { status, reason } => Error::from_status(
-                *status,
-                format!("the peer closed the connection: {reason}"),
-            ),
+            ProtocolError::PeerClosed { status, reason } => {
+                Error::from_status(*status, format!("the peer closed the connection: {reason}"))
+            }
             ProtocolError::CreditViolation { .. } => {
                 Error::new(ErrorKind::Overloaded, error.to_string())
             }

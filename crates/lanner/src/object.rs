@@ -94,7 +94,14 @@ impl Object {
 
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names: Vec<_> = self.inner.stubs.iter().map(|s| s.interface_name()).collect();
-        f.debug_struct("Object").field("interfaces", &names).finish()
+        let names: Vec<_> = self
+            .inner
+            .stubs
+            .iter()
+            .map(|s| s.interface_name())
+            .collect();
+        f.debug_struct("Object")
+            .field("interfaces", &names)
+            .finish()
     }
 }

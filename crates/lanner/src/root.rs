@@ -16,7 +16,8 @@ use crate::object::{DispatchFuture, Object, Stub};
 use crate::reference::ObjectRef;
 use crate::server::NameRegistry;
 
-const ROOT_INTERFACE: InterfaceId = InterfaceId::from_u128(0x4c41_4e4e_4552_0000_726f_6f74_0000_0001);
+const ROOT_INTERFACE: InterfaceId =
+    InterfaceId::from_u128(0x4c41_4e4e_4552_0000_726f_6f74_0000_0001);
 const RESOLVE_SIGNATURE: &str = "resolve(String)->Result<ObjectRef,Error>";
 static ROOT_METHODS: [MethodInfo; 1] = [MethodInfo {
     name: "resolve",
@@ -99,5 +100,9 @@ pub(crate) async fn resolve(connection: &Arc<Connection>, name: &str) -> Result<
         }
         status => return Err(marshal::error_from_payload(status, &response.payload)),
     };
-    Ok(ObjectRef::new(connection.clone(), wire.handle, wire.interfaces))
+    Ok(ObjectRef::new(
+        connection.clone(),
+        wire.handle,
+        wire.interfaces,
+    ))
 }

@@ -107,7 +107,8 @@ impl Server {
                         let options = options.clone();
                         tokio::spawn(async move {
                             let peer = transport.peer.clone();
-                            if let Err(error) = connection::accept(transport, &options, names).await {
+                            if let Err(error) = connection::accept(transport, &options, names).await
+                            {
                                 tracing::info!(%peer, %error, "connection refused");
                             }
                         });

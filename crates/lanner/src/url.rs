@@ -52,7 +52,10 @@ impl Endpoint {
             "tcp" => Endpoint::Tcp(parse_authority(url, rest)?),
             "unix" => {
                 if !rest.starts_with('/') || rest.len() < 2 {
-                    return Err(invalid(url, "a unix URL needs an absolute path: unix:///path"));
+                    return Err(invalid(
+                        url,
+                        "a unix URL needs an absolute path: unix:///path",
+                    ));
                 }
                 Endpoint::Unix(PathBuf::from(rest))
             }

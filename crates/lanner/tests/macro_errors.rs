@@ -15,10 +15,7 @@ fn interface_macro_diagnostics() {
         .filter(|path| path.extension().is_some_and(|ext| ext == "rs"))
         .collect();
     files.sort();
-    let passing = files
-        .iter()
-        .filter(|path| is_pass_case(path))
-        .count();
+    let passing = files.iter().filter(|path| is_pass_case(path)).count();
     assert!(passing >= 1, "no pass_*.rs case in {}", dir.display());
     assert!(
         files.len() - passing >= 20,

@@ -143,7 +143,9 @@ pub fn measure(
                     let echoed = echo.echo(payload.clone()).await?;
                     rpc_samples.push(start.elapsed());
                     if echoed.len() != size {
-                        return Err(format!("echo returned {} bytes, sent {size}", echoed.len()).into());
+                        return Err(
+                            format!("echo returned {} bytes, sent {size}", echoed.len()).into()
+                        );
                     }
                 }
                 Ok::<(), Box<dyn std::error::Error>>(())

@@ -109,17 +109,20 @@ async fn receive(
     options: &ConnectionOptions,
     peer: &str,
 ) -> Result<Result<Bytes, ProtocolError>, Error> {
-    let received = tokio::time::timeout(options.handshake_timeout, poll_fn(|cx| source.poll_recv(cx)))
-        .await
-        .map_err(|_| {
-            Error::new(
-                ErrorKind::DeadlineExceeded,
-                format!(
-                    "handshake with {peer} did not complete within {:?}",
-                    options.handshake_timeout
-                ),
-            )
-        })?;
+    let received = tokio::time::timeout(
+        options.handshake_timeout,
+        poll_fn(|cx| source.poll_recv(cx)),
+    )
+    .await
+    .map_err(|_| {
+        Error::new(
+            ErrorKind::DeadlineExceeded,
+            format!(
+                "handshake with {peer} did not complete within {:?}",
+                options.handshake_timeout
+            ),
+        )
+    })?;
     match received {
         Ok(Some(frame)) => Ok(Ok(frame)),
         Ok(None) => Err(Error::unavailable(format!(

@@ -172,7 +172,15 @@ impl Connection {
     async fn begin_call(
         &self,
         mut request: MessageBuilder,
-    ) -> Result<(u64, OutFrame, oneshot::Receiver<Result<Response, Error>>, bool), Error> {
+    ) -> Result<
+        (
+            u64,
+            OutFrame,
+            oneshot::Receiver<Result<Response, Error>>,
+            bool,
+        ),
+        Error,
+    > {
         // Registering for a credit wake-up costs a lock, so it happens only when the first
         // attempt finds no credit.
         let mut registered = false;

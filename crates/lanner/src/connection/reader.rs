@@ -138,9 +138,7 @@ impl Connection {
                 match reply.try_recv() {
                     Ok(result) => return Poll::Ready(Some(result)),
                     Err(oneshot::error::TryRecvError::Closed) => {
-                        return Poll::Ready(Some(Err(Error::unavailable(
-                            "the connection closed",
-                        ))));
+                        return Poll::Ready(Some(Err(Error::unavailable("the connection closed"))));
                     }
                     Err(oneshot::error::TryRecvError::Empty) => {}
                 }
@@ -237,9 +235,7 @@ async fn spin_while_busy(
                     return Ok(());
                 }
                 spins = spins.wrapping_add(1);
-                if spins % REACTOR_EVERY == 0
-                    || connection.flusher_active.load(Ordering::Relaxed)
-                {
+                if spins % REACTOR_EVERY == 0 || connection.flusher_active.load(Ordering::Relaxed) {
                     if Instant::now() >= spin_until {
                         return Ok(());
                     }
@@ -264,7 +260,9 @@ async fn sleep(holder: &Holder, signal: &ReaderSignal) -> Result<(), Error> {
         let Some(connection) = holder.get() else {
             return Poll::Ready(Ok(()));
         };
-        connection.poll_receive(cx).map(|progress| progress.map(drop))
+        connection
+            .poll_receive(cx)
+            .map(|progress| progress.map(drop))
     })
     .await;
     signal.asleep.store(false, Ordering::SeqCst);

@@ -117,9 +117,11 @@ pub struct MemSink {
 impl FrameSink for MemSink {
     fn poll_send(&mut self, _cx: &mut Context<'_>, frame: &mut OutFrame) -> Poll<io::Result<()>> {
         let bytes = std::mem::take(frame).into_contiguous();
-        Poll::Ready(self.tx.send(bytes).map_err(|_| {
-            io::Error::new(io::ErrorKind::BrokenPipe, "the in-memory peer is gone")
-        }))
+        Poll::Ready(
+            self.tx.send(bytes).map_err(|_| {
+                io::Error::new(io::ErrorKind::BrokenPipe, "the in-memory peer is gone")
+            }),
+        )
     }
 }
 

@@ -90,6 +90,8 @@ pub struct Transport {
 
 impl std::fmt::Debug for Transport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Transport").field("peer", &self.peer).finish()
+        f.debug_struct("Transport")
+            .field("peer", &self.peer)
+            .finish()
     }
 }

@@ -87,7 +87,11 @@ impl<R> StreamSource<R> {
     fn cut_frame(&mut self) -> Result<Option<Bytes>, RecvError> {
         let frame = self.splitter.split(self.buffer.bytes())?;
         if let Some(frame) = &frame {
-            self.expected = if frame.len() > MIN_READ { frame.len() } else { 0 };
+            self.expected = if frame.len() > MIN_READ {
+                frame.len()
+            } else {
+                0
+            };
         }
         Ok(frame)
     }

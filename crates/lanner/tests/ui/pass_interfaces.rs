@@ -27,9 +27,18 @@ pub trait BlobStore {
     async fn len(&self) -> Result<u64, StoreError>;
     async fn put(&self, key: String, blob: Bytes) -> Result<u32, StoreError>;
     async fn get(&self, key: String) -> Result<Bytes, StoreError>;
-    async fn concat(&self, first: Bytes, separator: u8, second: lanner::Bytes) -> Result<Bytes, StoreError>;
+    async fn concat(
+        &self,
+        first: Bytes,
+        separator: u8,
+        second: lanner::Bytes,
+    ) -> Result<Bytes, StoreError>;
     #[allow(clippy::type_complexity)]
-    async fn nested(&self, blobs: Vec<Vec<u8>>, pair: (u8, Option<String>)) -> Result<Vec<u8>, lanner::Error>;
+    async fn nested(
+        &self,
+        blobs: Vec<Vec<u8>>,
+        pair: (u8, Option<String>),
+    ) -> Result<Vec<u8>, lanner::Error>;
 }
 
 #[lanner::interface(name = "app.Named")]
@@ -62,13 +71,22 @@ impl BlobStore for Impl {
     async fn get(&self, key: String) -> Result<Bytes, StoreError> {
         Err(StoreError::Missing(key))
     }
-    async fn concat(&self, first: Bytes, separator: u8, second: Bytes) -> Result<Bytes, StoreError> {
+    async fn concat(
+        &self,
+        first: Bytes,
+        separator: u8,
+        second: Bytes,
+    ) -> Result<Bytes, StoreError> {
         let mut out = first.to_vec();
         out.push(separator);
         out.extend_from_slice(&second);
         Ok(out.into())
     }
-    async fn nested(&self, blobs: Vec<Vec<u8>>, pair: (u8, Option<String>)) -> Result<Vec<u8>, lanner::Error> {
+    async fn nested(
+        &self,
+        blobs: Vec<Vec<u8>>,
+        pair: (u8, Option<String>),
+    ) -> Result<Vec<u8>, lanner::Error> {
         let _ = pair;
         Ok(blobs.concat())
     }
@@ -114,6 +132,9 @@ fn main() {
     for (ordinal, method) in BlobStoreProxy::METHODS.iter().enumerate() {
         assert_eq!(usize::from(method.ordinal), ordinal);
     }
-    assert_eq!(BlobStoreProxy::METHODS[2].signature, "put(String,Bytes)->Result<u32,StoreError>");
+    assert_eq!(
+        BlobStoreProxy::METHODS[2].signature,
+        "put(String,Bytes)->Result<u32,StoreError>"
+    );
     assert!(BlobStoreProxy::INTERFACE_NAME.ends_with("::BlobStore"));
 }
