@@ -6,6 +6,7 @@
 //! [`crate::Connection`] when the message is sent.
 
 use bytes::{BufMut, Bytes, BytesMut};
+use smallvec::SmallVec;
 
 use crate::error::SendError;
 use crate::frame::{FrameKind, REQUEST_FIXED_LEN, RESPONSE_FIXED_LEN};
@@ -17,12 +18,16 @@ use crate::status::Status;
 /// handful of small arguments without reallocating.
 const INITIAL_CAPACITY: usize = 128;
 
+/// A message's bulk segments; the first two are stored inline (no allocation for the
+/// common case of zero to two bulk arguments).
+pub(crate) type Segments = SmallVec<[Bytes; 2]>;
+
 /// An outgoing REQUEST or RESPONSE under construction.
 #[derive(Debug)]
 pub struct MessageBuilder {
     kind: FrameKind,
     buf: BytesMut,
-    bulk: Vec<Bytes>,
+    bulk: Segments,
 }
 
 impl MessageBuilder {
@@ -41,7 +46,7 @@ impl MessageBuilder {
         MessageBuilder {
             kind: FrameKind::Request,
             buf,
-            bulk: Vec::new(),
+            bulk: Segments::new(),
         }
     }
 
@@ -58,7 +63,7 @@ impl MessageBuilder {
         MessageBuilder {
             kind: FrameKind::Response,
             buf,
-            bulk: Vec::new(),
+            bulk: Segments::new(),
         }
     }
 
@@ -151,7 +156,7 @@ impl MessageBuilder {
         self.buf[0..4].copy_from_slice(&(total as u32).to_le_bytes());
         self.buf[4] = self.kind as u8;
         self.buf[6..8].copy_from_slice(&(segments as u16).to_le_bytes());
-        OutFrame::new(self.buf.freeze(), self.bulk)
+        OutFrame::new(self.buf, self.bulk)
     }
 }
 

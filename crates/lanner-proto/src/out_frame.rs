@@ -5,19 +5,51 @@ use std::io::IoSlice;
 
 use bytes::{Buf, Bytes, BytesMut};
 
+use crate::builder::Segments;
+
+/// The bytes of a frame that live in one buffer: either built here (header and inline
+/// data, owned, never shared) or handed in whole.
+#[derive(Debug, Clone)]
+enum Head {
+    Built(BytesMut),
+    Shared(Bytes),
+}
+
+impl Head {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Head::Built(bytes) => bytes,
+            Head::Shared(bytes) => bytes,
+        }
+    }
+
+    fn advance(&mut self, n: usize) {
+        match self {
+            Head::Built(bytes) => bytes.advance(n),
+            Head::Shared(bytes) => bytes.advance(n),
+        }
+    }
+}
+
 /// An outgoing frame as a list of segments.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct OutFrame {
-    head: Bytes,
-    bulk: Vec<Bytes>,
+    head: Head,
+    bulk: Segments,
     /// Index of the first bulk segment not fully written.
     next_bulk: usize,
 }
 
+impl Default for OutFrame {
+    fn default() -> Self {
+        OutFrame::contiguous(Bytes::new())
+    }
+}
+
 impl OutFrame {
-    pub(crate) fn new(head: Bytes, bulk: Vec<Bytes>) -> OutFrame {
+    pub(crate) fn new(head: BytesMut, bulk: Segments) -> OutFrame {
         OutFrame {
-            head,
+            head: Head::Built(head),
             bulk,
             next_bulk: 0,
         }
@@ -25,12 +57,16 @@ impl OutFrame {
 
     /// A frame that is one contiguous buffer (handshake, credit and close frames).
     pub fn contiguous(frame: Bytes) -> OutFrame {
-        OutFrame::new(frame, Vec::new())
+        OutFrame {
+            head: Head::Shared(frame),
+            bulk: Segments::new(),
+            next_bulk: 0,
+        }
     }
 
     /// Bytes not yet written.
     pub fn remaining(&self) -> usize {
-        self.head.len()
+        self.head.bytes().len()
             + self.bulk[self.next_bulk..]
                 .iter()
                 .map(Bytes::len)
@@ -39,13 +75,14 @@ impl OutFrame {
 
     /// True once everything has been written.
     pub fn is_done(&self) -> bool {
-        self.head.is_empty() && self.bulk[self.next_bulk..].iter().all(Bytes::is_empty)
+        self.head.bytes().is_empty() && self.bulk[self.next_bulk..].iter().all(Bytes::is_empty)
     }
 
     /// Fills `slices` with the unwritten segments, in order; returns how many were filled.
     pub fn io_slices<'a>(&'a self, slices: &mut [IoSlice<'a>]) -> usize {
         let mut filled = 0;
-        let segments = std::iter::once(&self.head).chain(&self.bulk[self.next_bulk..]);
+        let bulk = self.bulk[self.next_bulk..].iter().map(|s| &s[..]);
+        let segments = std::iter::once(self.head.bytes()).chain(bulk);
         for segment in segments.filter(|s| !s.is_empty()) {
             if filled == slices.len() {
                 break;
@@ -58,7 +95,7 @@ impl OutFrame {
 
     /// Marks `n` bytes as written.
     pub fn advance(&mut self, mut n: usize) {
-        let from_head = n.min(self.head.len());
+        let from_head = n.min(self.head.bytes().len());
         self.head.advance(from_head);
         n -= from_head;
         while n > 0 && self.next_bulk < self.bulk.len() {
@@ -76,10 +113,13 @@ impl OutFrame {
     /// for message transports that cannot carry a segment list.
     pub fn into_contiguous(self) -> Bytes {
         if self.bulk[self.next_bulk..].iter().all(Bytes::is_empty) {
-            return self.head;
+            return match self.head {
+                Head::Built(bytes) => bytes.freeze(),
+                Head::Shared(bytes) => bytes,
+            };
         }
         let mut buf = BytesMut::with_capacity(self.remaining());
-        buf.extend_from_slice(&self.head);
+        buf.extend_from_slice(self.head.bytes());
         for segment in &self.bulk[self.next_bulk..] {
             buf.extend_from_slice(segment);
         }

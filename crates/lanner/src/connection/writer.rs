@@ -41,15 +41,23 @@ impl Writer {
         }
     }
 
-    /// Queues `frame` and writes what the transport takes now.
-    pub(super) fn send(&mut self, frame: OutFrame, cx: &mut Context<'_>) -> io::Result<Flushed> {
-        self.queue.push_back(frame);
+    /// Writes what the transport takes of `frame` now, queueing the rest. Frames are
+    /// queued only while a flusher runs, so with no flusher the frame is written straight
+    /// from the caller.
+    pub(super) fn send(
+        &mut self,
+        mut frame: OutFrame,
+        cx: &mut Context<'_>,
+    ) -> io::Result<Flushed> {
         if self.flushing {
+            self.queue.push_back(frame);
             return Ok(Flushed::FlusherRunning);
         }
-        match self.poll_flush(cx) {
+        debug_assert!(self.queue.is_empty());
+        match self.sink.poll_send(cx, &mut frame) {
             Poll::Ready(result) => result.map(|()| Flushed::Done),
             Poll::Pending => {
+                self.queue.push_back(frame);
                 self.flushing = true;
                 Ok(Flushed::StartFlusher)
             }
