@@ -3,7 +3,9 @@
 //! Small values are encoded once with postcard into the message's inline part. A parameter
 //! or result declared as `Bytes` is a bulk payload: it travels as its own segment, written
 //! from the caller's buffer and received as a slice of the receive buffer, never copied.
-//! (`Bytes` nested inside another type is encoded inline like any other value.)
+//! Only a parameter or result spelled `Bytes` is bulk: `Bytes` nested inside another type
+//! (`Vec<Bytes>`, a struct field) would be encoded inline, which needs the `bytes` crate's
+//! `serde` feature; Lanner does not enable it, so use `Vec<u8>` there.
 
 use std::marker::PhantomData;
 

@@ -14,15 +14,15 @@ use std::task::{Context, Waker};
 use std::time::Duration;
 
 use futures_util::task::AtomicWaker;
-use lanner_proto::{Event, MessageBuilder, OutFrame, Response, SendError};
-use tokio::sync::{Notify, oneshot};
+use lanner_proto::{Event, MessageBuilder, OutFrame};
+use tokio::sync::Notify;
 
 use crate::error::Error;
-use crate::id_hasher::IdBuildHasher;
 use crate::object::Object;
 use crate::server::NameRegistry;
 use crate::transport::{FrameSink, FrameSource};
 
+mod calls;
 mod dispatch;
 mod exports;
 mod handshake;
@@ -33,8 +33,6 @@ pub(crate) use exports::{ExportTable, ROOT_HANDLE};
 pub(crate) use handshake::{accept, connect};
 
 use writer::{Flushed, Writer};
-
-type PendingReply = oneshot::Sender<Result<Response, Error>>;
 
 pub(crate) struct Connection {
     state: Mutex<State>,
@@ -53,7 +51,7 @@ pub(crate) struct Connection {
 
 struct State {
     proto: lanner_proto::Connection,
-    pending: HashMap<u64, PendingReply, IdBuildHasher>,
+    pending: calls::PendingCalls,
     closed: Option<Error>,
     credit_waiters: usize,
 }
@@ -144,82 +142,6 @@ impl Connection {
         self.state().closed.clone()
     }
 
-    /// Makes one call: waits for a credit, writes the request, awaits the response. A call
-    /// that is alone on the connection receives its own reply (see the reader module).
-    pub(crate) async fn call(self: &Arc<Self>, request: MessageBuilder) -> Result<Response, Error> {
-        let (call_id, frame, mut reply, alone) = self.begin_call(request).await?;
-        let mut guard = PendingGuard {
-            connection: self,
-            call_id,
-            armed: true,
-        };
-        self.send_frame(frame)?;
-        if alone && !self.spin.is_zero() {
-            if let Some(result) = self.spin_for_reply(&mut reply).await {
-                guard.armed = false;
-                return result;
-            }
-        }
-        let result = reply
-            .await
-            .unwrap_or_else(|_| Err(Error::unavailable("the connection closed")));
-        guard.armed = false;
-        result
-    }
-
-    /// Stamps the request once a credit is available. Also says whether the call is the
-    /// only one outstanding.
-    async fn begin_call(
-        &self,
-        mut request: MessageBuilder,
-    ) -> Result<
-        (
-            u64,
-            OutFrame,
-            oneshot::Receiver<Result<Response, Error>>,
-            bool,
-        ),
-        Error,
-    > {
-        // Registering for a credit wake-up costs a lock, so it happens only when the first
-        // attempt finds no credit.
-        let mut registered = false;
-        loop {
-            let notified = self.credit_available.notified();
-            let mut notified = std::pin::pin!(notified);
-            if registered {
-                notified.as_mut().enable();
-            }
-            {
-                let mut state = self.state();
-                if let Some(error) = &state.closed {
-                    return Err(error.clone());
-                }
-                match state.proto.send_request(request) {
-                    Ok((call_id, frame)) => {
-                        let (tx, rx) = oneshot::channel();
-                        state.pending.insert(call_id, tx);
-                        let alone = state.proto.in_flight() == 1;
-                        return Ok((call_id, frame, rx, alone));
-                    }
-                    Err((SendError::NoCredits, returned)) => {
-                        request = returned;
-                        if !registered {
-                            // Retry once registered, so a credit that arrives between the
-                            // check and the registration is not missed.
-                            registered = true;
-                            continue;
-                        }
-                        state.credit_waiters += 1;
-                    }
-                    Err((error, _)) => return Err(Error::from_send(error)),
-                }
-            }
-            notified.await;
-            self.state().credit_waiters -= 1;
-        }
-    }
-
     /// Sends one frame: queues it and writes what the transport takes now; a flusher task
     /// finishes if the transport is full (see the writer module). Never waits.
     pub(crate) fn send_frame(self: &Arc<Self>, frame: OutFrame) -> Result<(), Error> {
@@ -280,27 +202,6 @@ impl Connection {
         }
     }
 
-    /// Handles an event from the reader.
-    fn complete(&self, response: Response) {
-        let mut state = self.state();
-        let waiter = state.pending.remove(&response.call_id);
-        let wake_waiters = response.credits > 0 && state.credit_waiters > 0;
-        drop(state);
-        if wake_waiters {
-            self.credit_available.notify_waiters();
-        }
-        match waiter {
-            Some(waiter) => {
-                let _ = waiter.send(Ok(response));
-            }
-            None => tracing::debug!(
-                peer = %self.peer,
-                call_id = response.call_id,
-                "response to a call nobody awaits any more"
-            ),
-        }
-    }
-
     fn credits_granted(&self) {
         if self.state().credit_waiters > 0 {
             self.credit_available.notify_waiters();
@@ -314,17 +215,17 @@ impl Connection {
     /// Closes the connection with `error`: every pending call fails with it, every later
     /// call fails fast with it.
     pub(crate) fn fail(&self, error: Error) {
-        let pending = {
+        let wakers = {
             let mut state = self.state();
             if state.closed.is_some() {
                 return;
             }
             state.closed = Some(error.clone());
-            std::mem::take(&mut state.pending)
+            calls::fail_all(&mut state.pending, &error)
         };
         tracing::debug!(peer = %self.peer, %error, "connection closed");
-        for (_, waiter) in pending {
-            let _ = waiter.send(Err(error.clone()));
+        for waker in wakers {
+            waker.wake();
         }
         self.credit_available.notify_waiters();
     }
@@ -334,20 +235,5 @@ impl Drop for Connection {
     fn drop(&mut self) {
         self.signal.shutdown.store(true, Ordering::SeqCst);
         self.signal.waker.wake();
-    }
-}
-
-/// Forgets a pending call whose caller went away before the reply.
-struct PendingGuard<'a> {
-    connection: &'a Connection,
-    call_id: u64,
-    armed: bool,
-}
-
-impl Drop for PendingGuard<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            self.connection.state().pending.remove(&self.call_id);
-        }
     }
 }

@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use lanner_proto::{Event, OutFrame, ProtocolError, Response};
-use tokio::sync::oneshot;
 
 use super::{Connection, Ownership, ReaderSignal};
 use crate::error::Error;
@@ -29,8 +28,8 @@ use crate::transport::{FrameSource, Received, RecvError};
 
 /// What one receive attempt achieved.
 pub(super) enum Progress {
-    /// A response was delivered to its caller.
-    Response,
+    /// A response was delivered to the call with this id.
+    Response(u64),
     /// Some other frame was processed, or part of a frame arrived.
     Other,
     /// Nothing arrived (or another party is receiving right now).
@@ -95,10 +94,7 @@ impl Connection {
 
     fn process(self: &Arc<Self>, frame: Bytes, cx: &mut Context<'_>) -> Result<Progress, Error> {
         match self.handle_frame(frame) {
-            Ok(Event::Response(response)) => {
-                self.complete(response);
-                Ok(Progress::Response)
-            }
+            Ok(Event::Response(response)) => Ok(Progress::Response(self.complete(response))),
             Ok(Event::Request(request)) => {
                 self.dispatch(request, cx);
                 Ok(Progress::Other)
@@ -123,7 +119,7 @@ impl Connection {
     /// `None` if the budget ran out first.
     pub(super) async fn spin_for_reply(
         self: &Arc<Self>,
-        reply: &mut oneshot::Receiver<Result<Response, Error>>,
+        call_id: u64,
     ) -> Option<Result<Response, Error>> {
         let mut deadline = Instant::now() + self.spin;
         let mut tries = 0u32;
@@ -131,16 +127,16 @@ impl Connection {
             loop {
                 match self.receive_once(cx) {
                     Ok(Progress::Empty) => {}
-                    Ok(Progress::Response) => {}
-                    Ok(Progress::Other) => deadline = Instant::now() + self.spin,
-                    Err(error) => self.fail(error),
-                }
-                match reply.try_recv() {
-                    Ok(result) => return Poll::Ready(Some(result)),
-                    Err(oneshot::error::TryRecvError::Closed) => {
-                        return Poll::Ready(Some(Err(Error::unavailable("the connection closed"))));
+                    Ok(Progress::Response(id)) if id == call_id => {
+                        return Poll::Ready(self.take_reply(call_id));
                     }
-                    Err(oneshot::error::TryRecvError::Empty) => {}
+                    Ok(Progress::Response(_) | Progress::Other) => {
+                        deadline = Instant::now() + self.spin;
+                    }
+                    Err(error) => {
+                        self.fail(error);
+                        return Poll::Ready(self.take_reply(call_id));
+                    }
                 }
                 tries = tries.wrapping_add(1);
                 if tries % 8 == 0 && Instant::now() >= deadline {
@@ -222,7 +218,7 @@ async fn spin_while_busy(
             Poll::Ready(connection.receive_once(cx))
         });
         match burst.await? {
-            Progress::Response => {
+            Progress::Response(_) => {
                 // Let the caller we just woke run before we try the socket again. A deferred
                 // yield, because a caller in `block_on`'s root future only runs once the
                 // scheduler finds no other task ready.

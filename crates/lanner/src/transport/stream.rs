@@ -11,7 +11,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::io::poll_read_buf;
 
 use super::recv_buffer::RecvBuffer;
-use super::sys::recv_nonblocking;
+use super::sys::{recv_nonblocking, send_vectored_nonblocking};
 use super::{FrameSink, FrameSource, Received, RecvError};
 
 /// Read at least this much at a time, so that many small frames arrive in one system call.
@@ -170,13 +170,42 @@ impl<W> StreamSink<W> {
     }
 }
 
-impl<W: AsyncWrite + Unpin + Send + 'static> FrameSink for StreamSink<W> {
+/// The writing half of a stream whose socket can be written directly.
+pub trait RawWriteHalf: AsyncWrite + Unpin + Send + 'static {
+    /// The socket's file descriptor.
+    fn raw_fd(&self) -> RawFd;
+}
+
+impl RawWriteHalf for tokio::net::tcp::OwnedWriteHalf {
+    fn raw_fd(&self) -> RawFd {
+        let stream: &tokio::net::TcpStream = self.as_ref();
+        stream.as_raw_fd()
+    }
+}
+
+impl RawWriteHalf for tokio::net::unix::OwnedWriteHalf {
+    fn raw_fd(&self) -> RawFd {
+        let stream: &tokio::net::UnixStream = self.as_ref();
+        stream.as_raw_fd()
+    }
+}
+
+impl<W: RawWriteHalf> FrameSink for StreamSink<W> {
+    /// Writes with a vectored `sendmsg` straight on the socket (the socket almost always has room);
+    /// only when it is full does the write go through the reactor, which registers the
+    /// waker for when room appears.
     fn poll_send(&mut self, cx: &mut Context<'_>, frame: &mut OutFrame) -> Poll<io::Result<()>> {
         while !frame.is_done() {
             let mut slices = [IoSlice::new(&[]); MAX_IOVECS];
             let count = frame.io_slices(&mut slices);
-            let written =
-                ready!(Pin::new(&mut self.writer).poll_write_vectored(cx, &slices[..count]))?;
+            let written = match send_vectored_nonblocking(self.writer.raw_fd(), &slices[..count]) {
+                Ok(written) => written,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    ready!(Pin::new(&mut self.writer).poll_write_vectored(cx, &slices[..count]))?
+                }
+                Err(e) => return Poll::Ready(Err(e)),
+            };
             if written == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }

@@ -1,0 +1,158 @@
+//! The calling side: a call takes a credit, is written by its caller, and waits for its
+//! reply in a slot of the pending-call table (no channel allocated per call).
+
+use std::collections::HashMap;
+use std::future::poll_fn;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use lanner_proto::{MessageBuilder, OutFrame, Response, SendError};
+
+use super::Connection;
+use crate::error::Error;
+use crate::id_hasher::IdBuildHasher;
+
+/// One outstanding call: its reply once it arrives, and who to wake then.
+#[derive(Default)]
+pub(super) struct PendingCall {
+    reply: Option<Result<Response, Error>>,
+    waker: Option<Waker>,
+}
+
+/// Outstanding calls by call id.
+pub(super) type PendingCalls = HashMap<u64, PendingCall, IdBuildHasher>;
+
+/// Fails every outstanding call with `error`; returns the wakers to wake (outside the lock).
+pub(super) fn fail_all(pending: &mut PendingCalls, error: &Error) -> Vec<Waker> {
+    pending
+        .values_mut()
+        .filter_map(|call| {
+            call.reply.get_or_insert_with(|| Err(error.clone()));
+            call.waker.take()
+        })
+        .collect()
+}
+
+impl Connection {
+    /// Makes one call: waits for a credit, writes the request, awaits the response. A call
+    /// that is alone on the connection receives its own reply (see the reader module).
+    pub(crate) async fn call(self: &Arc<Self>, request: MessageBuilder) -> Result<Response, Error> {
+        let (call_id, frame, alone) = self.begin_call(request).await?;
+        let _forget_on_cancel = PendingGuard {
+            connection: self,
+            call_id,
+        };
+        self.send_frame(frame)?;
+        if alone && !self.spin.is_zero() {
+            if let Some(reply) = self.spin_for_reply(call_id).await {
+                return reply;
+            }
+        }
+        poll_fn(|cx| self.poll_reply(call_id, cx)).await
+    }
+
+    /// Stamps the request once a credit is available and registers the call. Also says
+    /// whether the call is the only one outstanding.
+    async fn begin_call(
+        &self,
+        mut request: MessageBuilder,
+    ) -> Result<(u64, OutFrame, bool), Error> {
+        // Registering for a credit wake-up costs a lock, so it happens only when the first
+        // attempt finds no credit.
+        let mut registered = false;
+        loop {
+            let notified = self.credit_available.notified();
+            let mut notified = std::pin::pin!(notified);
+            if registered {
+                notified.as_mut().enable();
+            }
+            {
+                let mut state = self.state();
+                if let Some(error) = &state.closed {
+                    return Err(error.clone());
+                }
+                match state.proto.send_request(request) {
+                    Ok((call_id, frame)) => {
+                        state.pending.insert(call_id, PendingCall::default());
+                        let alone = state.proto.in_flight() == 1;
+                        return Ok((call_id, frame, alone));
+                    }
+                    Err((SendError::NoCredits, returned)) => {
+                        request = returned;
+                        if !registered {
+                            // Retry once registered, so a credit that arrives between the
+                            // check and the registration is not missed.
+                            registered = true;
+                            continue;
+                        }
+                        state.credit_waiters += 1;
+                    }
+                    Err((error, _)) => return Err(Error::from_send(error)),
+                }
+            }
+            notified.await;
+            self.state().credit_waiters -= 1;
+        }
+    }
+
+    /// The reply to `call_id` if it has arrived (removing the call), else registers `cx`.
+    fn poll_reply(&self, call_id: u64, cx: &mut Context<'_>) -> Poll<Result<Response, Error>> {
+        let mut state = self.state();
+        let Some(call) = state.pending.get_mut(&call_id) else {
+            return Poll::Ready(Err(Error::unavailable("the call is no longer outstanding")));
+        };
+        if call.reply.is_some() {
+            let reply = state.pending.remove(&call_id).and_then(|call| call.reply);
+            return Poll::Ready(reply.unwrap_or_else(|| Err(Error::unavailable("no reply"))));
+        }
+        match &call.waker {
+            Some(waker) if waker.will_wake(cx.waker()) => {}
+            _ => call.waker = Some(cx.waker().clone()),
+        }
+        Poll::Pending
+    }
+
+    /// Takes the reply to `call_id` if it has arrived.
+    pub(super) fn take_reply(&self, call_id: u64) -> Option<Result<Response, Error>> {
+        let mut state = self.state();
+        state.pending.get(&call_id)?.reply.as_ref()?;
+        state.pending.remove(&call_id).and_then(|call| call.reply)
+    }
+
+    /// Delivers a response to its call; returns the call id.
+    pub(super) fn complete(&self, response: Response) -> u64 {
+        let call_id = response.call_id;
+        let mut state = self.state();
+        let wake_credit_waiters = response.credits > 0 && state.credit_waiters > 0;
+        let waker = match state.pending.get_mut(&call_id) {
+            Some(call) => {
+                call.reply = Some(Ok(response));
+                call.waker.take()
+            }
+            None => {
+                tracing::debug!(peer = %self.peer, call_id, "response to a call nobody awaits any more");
+                None
+            }
+        };
+        drop(state);
+        if wake_credit_waiters {
+            self.credit_available.notify_waiters();
+        }
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+        call_id
+    }
+}
+
+/// Forgets a call whose caller went away (or finished): its reply, if it comes, is dropped.
+struct PendingGuard<'a> {
+    connection: &'a Connection,
+    call_id: u64,
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        self.connection.state().pending.remove(&self.call_id);
+    }
+}
