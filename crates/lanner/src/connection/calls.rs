@@ -42,8 +42,11 @@ impl Connection {
             connection: self,
             call_id,
         };
-        self.send_frame(frame)?;
-        if alone && !self.spin.is_zero() {
+        let sent_whole = self.send_frame(frame)?;
+        // Spinning for the reply here would keep the flusher (which finishes a request the
+        // socket could not take at once) from running on this thread: spin only if the
+        // request is out.
+        if alone && sent_whole && !self.spin.is_zero() {
             if let Some(reply) = self.spin_for_reply(call_id).await {
                 return reply;
             }
@@ -90,8 +93,9 @@ impl Connection {
                     Err((error, _)) => return Err(Error::from_send(error)),
                 }
             }
+            // Counted as a waiter until woken or cancelled.
+            let _waiting = CreditWaiter(self);
             notified.await;
-            self.state().credit_waiters -= 1;
         }
     }
 
@@ -142,6 +146,15 @@ impl Connection {
             waker.wake();
         }
         call_id
+    }
+}
+
+/// One caller waiting for a credit; uncounted when it stops waiting, however it stops.
+struct CreditWaiter<'a>(&'a Connection);
+
+impl Drop for CreditWaiter<'_> {
+    fn drop(&mut self) {
+        self.0.state().credit_waiters -= 1;
     }
 }
 

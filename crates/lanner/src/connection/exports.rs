@@ -48,10 +48,4 @@ impl ExportTable {
         self.by_identity.insert(object.identity(), handle);
         handle
     }
-
-    /// Number of exported objects (root included).
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.by_handle.len()
-    }
 }

@@ -143,14 +143,15 @@ impl Connection {
     }
 
     /// Sends one frame: queues it and writes what the transport takes now; a flusher task
-    /// finishes if the transport is full (see the writer module). Never waits.
-    pub(crate) fn send_frame(self: &Arc<Self>, frame: OutFrame) -> Result<(), Error> {
+    /// finishes if the transport is full (see the writer module). Never waits. Returns
+    /// whether the frame went out whole (false: the flusher is still on it).
+    pub(crate) fn send_frame(self: &Arc<Self>, frame: OutFrame) -> Result<bool, Error> {
         let mut writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let result = writer.send(frame, &mut Context::from_waker(Waker::noop()));
         drop(writer);
         match result {
-            Ok(Flushed::Done) => self.written(Ok(())),
-            Ok(Flushed::FlusherRunning) => Ok(()),
+            Ok(Flushed::Done) => self.written(Ok(())).map(|()| true),
+            Ok(Flushed::FlusherRunning) => Ok(false),
             Ok(Flushed::StartFlusher) => {
                 self.flusher_active.store(true, Ordering::Relaxed);
                 let connection = self.clone();
@@ -166,9 +167,9 @@ impl Connection {
                     connection.flusher_active.store(false, Ordering::Relaxed);
                     connection.written(result)
                 });
-                Ok(())
+                Ok(false)
             }
-            Err(error) => self.written(Err(error)),
+            Err(error) => self.written(Err(error)).map(|()| false),
         }
     }
 

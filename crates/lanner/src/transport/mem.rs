@@ -61,6 +61,9 @@ impl MemListener {
 
 impl Drop for MemListener {
     fn drop(&mut self) {
+        // Close our end first, so that the registry entry is recognisably ours (closed)
+        // rather than a newer listener's.
+        self.incoming.close();
         let mut listeners = LISTENERS.lock().unwrap_or_else(|e| e.into_inner());
         if listeners.get(&self.name).is_some_and(|tx| tx.is_closed()) {
             listeners.remove(&self.name);

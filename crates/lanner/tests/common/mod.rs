@@ -1,0 +1,289 @@
+//! Interfaces, implementations and helpers shared by the runtime tests. Every test serves
+//! its objects on its own `mem://` endpoint, so tests run in parallel without interfering.
+
+// Shared by several test crates, each of which uses only some of it; none has a public API.
+#![allow(dead_code, unreachable_pub)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+use lanner::{Bytes, Listening, Object, Server};
+use serde::{Deserialize, Serialize};
+
+/// The application error of [`Calculator`]: typed variants plus the transport's errors.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum CalcError {
+    DivideByZero { dividend: i64 },
+    Overflow(String),
+    Empty,
+    Remote(lanner::Error),
+}
+
+impl From<lanner::Error> for CalcError {
+    fn from(error: lanner::Error) -> Self {
+        CalcError::Remote(error)
+    }
+}
+
+/// A result with some structure to it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stats {
+    pub count: u32,
+    pub min: i64,
+    pub max: i64,
+    pub sum: i128,
+    pub label: Option<String>,
+}
+
+/// How [`Calculator::fail`] should fail.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub enum Failure {
+    App,
+    Panic,
+}
+
+#[lanner::interface]
+pub trait Calculator {
+    async fn add(&self, a: i64, b: i64) -> Result<i64, CalcError>;
+    async fn divide(&self, a: i64, b: i64) -> Result<i64, CalcError>;
+    async fn stats(&self, values: Vec<i64>, label: Option<String>) -> Result<Stats, CalcError>;
+    async fn ping(&self) -> Result<(), lanner::Error>;
+    async fn fail(&self, failure: Failure) -> Result<i64, CalcError>;
+}
+
+/// The application error of [`Blobs::mix`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum BlobError {
+    TooMany { repeat: u32 },
+    Remote(lanner::Error),
+}
+
+impl From<lanner::Error> for BlobError {
+    fn from(error: lanner::Error) -> Self {
+        BlobError::Remote(error)
+    }
+}
+
+/// What [`Blobs::digest`] reports about a payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Digest {
+    pub len: u64,
+    pub hash: u64,
+}
+
+#[lanner::interface]
+pub trait Blobs {
+    async fn echo(&self, data: Bytes) -> Result<Bytes, lanner::Error>;
+    async fn make(&self, len: u32, seed: u8) -> Result<Bytes, lanner::Error>;
+    async fn digest(&self, data: Bytes) -> Result<Digest, lanner::Error>;
+    async fn mix(
+        &self,
+        tag: String,
+        first: Bytes,
+        separator: u8,
+        second: Bytes,
+        repeat: u32,
+        third: Bytes,
+    ) -> Result<Bytes, BlobError>;
+}
+
+#[lanner::interface]
+pub trait Control {
+    async fn echo(&self, value: u64) -> Result<u64, lanner::Error>;
+    async fn sleep_ms(&self, millis: u64, token: u64) -> Result<u64, lanner::Error>;
+    async fn panic_now(&self, message: String) -> Result<u32, lanner::Error>;
+    async fn panic_after_await(&self, message: String) -> Result<u32, lanner::Error>;
+    async fn max_active(&self) -> Result<u32, lanner::Error>;
+    async fn completed(&self) -> Result<u64, lanner::Error>;
+}
+
+/// Serves all three interfaces and counts what it does.
+#[derive(Default)]
+pub struct Service {
+    active: AtomicU32,
+    max_active: AtomicU32,
+    completed: AtomicU64,
+}
+
+impl Service {
+    pub fn max_active(&self) -> u32 {
+        self.max_active.load(Ordering::SeqCst)
+    }
+
+    pub fn completed(&self) -> u64 {
+        self.completed.load(Ordering::SeqCst)
+    }
+}
+
+impl Calculator for Service {
+    async fn add(&self, a: i64, b: i64) -> Result<i64, CalcError> {
+        a.checked_add(b)
+            .ok_or_else(|| CalcError::Overflow(format!("{a} + {b}")))
+    }
+
+    async fn divide(&self, a: i64, b: i64) -> Result<i64, CalcError> {
+        if b == 0 {
+            return Err(CalcError::DivideByZero { dividend: a });
+        }
+        a.checked_div(b)
+            .ok_or_else(|| CalcError::Overflow(format!("{a} / {b}")))
+    }
+
+    async fn stats(&self, values: Vec<i64>, label: Option<String>) -> Result<Stats, CalcError> {
+        if values.is_empty() {
+            return Err(CalcError::Empty);
+        }
+        Ok(Stats {
+            count: values.len() as u32,
+            min: *values.iter().min().unwrap(),
+            max: *values.iter().max().unwrap(),
+            sum: values.iter().map(|v| i128::from(*v)).sum(),
+            label,
+        })
+    }
+
+    async fn ping(&self) -> Result<(), lanner::Error> {
+        Ok(())
+    }
+
+    async fn fail(&self, failure: Failure) -> Result<i64, CalcError> {
+        match failure {
+            Failure::App => Err(CalcError::Overflow("asked to fail".into())),
+            Failure::Panic => panic!("calculator asked to panic"),
+        }
+    }
+}
+
+impl Blobs for Service {
+    async fn echo(&self, data: Bytes) -> Result<Bytes, lanner::Error> {
+        Ok(data)
+    }
+
+    async fn make(&self, len: u32, seed: u8) -> Result<Bytes, lanner::Error> {
+        Ok(pattern(len as usize, seed))
+    }
+
+    async fn digest(&self, data: Bytes) -> Result<Digest, lanner::Error> {
+        Ok(digest(&data))
+    }
+
+    async fn mix(
+        &self,
+        tag: String,
+        first: Bytes,
+        separator: u8,
+        second: Bytes,
+        repeat: u32,
+        third: Bytes,
+    ) -> Result<Bytes, BlobError> {
+        if repeat > 16 {
+            return Err(BlobError::TooMany { repeat });
+        }
+        Ok(expected_mix(
+            &tag, &first, separator, &second, repeat, &third,
+        ))
+    }
+}
+
+impl Control for Service {
+    async fn echo(&self, value: u64) -> Result<u64, lanner::Error> {
+        self.completed.fetch_add(1, Ordering::SeqCst);
+        Ok(value)
+    }
+
+    async fn sleep_ms(&self, millis: u64, token: u64) -> Result<u64, lanner::Error> {
+        let now = self.active.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max_active.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(millis)).await;
+        self.active.fetch_sub(1, Ordering::SeqCst);
+        self.completed.fetch_add(1, Ordering::SeqCst);
+        Ok(token)
+    }
+
+    async fn panic_now(&self, message: String) -> Result<u32, lanner::Error> {
+        panic!("{message}")
+    }
+
+    async fn panic_after_await(&self, message: String) -> Result<u32, lanner::Error> {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        panic!("{message}")
+    }
+
+    async fn max_active(&self) -> Result<u32, lanner::Error> {
+        Ok(self.max_active())
+    }
+
+    async fn completed(&self) -> Result<u64, lanner::Error> {
+        Ok(self.completed())
+    }
+}
+
+/// `len` bytes that differ from one position to the next and from one seed to the next.
+pub fn pattern(len: usize, seed: u8) -> Bytes {
+    (0..len)
+        .map(|i| {
+            let x = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ u64::from(seed);
+            (x >> 29) as u8 ^ (i as u8)
+        })
+        .collect::<Vec<u8>>()
+        .into()
+}
+
+/// FNV-1a over the bytes, with the length.
+pub fn digest(data: &[u8]) -> Digest {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in data {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    Digest {
+        len: data.len() as u64,
+        hash,
+    }
+}
+
+/// What [`Blobs::mix`] returns for these arguments.
+pub fn expected_mix(
+    tag: &str,
+    first: &[u8],
+    separator: u8,
+    second: &[u8],
+    repeat: u32,
+    third: &[u8],
+) -> Bytes {
+    let mut out = Vec::new();
+    out.extend_from_slice(tag.as_bytes());
+    out.push(b'|');
+    out.extend_from_slice(first);
+    out.push(separator);
+    for _ in 0..repeat {
+        out.extend_from_slice(second);
+    }
+    out.push(separator);
+    out.extend_from_slice(third);
+    out.extend_from_slice(&repeat.to_le_bytes());
+    out.into()
+}
+
+/// An object implementing all three interfaces over one shared `Service`.
+pub fn service_object(service: &Arc<Service>) -> Object {
+    Object::new(CalculatorStub::new(service.clone()))
+        .with(BlobsStub::new(service.clone()))
+        .with(ControlStub::new(service.clone()))
+}
+
+/// A server publishing `object` as `obj`, listening on `mem://<endpoint>`.
+pub async fn serve(endpoint: &str, server: Server, object: Object) -> (Server, Listening) {
+    server.publish("obj", object);
+    let listening = server
+        .listen(&format!("mem://{endpoint}"))
+        .await
+        .expect("listen on a fresh mem endpoint");
+    (server, listening)
+}
+
+/// The URL of the object `serve` published.
+pub fn url(endpoint: &str) -> String {
+    format!("mem://{endpoint}/obj")
+}

@@ -1,0 +1,330 @@
+//! Calls through generated proxies on the in-memory transport: typed results, typed
+//! application errors, bulk `Bytes` arguments and results, and many concurrent callers.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use lanner::{Bytes, Client, Proxy, Server};
+
+#[tokio::test]
+async fn typed_results_round_trip() {
+    let service = Arc::new(Service::default());
+    let (_server, _listening) = serve(
+        "calls-typed-results",
+        Server::new(),
+        service_object(&service),
+    )
+    .await;
+    let calc: CalculatorProxy = lanner::connect(&url("calls-typed-results")).await.unwrap();
+
+    assert_eq!(calc.add(2, 3).await, Ok(5));
+    assert_eq!(calc.add(-7, 3).await, Ok(-4));
+    assert_eq!(calc.add(i64::MIN, i64::MAX).await, Ok(-1));
+    assert_eq!(calc.divide(-9, 2).await, Ok(-4));
+    assert_eq!(calc.ping().await, Ok(()));
+    assert_eq!(
+        calc.stats(vec![4, -2, 19, 7], Some("week 3".into())).await,
+        Ok(Stats {
+            count: 4,
+            min: -2,
+            max: 19,
+            sum: 28,
+            label: Some("week 3".into()),
+        })
+    );
+    assert_eq!(
+        calc.stats(vec![i64::MAX, i64::MAX], None).await,
+        Ok(Stats {
+            count: 2,
+            min: i64::MAX,
+            max: i64::MAX,
+            sum: 2 * i128::from(i64::MAX),
+            label: None,
+        })
+    );
+}
+
+#[tokio::test]
+async fn typed_application_errors_arrive_as_the_declared_type() {
+    let service = Arc::new(Service::default());
+    let (_server, _listening) =
+        serve("calls-app-errors", Server::new(), service_object(&service)).await;
+    let calc: CalculatorProxy = lanner::connect(&url("calls-app-errors")).await.unwrap();
+
+    assert_eq!(
+        calc.divide(7, 0).await,
+        Err(CalcError::DivideByZero { dividend: 7 })
+    );
+    assert_eq!(
+        calc.add(i64::MAX, 1).await,
+        Err(CalcError::Overflow(format!("{} + 1", i64::MAX)))
+    );
+    assert_eq!(
+        calc.divide(i64::MIN, -1).await,
+        Err(CalcError::Overflow(format!("{} / -1", i64::MIN)))
+    );
+    assert_eq!(calc.stats(Vec::new(), None).await, Err(CalcError::Empty));
+    assert_eq!(
+        calc.fail(Failure::App).await,
+        Err(CalcError::Overflow("asked to fail".into()))
+    );
+    // An application error is an ordinary reply: the next call works.
+    assert_eq!(calc.add(1, 1).await, Ok(2));
+
+    let blobs: BlobsProxy = calc.query().unwrap();
+    assert_eq!(
+        blobs
+            .mix("t".into(), Bytes::new(), 0, Bytes::new(), 17, Bytes::new())
+            .await,
+        Err(BlobError::TooMany { repeat: 17 })
+    );
+}
+
+/// Generic code written against the trait runs the same on a local object and a proxy.
+async fn sum_all(calc: &impl Calculator, values: &[i64]) -> Result<i64, CalcError> {
+    let mut total = 0;
+    for value in values {
+        total = calc.add(total, *value).await?;
+    }
+    Ok(total)
+}
+
+#[tokio::test]
+async fn code_against_the_trait_works_locally_and_remotely() {
+    let service = Arc::new(Service::default());
+    let (_server, _listening) =
+        serve("calls-generic", Server::new(), service_object(&service)).await;
+    let calc: CalculatorProxy = lanner::connect(&url("calls-generic")).await.unwrap();
+
+    let values = [10, -3, 250, 7];
+    assert_eq!(sum_all(service.as_ref(), &values).await, Ok(264));
+    assert_eq!(sum_all(&calc, &values).await, Ok(264));
+    assert_eq!(
+        sum_all(&calc, &[i64::MAX, 1]).await,
+        Err(CalcError::Overflow(format!("{} + 1", i64::MAX)))
+    );
+}
+
+const SIZES: [usize; 9] = [0, 1, 2, 255, 4096, 65_535, 65_537, 1 << 20, 4 << 20];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bytes_arguments_and_results_round_trip_exactly() {
+    let service = Arc::new(Service::default());
+    let (_server, _listening) =
+        serve("calls-bytes-echo", Server::new(), service_object(&service)).await;
+    let blobs: BlobsProxy = lanner::connect(&url("calls-bytes-echo")).await.unwrap();
+
+    for (index, size) in SIZES.into_iter().enumerate() {
+        let data = pattern(size, index as u8);
+        let echoed = blobs.echo(data.clone()).await.unwrap();
+        assert_eq!(echoed.len(), size, "echo of {size} bytes");
+        assert!(echoed == data, "echo of {size} bytes differs");
+
+        let summary = blobs.digest(data.clone()).await.unwrap();
+        assert_eq!(summary, digest(&data), "digest of {size} bytes");
+
+        let made = blobs.make(size as u32, index as u8).await.unwrap();
+        assert_eq!(made.len(), size, "make of {size} bytes");
+        assert!(made == data, "make of {size} bytes differs");
+    }
+    // A slice of a larger buffer travels as exactly that slice.
+    let big = pattern(10_000, 9);
+    let slice = big.slice(1_000..1_017);
+    assert_eq!(blobs.echo(slice.clone()).await.unwrap(), slice);
+    assert_eq!(
+        blobs.digest(slice.clone()).await.unwrap(),
+        digest(&big[1_000..1_017])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_bytes_arguments_mix_with_inline_arguments() {
+    let service = Arc::new(Service::default());
+    let (_server, _listening) =
+        serve("calls-bytes-mix", Server::new(), service_object(&service)).await;
+    let blobs: BlobsProxy = lanner::connect(&url("calls-bytes-mix")).await.unwrap();
+
+    let cases: [(&str, usize, u8, usize, u32, usize); 7] = [
+        ("", 0, 0, 0, 0, 0),
+        ("empty-middle", 10, b',', 0, 3, 10),
+        ("empty-ends", 0, b';', 7, 2, 0),
+        ("unicode ✓ tag", 3, 0xff, 1, 1, 5),
+        ("big-first", 4 << 20, 1, 3, 2, 9),
+        ("big-last", 5, 2, 300, 16, 1 << 20),
+        ("all-big", 1 << 20, 3, 1 << 18, 4, 1 << 20),
+    ];
+    for (tag, first, separator, second, repeat, third) in cases {
+        let first = pattern(first, 1);
+        let second = pattern(second, 2);
+        let third = pattern(third, 3);
+        let result = blobs
+            .mix(
+                tag.to_owned(),
+                first.clone(),
+                separator,
+                second.clone(),
+                repeat,
+                third.clone(),
+            )
+            .await
+            .unwrap();
+        let expected = expected_mix(tag, &first, separator, &second, repeat, &third);
+        assert_eq!(result.len(), expected.len(), "case {tag:?}");
+        assert!(result == expected, "case {tag:?}: contents differ");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_concurrent_callers_all_get_their_own_answers() {
+    const TASKS: i64 = 64;
+    const CALLS: i64 = 200;
+    let service = Arc::new(Service::default());
+    let (_server, _listening) =
+        serve("calls-concurrent", Server::new(), service_object(&service)).await;
+    // One client: every task shares one connection.
+    let client = Client::new();
+    let calc: CalculatorProxy = client.connect(&url("calls-concurrent")).await.unwrap();
+    let control: ControlProxy = calc.query().unwrap();
+
+    let mut tasks = Vec::new();
+    for task in 0..TASKS {
+        let calc = calc.clone();
+        let control = control.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut checked = 0u32;
+            for call in 0..CALLS {
+                let a = task * 1_000_000 + call;
+                match call % 3 {
+                    0 => assert_eq!(calc.add(a, call * 7).await, Ok(a + call * 7)),
+                    1 => {
+                        let value = (task as u64) << 32 | call as u64;
+                        assert_eq!(control.echo(value).await, Ok(value));
+                    }
+                    _ => assert_eq!(
+                        calc.divide(a, 0).await,
+                        Err(CalcError::DivideByZero { dividend: a })
+                    ),
+                }
+                checked += 1;
+            }
+            checked
+        }));
+    }
+    let mut total = 0;
+    for task in tasks {
+        total += task.await.expect("caller task panicked");
+    }
+    assert_eq!(total, (TASKS * CALLS) as u32);
+    // Every echo ran exactly once on the server.
+    let echoes = (0..CALLS).filter(|call| call % 3 == 1).count() as u64 * TASKS as u64;
+    assert_eq!(control.completed().await, Ok(echoes));
+    assert_eq!(service.completed(), echoes);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_bulk_calls_do_not_mix_up_payloads() {
+    let service = Arc::new(Service::default());
+    let (_server, _listening) = serve(
+        "calls-concurrent-bulk",
+        Server::new(),
+        service_object(&service),
+    )
+    .await;
+    let blobs: BlobsProxy = Client::new()
+        .connect(&url("calls-concurrent-bulk"))
+        .await
+        .unwrap();
+
+    let mut tasks = Vec::new();
+    for task in 0..16u8 {
+        let blobs = blobs.clone();
+        tasks.push(tokio::spawn(async move {
+            for call in 0..20usize {
+                let size = (usize::from(task) * 7_919 + call * 104_729) % (300 << 10);
+                let data = pattern(size, task ^ call as u8);
+                let echoed = blobs.echo(data.clone()).await.unwrap();
+                assert!(
+                    echoed == data,
+                    "task {task} call {call}: {size} bytes differ"
+                );
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.expect("caller task panicked");
+    }
+}
+
+/// Parameter names that the generated code also uses for its own variables.
+#[lanner::interface]
+pub trait Shadowing {
+    /// Every parameter named like a variable of the generated proxy or stub, plus a bulk one.
+    #[allow(clippy::too_many_arguments)]
+    async fn everything(
+        &self,
+        method: String,
+        segments: Vec<u8>,
+        this: u32,
+        call: u64,
+        request: bool,
+        methods: i8,
+        ordinal: u16,
+        data: Bytes,
+    ) -> Result<String, lanner::Error>;
+    /// Without bulk parameters.
+    async fn inline_only(&self, segments: Vec<u8>, method: u8) -> Result<Vec<u8>, lanner::Error>;
+}
+
+struct Shadowed;
+
+impl Shadowing for Shadowed {
+    async fn everything(
+        &self,
+        method: String,
+        segments: Vec<u8>,
+        this: u32,
+        call: u64,
+        request: bool,
+        methods: i8,
+        ordinal: u16,
+        data: Bytes,
+    ) -> Result<String, lanner::Error> {
+        Ok(format!(
+            "{method} {segments:?} {this} {call} {request} {methods} {ordinal} {data:?}"
+        ))
+    }
+
+    async fn inline_only(&self, segments: Vec<u8>, method: u8) -> Result<Vec<u8>, lanner::Error> {
+        let mut out = segments;
+        out.push(method);
+        Ok(out)
+    }
+}
+
+#[tokio::test]
+async fn parameters_may_have_any_name() {
+    let object = lanner::Object::new(ShadowingStub::new(Arc::new(Shadowed)));
+    let (_server, _listening) = serve("calls-param-names", Server::new(), object).await;
+    let proxy: ShadowingProxy = Client::new()
+        .connect(&url("calls-param-names"))
+        .await
+        .unwrap();
+    assert_eq!(
+        proxy
+            .everything(
+                "m".into(),
+                vec![1, 2],
+                3,
+                4,
+                true,
+                -5,
+                6,
+                Bytes::from_static(b"xy")
+            )
+            .await,
+        Ok("m [1, 2] 3 4 true -5 6 b\"xy\"".to_owned())
+    );
+    assert_eq!(proxy.inline_only(vec![7, 8], 9).await, Ok(vec![7, 8, 9]));
+}
