@@ -285,7 +285,7 @@ fn expand_stub(interface: &Interface) -> TokenStream {
 
             fn dispatch(
                 &self,
-                #call: ::lanner::__private::IncomingCall,
+                #call: ::lanner::__private::IncomingCall<'_>,
             ) -> ::lanner::__private::DispatchFuture {
                 let #methods = <#proxy as ::lanner::__private::Proxy>::METHODS;
                 let #ordinal_var = match #call.route(self.interface_name(), #methods) {

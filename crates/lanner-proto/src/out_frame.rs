@@ -78,9 +78,12 @@ impl OutFrame {
         self.head.bytes().is_empty() && self.bulk[self.next_bulk..].iter().all(Bytes::is_empty)
     }
 
-    /// Fills `slices` with the unwritten segments, in order; returns how many were filled.
-    pub fn io_slices<'a>(&'a self, slices: &mut [IoSlice<'a>]) -> usize {
+    /// Fills `slices` with the unwritten segments, in order. Returns how many were filled
+    /// and how many bytes they hold; the byte count equals [`OutFrame::remaining`] unless
+    /// there were more segments than slices.
+    pub fn io_slices<'a>(&'a self, slices: &mut [IoSlice<'a>]) -> (usize, usize) {
         let mut filled = 0;
+        let mut bytes = 0;
         let bulk = self.bulk[self.next_bulk..].iter().map(|s| &s[..]);
         let segments = std::iter::once(self.head.bytes()).chain(bulk);
         for segment in segments.filter(|s| !s.is_empty()) {
@@ -89,8 +92,9 @@ impl OutFrame {
             }
             slices[filled] = IoSlice::new(segment);
             filled += 1;
+            bytes += segment.len();
         }
-        filled
+        (filled, bytes)
     }
 
     /// Marks `n` bytes as written.

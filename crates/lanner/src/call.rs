@@ -9,13 +9,14 @@ use crate::connection::Connection;
 use crate::error::{Error, ErrorKind};
 use crate::id::MethodInfo;
 
-/// A call received by a server: which method, its arguments, and where it came from.
-pub struct IncomingCall {
+/// A call received by a server: which method, its arguments, and where it came from. A
+/// stub reads what it needs from it synchronously, before returning the method's future.
+pub struct IncomingCall<'a> {
     pub(crate) request: Request,
-    pub(crate) connection: Arc<Connection>,
+    pub(crate) connection: &'a Arc<Connection>,
 }
 
-impl IncomingCall {
+impl IncomingCall<'_> {
     /// The method ordinal the caller named.
     pub fn method(&self) -> u16 {
         self.request.method

@@ -167,7 +167,7 @@ pub(crate) fn error_from_payload(status: Status, payload: &Payload) -> Error {
 
 /// Decodes a call's inline arguments as `A` (a tuple of the method's non-bulk parameters).
 pub fn arguments<A: DeserializeOwned>(
-    call: &IncomingCall,
+    call: &IncomingCall<'_>,
     method: &MethodInfo,
 ) -> Result<A, Reply> {
     decode_inline(call.inline()).map_err(|e| {

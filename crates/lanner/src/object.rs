@@ -22,8 +22,9 @@ pub trait Stub: Send + Sync + 'static {
     fn interface_name(&self) -> &'static str;
 
     /// Runs one call. Dispatch is by the method ordinal the request carries (O(1)); the
-    /// fingerprint is checked against the method's signature.
-    fn dispatch(&self, call: IncomingCall) -> DispatchFuture;
+    /// fingerprint is checked against the method's signature. The call is read here; the
+    /// returned future owns everything it needs.
+    fn dispatch(&self, call: IncomingCall<'_>) -> DispatchFuture;
 }
 
 /// A remote object: the list of interfaces it implements, each with its stub.

@@ -46,14 +46,14 @@ impl Stub for RootStub {
         "lanner::Root"
     }
 
-    fn dispatch(&self, call: IncomingCall) -> DispatchFuture {
+    fn dispatch(&self, call: IncomingCall<'_>) -> DispatchFuture {
         let reply = self.resolve(&call);
         Box::pin(std::future::ready(reply))
     }
 }
 
 impl RootStub {
-    fn resolve(&self, call: &IncomingCall) -> Reply {
+    fn resolve(&self, call: &IncomingCall<'_>) -> Reply {
         if let Err(reply) = call.route(self.interface_name(), &ROOT_METHODS) {
             return reply;
         }

@@ -176,8 +176,9 @@ fn response_payload_with_bulk_segments_round_trips_without_copies() {
     // The bulk segments are sent from their own buffers: the head holds only header,
     // inline data and the segment table.
     let mut slices = [std::io::IoSlice::new(&[]); 8];
-    let filled = out.io_slices(&mut slices);
+    let (filled, bytes) = out.io_slices(&mut slices);
     assert_eq!(filled, 4);
+    assert_eq!(bytes, out.remaining());
     assert_eq!(slices[0].len(), RESPONSE_FIXED_LEN + 9 + 12);
     assert_eq!(&*slices[1], &first[..]);
     assert_eq!(&*slices[2], &second[..]);

@@ -70,8 +70,9 @@ fn write_vectored(mut out: OutFrame, step: usize) -> Vec<u8> {
     let mut wire = Vec::new();
     while !out.is_done() {
         let mut slices = [std::io::IoSlice::new(&[]); 4];
-        let filled = out.io_slices(&mut slices);
+        let (filled, bytes) = out.io_slices(&mut slices);
         assert!(filled > 0, "an unfinished frame has something to write");
+        assert!(bytes <= out.remaining());
         let mut budget = step;
         let mut written = 0;
         for slice in &slices[..filled] {

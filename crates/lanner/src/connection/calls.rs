@@ -38,9 +38,10 @@ impl Connection {
     /// that is alone on the connection receives its own reply (see the reader module).
     pub(crate) async fn call(self: &Arc<Self>, request: MessageBuilder) -> Result<Response, Error> {
         let (call_id, frame, alone) = self.begin_call(request).await?;
-        let _forget_on_cancel = PendingGuard {
+        let mut forget_on_cancel = PendingGuard {
             connection: self,
             call_id,
+            armed: true,
         };
         let sent_whole = self.send_frame(frame)?;
         // Spinning for the reply here would keep the flusher (which finishes a request the
@@ -48,10 +49,14 @@ impl Connection {
         // request is out.
         if alone && sent_whole && !self.spin.is_zero() {
             if let Some(reply) = self.spin_for_reply(call_id).await {
+                // Taking the reply removed the call.
+                forget_on_cancel.armed = false;
                 return reply;
             }
         }
-        poll_fn(|cx| self.poll_reply(call_id, cx)).await
+        let reply = poll_fn(|cx| self.poll_reply(call_id, cx)).await;
+        forget_on_cancel.armed = false;
+        reply
     }
 
     /// Stamps the request once a credit is available and registers the call. Also says
@@ -116,7 +121,7 @@ impl Connection {
         Poll::Pending
     }
 
-    /// Takes the reply to `call_id` if it has arrived.
+    /// Takes the reply to `call_id` if it has arrived (removing the call).
     pub(super) fn take_reply(&self, call_id: u64) -> Option<Result<Response, Error>> {
         let mut state = self.state();
         state.pending.get(&call_id)?.reply.as_ref()?;
@@ -162,10 +167,13 @@ impl Drop for CreditWaiter<'_> {
 struct PendingGuard<'a> {
     connection: &'a Connection,
     call_id: u64,
+    armed: bool,
 }
 
 impl Drop for PendingGuard<'_> {
     fn drop(&mut self) {
-        self.connection.state().pending.remove(&self.call_id);
+        if self.armed {
+            self.connection.state().pending.remove(&self.call_id);
+        }
     }
 }

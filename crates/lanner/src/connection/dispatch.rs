@@ -22,43 +22,27 @@ impl Connection {
     /// Serves one request; `cx` is the receiving task's context, used for the first poll.
     pub(super) fn dispatch(self: &Arc<Self>, request: Request, cx: &mut Context<'_>) {
         let call_id = request.call_id;
-        let object = self.exports().get(request.object);
-        let stub = match &object {
-            None => Err(format!(
-                "no object with handle {:#x} on this connection",
-                request.object
-            )),
-            Some(object) => object.stub(request.slot).cloned().ok_or_else(|| {
-                format!(
-                    "the object has {} interfaces; there is no interface slot {}",
-                    object.interfaces().len(),
-                    request.slot
-                )
-            }),
-        };
-        let connection = self.clone();
-        match stub {
-            Ok(stub) => {
-                let call = IncomingCall {
-                    request,
-                    connection: self.clone(),
-                };
-                let mut future = AssertUnwindSafe(stub.dispatch(call)).catch_unwind();
-                match future.poll_unpin(cx) {
-                    Poll::Ready(outcome) => self.respond(call_id, reply_of(self, outcome)),
-                    Poll::Pending => {
-                        tokio::spawn(async move {
-                            let reply = reply_of(&connection, future.await);
-                            connection.respond(call_id, reply);
-                        });
-                    }
-                }
-            }
+        let stub = self.exports().stub(request.object, request.slot);
+        let stub = match stub {
+            Ok(stub) => stub,
             Err(message) => {
-                self.respond(
-                    call_id,
-                    MessageBuilder::error_response(Status::NotFound, &message),
-                );
+                let reply = MessageBuilder::error_response(Status::NotFound, &message);
+                return self.respond(call_id, reply);
+            }
+        };
+        let call = IncomingCall {
+            request,
+            connection: self,
+        };
+        let mut future = AssertUnwindSafe(stub.dispatch(call)).catch_unwind();
+        match future.poll_unpin(cx) {
+            Poll::Ready(outcome) => self.respond(call_id, reply_of(self, outcome)),
+            Poll::Pending => {
+                let connection = self.clone();
+                tokio::spawn(async move {
+                    let reply = reply_of(&connection, future.await);
+                    connection.respond(call_id, reply);
+                });
             }
         }
     }

@@ -7,7 +7,9 @@
 use std::collections::HashMap;
 
 use crate::id_hasher::IdBuildHasher;
-use crate::object::Object;
+use std::sync::Arc;
+
+use crate::object::{Object, Stub};
 
 /// The handle of the connection's root object (name resolution).
 pub(crate) const ROOT_HANDLE: u64 = 0;
@@ -29,8 +31,18 @@ impl ExportTable {
         self.by_handle.insert(ROOT_HANDLE, root);
     }
 
-    pub(crate) fn get(&self, handle: u64) -> Option<Object> {
-        self.by_handle.get(&handle).cloned()
+    /// The stub serving interface `slot` of object `handle`, or why there is none.
+    pub(crate) fn stub(&self, handle: u64, slot: u16) -> Result<Arc<dyn Stub>, String> {
+        let object = self
+            .by_handle
+            .get(&handle)
+            .ok_or_else(|| format!("no object with handle {handle:#x} on this connection"))?;
+        object.stub(slot).cloned().ok_or_else(|| {
+            format!(
+                "the object has {} interfaces; there is no interface slot {slot}",
+                object.interfaces().len()
+            )
+        })
     }
 
     /// Exports `object`, reusing its handle if it was exported before.

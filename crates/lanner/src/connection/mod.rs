@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::future::poll_fn;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Waker};
 use std::time::Duration;
@@ -41,6 +41,10 @@ pub(crate) struct Connection {
     /// A flusher task waits for room on the transport: the reader then lets the reactor
     /// run after every spin, so the flusher hears about room promptly.
     flusher_active: AtomicBool,
+    /// Bumped whenever the flusher writes something: the reader counts it as activity and
+    /// keeps spinning while a large frame drains (bounded: a peer that stops reading stops
+    /// the progress).
+    write_progress: AtomicU64,
     runtime: tokio::runtime::Handle,
     credit_available: Notify,
     signal: Arc<ReaderSignal>,
@@ -108,6 +112,7 @@ impl Connection {
             source: Mutex::new(source),
             writer: Mutex::new(Writer::new(sink)),
             flusher_active: AtomicBool::new(false),
+            write_progress: AtomicU64::new(0),
             runtime: tokio::runtime::Handle::current(),
             credit_available: Notify::new(),
             signal: signal.clone(),
@@ -154,6 +159,8 @@ impl Connection {
             Ok(Flushed::FlusherRunning) => Ok(false),
             Ok(Flushed::StartFlusher) => {
                 self.flusher_active.store(true, Ordering::Relaxed);
+                // The reader spins while the frame drains (and catches the reply).
+                self.signal.kick();
                 let connection = self.clone();
                 self.runtime.spawn(async move {
                     let result = poll_fn(|cx| {
@@ -161,7 +168,9 @@ impl Connection {
                             .writer
                             .lock()
                             .unwrap_or_else(|e| e.into_inner())
-                            .poll_flusher(cx)
+                            .poll_flusher(cx, || {
+                                connection.write_progress.fetch_add(1, Ordering::Relaxed);
+                            })
                     })
                     .await;
                     connection.flusher_active.store(false, Ordering::Relaxed);

@@ -121,7 +121,8 @@ impl Connection {
         self: &Arc<Self>,
         call_id: u64,
     ) -> Option<Result<Response, Error>> {
-        let mut deadline = Instant::now() + self.spin;
+        // The clock is read only every few tries (and not at all for a quick reply).
+        let mut deadline: Option<Instant> = None;
         let mut tries = 0u32;
         poll_fn(|cx| {
             loop {
@@ -130,17 +131,20 @@ impl Connection {
                     Ok(Progress::Response(id)) if id == call_id => {
                         return Poll::Ready(self.take_reply(call_id));
                     }
-                    Ok(Progress::Response(_) | Progress::Other) => {
-                        deadline = Instant::now() + self.spin;
-                    }
+                    Ok(Progress::Response(_) | Progress::Other) => deadline = None,
                     Err(error) => {
                         self.fail(error);
                         return Poll::Ready(self.take_reply(call_id));
                     }
                 }
                 tries = tries.wrapping_add(1);
-                if tries % 8 == 0 && Instant::now() >= deadline {
-                    return Poll::Ready(None);
+                if tries % 8 == 0 {
+                    let now = Instant::now();
+                    match deadline {
+                        None => deadline = Some(now + self.spin),
+                        Some(deadline) if now >= deadline => return Poll::Ready(None),
+                        Some(_) => {}
+                    }
                 }
                 std::hint::spin_loop();
             }
@@ -207,6 +211,7 @@ async fn spin_while_busy(
 ) -> Result<(), Error> {
     let mut spin_until = Instant::now() + spin;
     let mut spins = 0u32;
+    let mut write_progress = connection.write_progress.load(Ordering::Relaxed);
     loop {
         let burst = poll_fn(|cx| {
             for _ in 1..BURST {
@@ -231,7 +236,15 @@ async fn spin_while_busy(
                     return Ok(());
                 }
                 spins = spins.wrapping_add(1);
-                if spins % REACTOR_EVERY == 0 || connection.flusher_active.load(Ordering::Relaxed) {
+                let flushing = connection.flusher_active.load(Ordering::Relaxed);
+                if flushing {
+                    let progress = connection.write_progress.load(Ordering::Relaxed);
+                    if progress != write_progress {
+                        write_progress = progress;
+                        spin_until = Instant::now() + spin;
+                    }
+                }
+                if spins % REACTOR_EVERY == 0 || flushing {
                     if Instant::now() >= spin_until {
                         return Ok(());
                     }

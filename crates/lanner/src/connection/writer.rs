@@ -65,10 +65,24 @@ impl Writer {
     }
 
     /// The flusher's step: writes until done (clearing the flusher flag) or Pending.
-    pub(super) fn poll_flusher(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let result = ready!(self.poll_flush(cx));
+    /// `progress` is called if any bytes were written.
+    pub(super) fn poll_flusher(
+        &mut self,
+        cx: &mut Context<'_>,
+        progress: impl FnOnce(),
+    ) -> Poll<io::Result<()>> {
+        let before = self.queued_bytes();
+        let result = self.poll_flush(cx);
+        if self.queued_bytes() != before {
+            progress();
+        }
+        let result = ready!(result);
         self.flushing = false;
         Poll::Ready(result)
+    }
+
+    fn queued_bytes(&self) -> usize {
+        self.queue.iter().map(OutFrame::remaining).sum()
     }
 
     pub(super) fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -18,7 +18,7 @@ use super::{FrameSink, FrameSource, Received, RecvError};
 const MIN_READ: usize = 64 * 1024;
 
 /// Most segments handed to one vectored write.
-const MAX_IOVECS: usize = 16;
+const MAX_IOVECS: usize = 8;
 
 /// Receives frames from a byte stream into a buffer. Each frame is cut off the buffer with
 /// `split_to`, so it (and every payload slice of it) is the very memory the kernel wrote
@@ -195,9 +195,12 @@ impl<W: RawWriteHalf> FrameSink for StreamSink<W> {
     /// only when it is full does the write go through the reactor, which registers the
     /// waker for when room appears.
     fn poll_send(&mut self, cx: &mut Context<'_>, frame: &mut OutFrame) -> Poll<io::Result<()>> {
-        while !frame.is_done() {
+        loop {
             let mut slices = [IoSlice::new(&[]); MAX_IOVECS];
-            let count = frame.io_slices(&mut slices);
+            let (count, bytes) = frame.io_slices(&mut slices);
+            if count == 0 {
+                return Poll::Ready(Ok(()));
+            }
             let written = match send_vectored_nonblocking(self.writer.raw_fd(), &slices[..count]) {
                 Ok(written) => written,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -210,7 +213,10 @@ impl<W: RawWriteHalf> FrameSink for StreamSink<W> {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
             frame.advance(written);
+            if written == bytes && count < MAX_IOVECS {
+                // Everything was written (the common case): no need to look again.
+                return Poll::Ready(Ok(()));
+            }
         }
-        Poll::Ready(Ok(()))
     }
 }
