@@ -96,7 +96,7 @@ impl Connection {
         ownership: Ownership,
         spin: Duration,
     ) -> Arc<Connection> {
-        reader::configure(source.as_mut(), proto.max_incoming_frame_size());
+        source.set_max_frame_size(proto.max_incoming_frame_size());
         let signal = Arc::new(ReaderSignal::default());
         let mut exports = ExportTable::new();
         if let Some(names) = &names {

@@ -24,7 +24,7 @@ use lanner_proto::{Event, OutFrame, ProtocolError, Response};
 
 use super::{Connection, Ownership, ReaderSignal};
 use crate::error::Error;
-use crate::transport::{FrameSource, Received, RecvError};
+use crate::transport::{Received, RecvError};
 
 /// What one receive attempt achieved.
 pub(super) enum Progress {
@@ -139,6 +139,11 @@ impl Connection {
                 }
                 tries = tries.wrapping_add(1);
                 if tries % 8 == 0 {
+                    // On a multi-threaded runtime the reader task may have received our
+                    // reply while we spun.
+                    if let Some(reply) = self.take_reply(call_id) {
+                        return Poll::Ready(Some(reply));
+                    }
                     let now = Instant::now();
                     match deadline {
                         None => deadline = Some(now + self.spin),
@@ -181,10 +186,6 @@ pub(super) fn spawn(connection: &Arc<Connection>, signal: Arc<ReaderSignal>, own
             }
         }
     });
-}
-
-pub(super) fn configure(source: &mut dyn FrameSource, max_frame_size: u32) {
-    source.set_max_frame_size(max_frame_size);
 }
 
 async fn read_loop(holder: &Holder, signal: &ReaderSignal, spin: Duration) -> Result<(), Error> {
