@@ -127,30 +127,37 @@ impl Connection {
         state.pending.get(&call_id)?.reply.as_ref()?;
         state.pending.remove(&call_id).and_then(|call| call.reply)
     }
+}
 
-    /// Delivers a response to its call; returns the call id.
-    pub(super) fn complete(&self, response: Response) -> u64 {
-        let call_id = response.call_id;
-        let mut state = self.state();
-        let wake_credit_waiters = response.credits > 0 && state.credit_waiters > 0;
-        let waker = match state.pending.get_mut(&call_id) {
-            Some(call) => {
-                call.reply = Some(Ok(response));
-                call.waker.take()
-            }
-            None => {
-                tracing::debug!(peer = %self.peer, call_id, "response to a call nobody awaits any more");
-                None
-            }
-        };
-        drop(state);
-        if wake_credit_waiters {
-            self.credit_available.notify_waiters();
+/// Where a response went.
+pub(super) enum Delivered {
+    /// It answers the caller that received it: handed back, the call removed.
+    Mine(Response),
+    /// Stored in its call's slot; wake this waiter.
+    Stored(Option<Waker>),
+}
+
+/// Delivers a response to its call (see [`Delivered`]).
+pub(super) fn deliver(
+    pending: &mut PendingCalls,
+    response: Response,
+    mine: Option<u64>,
+    peer: &str,
+) -> Delivered {
+    let call_id = response.call_id;
+    if mine == Some(call_id) {
+        pending.remove(&call_id);
+        return Delivered::Mine(response);
+    }
+    match pending.get_mut(&call_id) {
+        Some(call) => {
+            call.reply = Some(Ok(response));
+            Delivered::Stored(call.waker.take())
         }
-        if let Some(waker) = waker {
-            waker.wake();
+        None => {
+            tracing::debug!(peer, call_id, "response to a call nobody awaits any more");
+            Delivered::Stored(None)
         }
-        call_id
     }
 }
 

@@ -79,6 +79,16 @@ impl ReaderSignal {
     }
 }
 
+/// A received frame after the state machine saw it.
+enum Handled {
+    /// The response the receiving caller waits for.
+    Mine(lanner_proto::Response),
+    /// A response, delivered to its call's slot.
+    Delivered,
+    /// Any other event.
+    Event(Event),
+}
+
 /// Whether the reader task keeps the connection alive. A server-side connection lives as
 /// long as its peer stays connected; a client-side one lives while proxies hold it.
 pub(crate) enum Ownership {
@@ -218,8 +228,35 @@ impl Connection {
         }
     }
 
-    fn handle_frame(&self, frame: bytes::Bytes) -> Result<Event, lanner_proto::ProtocolError> {
-        self.state().proto.handle_frame(frame)
+    /// Feeds a received frame to the state machine. A response is delivered under the same
+    /// lock: handed straight back if it answers `mine` (the caller receiving), else put in
+    /// its call's slot.
+    fn handle_frame(
+        &self,
+        frame: bytes::Bytes,
+        mine: Option<u64>,
+    ) -> Result<Handled, lanner_proto::ProtocolError> {
+        let mut state = self.state();
+        match state.proto.handle_frame(frame)? {
+            Event::Response(response) => {
+                let wake_credit_waiters = response.credits > 0 && state.credit_waiters > 0;
+                let delivered = calls::deliver(&mut state.pending, response, mine, &self.peer);
+                drop(state);
+                if wake_credit_waiters {
+                    self.credit_available.notify_waiters();
+                }
+                Ok(match delivered {
+                    calls::Delivered::Mine(response) => Handled::Mine(response),
+                    calls::Delivered::Stored(waker) => {
+                        if let Some(waker) = waker {
+                            waker.wake();
+                        }
+                        Handled::Delivered
+                    }
+                })
+            }
+            event => Ok(Handled::Event(event)),
+        }
     }
 
     /// Closes the connection with `error`: every pending call fails with it, every later

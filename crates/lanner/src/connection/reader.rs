@@ -22,14 +22,16 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use lanner_proto::{Event, OutFrame, ProtocolError, Response};
 
-use super::{Connection, Ownership, ReaderSignal};
+use super::{Connection, Handled, Ownership, ReaderSignal};
 use crate::error::Error;
 use crate::transport::{Received, RecvError};
 
 /// What one receive attempt achieved.
 pub(super) enum Progress {
-    /// A response was delivered to the call with this id.
-    Response(u64),
+    /// The response the receiving caller waits for.
+    Mine(Response),
+    /// A response was delivered to its call's slot.
+    Delivered,
     /// Some other frame was processed, or part of a frame arrived.
     Other,
     /// Nothing arrived (or another party is receiving right now).
@@ -49,12 +51,17 @@ const BURST: u32 = 8;
 impl Connection {
     /// One non-blocking receive attempt; processes the frame if one arrived. An error
     /// means the connection is finished (the caller must [`Connection::fail`] it).
-    pub(super) fn receive_once(self: &Arc<Self>, cx: &mut Context<'_>) -> Result<Progress, Error> {
+    /// `mine` is the call the receiving caller waits for, if any.
+    pub(super) fn receive_once(
+        self: &Arc<Self>,
+        cx: &mut Context<'_>,
+        mine: Option<u64>,
+    ) -> Result<Progress, Error> {
         let Ok(mut source) = self.source.try_lock() else {
             return Ok(Progress::Empty);
         };
         match source.try_recv() {
-            Ok(Received::Frame(frame)) => self.process(frame, cx),
+            Ok(Received::Frame(frame)) => self.process(frame, cx, mine),
             Ok(Received::Partial) => Ok(Progress::Other),
             Ok(Received::Empty) => Ok(Progress::Empty),
             Ok(Received::Closed) => Err(Error::unavailable("the peer closed the connection")),
@@ -70,7 +77,7 @@ impl Connection {
             return Poll::Ready(Ok(Progress::Empty));
         };
         match source.poll_recv(cx) {
-            Poll::Ready(Ok(Some(frame))) => Poll::Ready(self.process(frame, cx)),
+            Poll::Ready(Ok(Some(frame))) => Poll::Ready(self.process(frame, cx, None)),
             Poll::Ready(Ok(None)) => {
                 Poll::Ready(Err(Error::unavailable("the peer closed the connection")))
             }
@@ -92,22 +99,33 @@ impl Connection {
         Error::from_protocol(&error)
     }
 
-    fn process(self: &Arc<Self>, frame: Bytes, cx: &mut Context<'_>) -> Result<Progress, Error> {
-        match self.handle_frame(frame) {
-            Ok(Event::Response(response)) => Ok(Progress::Response(self.complete(response))),
-            Ok(Event::Request(request)) => {
+    fn process(
+        self: &Arc<Self>,
+        frame: Bytes,
+        cx: &mut Context<'_>,
+        mine: Option<u64>,
+    ) -> Result<Progress, Error> {
+        match self.handle_frame(frame, mine) {
+            Ok(Handled::Mine(response)) => Ok(Progress::Mine(response)),
+            Ok(Handled::Delivered) => Ok(Progress::Delivered),
+            Ok(Handled::Event(Event::Response(_))) => {
+                Err(Error::protocol("response not delivered"))
+            }
+            Ok(Handled::Event(Event::Request(request))) => {
                 self.dispatch(request, cx);
                 Ok(Progress::Other)
             }
-            Ok(Event::Credit(_)) => {
+            Ok(Handled::Event(Event::Credit(_))) => {
                 self.credits_granted();
                 Ok(Progress::Other)
             }
-            Ok(Event::Closed(close)) => Err(Error::from_protocol(&ProtocolError::PeerClosed {
-                status: close.status,
-                reason: close.reason,
-            })),
-            Ok(Event::Accepted { .. } | Event::Established) => {
+            Ok(Handled::Event(Event::Closed(close))) => {
+                Err(Error::from_protocol(&ProtocolError::PeerClosed {
+                    status: close.status,
+                    reason: close.reason,
+                }))
+            }
+            Ok(Handled::Event(Event::Accepted { .. } | Event::Established)) => {
                 Err(Error::protocol("handshake event on an open connection"))
             }
             Err(error) => Err(self.protocol_violation(error)),
@@ -126,12 +144,10 @@ impl Connection {
         let mut tries = 0u32;
         poll_fn(|cx| {
             loop {
-                match self.receive_once(cx) {
+                match self.receive_once(cx, Some(call_id)) {
                     Ok(Progress::Empty) => {}
-                    Ok(Progress::Response(id)) if id == call_id => {
-                        return Poll::Ready(self.take_reply(call_id));
-                    }
-                    Ok(Progress::Response(_) | Progress::Other) => deadline = None,
+                    Ok(Progress::Mine(response)) => return Poll::Ready(Some(Ok(response))),
+                    Ok(Progress::Delivered | Progress::Other) => deadline = None,
                     Err(error) => {
                         self.fail(error);
                         return Poll::Ready(self.take_reply(call_id));
@@ -216,15 +232,15 @@ async fn spin_while_busy(
     loop {
         let burst = poll_fn(|cx| {
             for _ in 1..BURST {
-                match connection.receive_once(cx) {
+                match connection.receive_once(cx, None) {
                     Ok(Progress::Empty) => std::hint::spin_loop(),
                     other => return Poll::Ready(other),
                 }
             }
-            Poll::Ready(connection.receive_once(cx))
+            Poll::Ready(connection.receive_once(cx, None))
         });
         match burst.await? {
-            Progress::Response(_) => {
+            Progress::Delivered | Progress::Mine(_) => {
                 // Let the caller we just woke run before we try the socket again. A deferred
                 // yield, because a caller in `block_on`'s root future only runs once the
                 // scheduler finds no other task ready.
