@@ -11,7 +11,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::io::poll_read_buf;
 
 use super::recv_buffer::RecvBuffer;
-use super::sys::{recv_nonblocking, send_vectored_nonblocking};
+use super::sys::{recv_nonblocking, send_nonblocking, send_vectored_nonblocking};
 use super::{FrameSink, FrameSource, Received, RecvError};
 
 /// Read at least this much at a time, so that many small frames arrive in one system call.
@@ -201,7 +201,13 @@ impl<W: RawWriteHalf> FrameSink for StreamSink<W> {
             if count == 0 {
                 return Poll::Ready(Ok(()));
             }
-            let written = match send_vectored_nonblocking(self.writer.raw_fd(), &slices[..count]) {
+            let fd = self.writer.raw_fd();
+            let sent = if count == 1 {
+                send_nonblocking(fd, &slices[0])
+            } else {
+                send_vectored_nonblocking(fd, &slices[..count])
+            };
+            let written = match sent {
                 Ok(written) => written,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
