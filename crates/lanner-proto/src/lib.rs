@@ -15,6 +15,7 @@
 //!
 //! See [`frame`] for the wire layout.
 
+mod buffer_pool;
 pub mod builder;
 pub mod connection;
 pub mod error;
