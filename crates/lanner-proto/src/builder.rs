@@ -15,7 +15,6 @@ use crate::limits::MAX_BULK_SEGMENTS;
 use crate::out_frame::OutFrame;
 use crate::status::Status;
 
-
 /// A message's bulk segments; the first two are stored inline (no allocation for the
 /// common case of zero to two bulk arguments).
 pub(crate) type Segments = SmallVec<[Bytes; 2]>;

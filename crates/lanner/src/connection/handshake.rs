@@ -3,6 +3,7 @@
 
 use std::future::poll_fn;
 use std::sync::Arc;
+use std::task::Poll;
 
 use bytes::Bytes;
 use lanner_proto::{Event, OutFrame, ProtocolError};
@@ -12,7 +13,7 @@ use super::{Connection, Ownership};
 use crate::error::{Error, ErrorKind};
 use crate::options::ConnectionOptions;
 use crate::server::NameRegistry;
-use crate::transport::{FrameSource, RecvError, Transport};
+use crate::transport::{FrameSource, Received, RecvError, Transport};
 
 /// Client side: sends HELLO, expects WELCOME.
 pub(crate) async fn connect(
@@ -111,7 +112,14 @@ async fn receive(
 ) -> Result<Result<Bytes, ProtocolError>, Error> {
     let received = tokio::time::timeout(
         options.handshake_timeout,
-        poll_fn(|cx| source.poll_recv(cx)),
+        poll_fn(|cx| {
+            loop {
+                match source.poll_recv(cx) {
+                    Poll::Ready(Ok(Received::Partial | Received::Empty)) => continue,
+                    other => return other,
+                }
+            }
+        }),
     )
     .await
     .map_err(|_| {
@@ -124,8 +132,8 @@ async fn receive(
         )
     })?;
     match received {
-        Ok(Some(frame)) => Ok(Ok(frame)),
-        Ok(None) => Err(Error::unavailable(format!(
+        Ok(Received::Frame(frame)) => Ok(Ok(frame)),
+        Ok(_) => Err(Error::unavailable(format!(
             "{peer} closed the connection during the handshake"
         ))),
         Err(RecvError::Io(error)) => Err(Error::io(&format!("handshake with {peer}"), &error)),

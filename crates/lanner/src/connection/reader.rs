@@ -70,15 +70,18 @@ impl Connection {
     }
 
     /// Like [`Connection::receive_once`], but registers `cx` to be woken when the transport
-    /// has data. `Pending` if nothing arrived.
+    /// has data. `Pending` if nothing arrived; part of a frame counts as progress.
     fn poll_receive(self: &Arc<Self>, cx: &mut Context<'_>) -> Poll<Result<Progress, Error>> {
         let Ok(mut source) = self.source.try_lock() else {
             // Someone else is receiving right now; look again soon.
             return Poll::Ready(Ok(Progress::Empty));
         };
         match source.poll_recv(cx) {
-            Poll::Ready(Ok(Some(frame))) => Poll::Ready(self.process(frame, cx, None)),
-            Poll::Ready(Ok(None)) => {
+            Poll::Ready(Ok(Received::Frame(frame))) => Poll::Ready(self.process(frame, cx, None)),
+            Poll::Ready(Ok(Received::Partial | Received::Empty)) => {
+                Poll::Ready(Ok(Progress::Other))
+            }
+            Poll::Ready(Ok(Received::Closed)) => {
                 Poll::Ready(Err(Error::unavailable("the peer closed the connection")))
             }
             Poll::Ready(Err(error)) => Poll::Ready(Err(self.receive_failed(error))),

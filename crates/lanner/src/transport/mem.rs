@@ -166,10 +166,10 @@ impl FrameSource for MemSource {
         }
     }
 
-    fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Bytes>, RecvError>> {
+    fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Received, RecvError>> {
         match self.rx.poll_recv(cx) {
-            Poll::Ready(Some(frame)) => Poll::Ready(self.check(frame).map(Some)),
-            Poll::Ready(None) => Poll::Ready(Ok(None)),
+            Poll::Ready(Some(frame)) => Poll::Ready(self.check(frame).map(Received::Frame)),
+            Poll::Ready(None) => Poll::Ready(Ok(Received::Closed)),
             Poll::Pending => Poll::Pending,
         }
     }

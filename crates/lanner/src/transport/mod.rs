@@ -69,9 +69,12 @@ pub trait FrameSource: Send + 'static {
     /// make a system call. The runtime calls this while spinning.
     fn try_recv(&mut self) -> Result<Received, RecvError>;
 
-    /// The next complete frame; `Ready(Ok(None))` when the peer closed cleanly between
-    /// frames; Pending (with the waker registered) if no complete frame is available.
-    fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Bytes>, RecvError>>;
+    /// Waits for the transport: Ready with a complete frame, with `Closed` when the peer
+    /// closed cleanly between frames, or with `Partial` when bytes arrived but the frame is
+    /// not complete yet (so a sleeping reader can go back to spinning while a large frame
+    /// streams in). Pending, with the waker registered, only if nothing arrived. Never
+    /// returns `Empty`.
+    fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Received, RecvError>>;
 
     /// Sets the largest frame accepted from now on. Larger frames fail with
     /// [`FrameError::TooLarge`] before any memory is reserved for them.

@@ -135,20 +135,22 @@ impl<R: RawReadHalf> FrameSource for StreamSource<R> {
         }
     }
 
-    fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Bytes>, RecvError>> {
+    fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Received, RecvError>> {
+        let mut progress = false;
         loop {
             if let Some(frame) = self.cut_frame()? {
-                return Poll::Ready(Ok(Some(frame)));
+                return Poll::Ready(Ok(Received::Frame(frame)));
             }
             self.reserve_for_next_frame()?;
-            let read = ready!(poll_read_buf(
-                Pin::new(&mut self.reader),
-                cx,
-                self.buffer.bytes()
-            ))?;
+            let read = match poll_read_buf(Pin::new(&mut self.reader), cx, self.buffer.bytes()) {
+                Poll::Ready(read) => read?,
+                Poll::Pending if progress => return Poll::Ready(Ok(Received::Partial)),
+                Poll::Pending => return Poll::Pending,
+            };
             if read == 0 {
-                return Poll::Ready(self.closed().map(|_| None));
+                return Poll::Ready(self.closed());
             }
+            progress = true;
         }
     }
 
