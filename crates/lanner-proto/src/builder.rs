@@ -8,12 +8,15 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use smallvec::SmallVec;
 
-use crate::buffer_pool;
 use crate::error::SendError;
 use crate::frame::{FrameKind, REQUEST_FIXED_LEN, RESPONSE_FIXED_LEN};
 use crate::limits::MAX_BULK_SEGMENTS;
 use crate::out_frame::OutFrame;
 use crate::status::Status;
+
+/// Initial capacity for the header-and-inline buffer: enough for the fixed header and a
+/// handful of small arguments without reallocating.
+const INITIAL_CAPACITY: usize = 128;
 
 /// A message's bulk segments; the first two are stored inline (no allocation for the
 /// common case of zero to two bulk arguments).
@@ -31,7 +34,7 @@ impl MessageBuilder {
     /// Starts a request for `method` (ordinal and fingerprint) on interface `slot` of
     /// `object`.
     pub fn request(object: u64, slot: u16, method: u16, fingerprint: u32) -> MessageBuilder {
-        let mut buf = buffer_pool::take();
+        let mut buf = BytesMut::with_capacity(INITIAL_CAPACITY);
         buf.put_bytes(0, 8); // header, filled in by `finish`
         buf.put_u64_le(0); // call id, patched by the connection
         buf.put_u64_le(object);
@@ -49,7 +52,7 @@ impl MessageBuilder {
 
     /// Starts a response with `status`.
     pub fn response(status: Status) -> MessageBuilder {
-        let mut buf = buffer_pool::take();
+        let mut buf = BytesMut::with_capacity(INITIAL_CAPACITY);
         buf.put_bytes(0, 8);
         buf.put_u64_le(0); // call id, patched by the connection
         buf.put_u8(status.to_wire());

@@ -15,7 +15,6 @@
 //!
 //! See [`frame`] for the wire layout.
 
-mod buffer_pool;
 pub mod builder;
 pub mod connection;
 pub mod error;

@@ -15,14 +15,6 @@ enum Head {
     Shared(Bytes),
 }
 
-impl Drop for Head {
-    fn drop(&mut self) {
-        if let Head::Built(bytes) = self {
-            crate::buffer_pool::give_back(std::mem::take(bytes));
-        }
-    }
-}
-
 impl Head {
     fn bytes(&self) -> &[u8] {
         match self {
@@ -123,11 +115,11 @@ impl OutFrame {
 
     /// The unwritten bytes as one buffer. Copies only when the frame has bulk segments;
     /// for message transports that cannot carry a segment list.
-    pub fn into_contiguous(mut self) -> Bytes {
+    pub fn into_contiguous(self) -> Bytes {
         if self.bulk[self.next_bulk..].iter().all(Bytes::is_empty) {
-            return match &mut self.head {
-                Head::Built(bytes) => std::mem::take(bytes).freeze(),
-                Head::Shared(bytes) => std::mem::take(bytes),
+            return match self.head {
+                Head::Built(bytes) => bytes.freeze(),
+                Head::Shared(bytes) => bytes,
             };
         }
         let mut buf = BytesMut::with_capacity(self.remaining());
