@@ -26,6 +26,8 @@ pub mod splitter;
 pub mod status;
 
 #[cfg(any(test, feature = "harness"))]
+pub mod fuzzing;
+#[cfg(any(test, feature = "harness"))]
 pub mod harness;
 
 pub use builder::{InlineWriter, MessageBuilder};

@@ -1,0 +1,233 @@
+//! The fuzz drivers, shared by the fuzz targets in `fuzz/` and by the regression tests
+//! that replay what the fuzzers found: a crash input pasted into a test runs exactly the
+//! code the fuzzer ran. Available to tests and, with the `harness` feature, to other
+//! crates. The drivers assert the properties the fuzzers check; they panic on a violation,
+//! which is how a fuzzer reports one.
+
+use bytes::{Bytes, BytesMut};
+
+use crate::builder::MessageBuilder;
+use crate::connection::{Connection, Event};
+use crate::error::{ProtocolError, SendError};
+use crate::frame::{self, Frame, Hello, REQUEST_FIXED_LEN, RESPONSE_FIXED_LEN, Welcome};
+use crate::harness::{Pair, Peer, wire_bytes};
+use crate::limits::{Limits, PROTOCOL_VERSION};
+use crate::payload::Payload;
+use crate::splitter::FrameSplitter;
+use crate::status::Status;
+
+/// `Frame::decode` on arbitrary bytes: never panics, and whatever it accepts is
+/// self-consistent (the length field is the frame's length, a payload accounts for every
+/// byte of its frame, a close reason is within the limit).
+pub fn frame_decode(data: &[u8]) {
+    let header = frame::read_header(data);
+    let Ok(decoded) = Frame::decode(Bytes::copy_from_slice(data)) else {
+        return;
+    };
+    let header = header.expect("a decodable frame has a valid header");
+    assert_eq!(header.len as usize, data.len());
+    assert_eq!(header.kind, decoded.kind());
+    match &decoded {
+        Frame::Request(request) => check_payload(&request.payload, REQUEST_FIXED_LEN, data.len()),
+        Frame::Response(response) => {
+            check_payload(&response.payload, RESPONSE_FIXED_LEN, data.len())
+        }
+        Frame::Close(close) => {
+            assert_eq!(header.segments, 0);
+            assert!(close.reason.len() <= 1024);
+        }
+        _ => assert_eq!(header.segments, 0),
+    }
+}
+
+/// Arbitrary bytes, cut into arbitrary chunks, fed through `FrameSplitter` and
+/// `Connection::handle_frame` on server-role and client-role connections: fresh, right
+/// after a valid handshake frame in the same stream, and fully open with calls in flight
+/// (through the two-peer harness). Accepted requests are answered (echoing their payload,
+/// which exercises the too-large substitution), and every protocol error's close frame
+/// must decode. Input layout: byte 0 seeds the chunk sizes, the rest is the stream.
+pub fn stream_split(input: &[u8]) {
+    let Some((&seed, data)) = input.split_first() else {
+        return;
+    };
+    let mut chunks = Chunks::new(seed);
+
+    // Fresh connections.
+    drive(Connection::server(SMALL), data, &mut chunks);
+    drive(Connection::client(SMALL).0, data, &mut chunks);
+
+    // Right after a valid handshake frame in the same stream.
+    let hello = frame::encode_hello(&Hello {
+        version_min: PROTOCOL_VERSION,
+        version_max: PROTOCOL_VERSION,
+        limits: SMALL,
+    });
+    drive(
+        Connection::server(SMALL),
+        &with_prefix(&hello, data),
+        &mut chunks,
+    );
+    let welcome = frame::encode_welcome(&Welcome {
+        version: PROTOCOL_VERSION,
+        limits: SMALL,
+    });
+    drive(
+        Connection::client(SMALL).0,
+        &with_prefix(&welcome, data),
+        &mut chunks,
+    );
+
+    // Both ends of an open pair, each with a call outstanding towards the other.
+    let mut pair = Pair::connected_with(SMALL, SMALL);
+    pair.client_call(MessageBuilder::request(1, 0, 0, 0))
+        .expect("a fresh pair has credit");
+    let _ = pair.server.receive_all();
+    let (_, out) = pair
+        .server
+        .conn
+        .send_request(MessageBuilder::request(2, 0, 0, 0))
+        .map_err(|(error, _)| error)
+        .expect("a fresh pair has credit");
+    pair.client.inject(&wire_bytes(out));
+    let _ = pair.client.receive_all();
+    drive_peer(&mut pair.server, data, &mut chunks);
+    drive_peer(&mut pair.client, data, &mut chunks);
+}
+
+fn check_payload(payload: &Payload, fixed_len: usize, frame_len: usize) {
+    let bulk: usize = payload.segments().map(|s| s.len()).sum();
+    assert_eq!(payload.inline().len(), payload.inline_slice().len());
+    assert_eq!(
+        fixed_len + payload.inline_slice().len() + 4 * payload.segment_count() + bulk,
+        frame_len,
+        "payload parts do not add up to the frame"
+    );
+    assert!(payload.segment(payload.segment_count()).is_none());
+}
+
+const SMALL: Limits = Limits {
+    max_frame_size: 4096,
+    credits: 2,
+};
+
+/// Deterministic chunk sizes from a one-byte seed.
+struct Chunks {
+    state: u32,
+    max: usize,
+}
+
+impl Chunks {
+    fn new(seed: u8) -> Chunks {
+        let max = [1, 3, 16, 64, 512, 4096, 70_000, usize::MAX][usize::from(seed & 7)];
+        Chunks {
+            state: u32::from(seed).wrapping_mul(0x9e37_79b9) | 1,
+            max,
+        }
+    }
+
+    fn next(&mut self) -> usize {
+        self.state ^= self.state << 13;
+        self.state ^= self.state >> 17;
+        self.state ^= self.state << 5;
+        1 + (self.state as usize) % self.max.min(1 << 20)
+    }
+}
+
+fn check_error(error: &ProtocolError) {
+    let _ = error.to_string();
+    match Frame::decode(error.close_frame()) {
+        Ok(Frame::Close(close)) => assert_eq!(close.status, error.status()),
+        other => panic!("close frame for {error:?} decodes to {other:?}"),
+    }
+}
+
+/// What a runtime would do with an event: answer requests and sometimes grant more credit.
+/// The answer echoes the request's payload with its inline part doubled, so that large
+/// requests get answers too large for the peer, which must be replaced by an `Internal`
+/// error response that still fits.
+fn react(conn: &mut Connection, event: Event) {
+    if let Event::Request(request) = event {
+        let inline = request.payload.inline_slice();
+        if inline.first().is_some_and(|b| b & 1 == 1) {
+            let grant = conn.grant_credits(1);
+            assert_eq!(Frame::decode(grant), Ok(Frame::Credit(1)));
+        }
+        let mut reply = MessageBuilder::response(Status::Ok);
+        reply.inline().put_slice(inline);
+        reply.inline().put_slice(inline);
+        for segment in request.payload.segments() {
+            reply.push_segment(segment);
+        }
+        let max = conn.peer_limits().max_frame_size;
+        let fits = reply.check(max).is_ok();
+        if !conn.is_open() {
+            // The harness processes a whole read before reacting, so a CLOSE later in the
+            // same read may already have closed the connection: answering is refused.
+            let result = conn.send_response(request.call_id, reply);
+            assert_eq!(result.map(|_| ()), Err(SendError::NotOpen));
+            return;
+        }
+        let out = conn
+            .send_response(request.call_id, reply)
+            .expect("answering an accepted request on an open connection succeeds");
+        let bytes = wire_bytes(out);
+        assert!(bytes.len() <= max as usize);
+        let Ok(Frame::Response(response)) = Frame::decode(bytes) else {
+            panic!("the answer does not decode as a response");
+        };
+        assert_eq!(response.call_id, request.call_id);
+        assert_eq!(response.credits, 1);
+        if fits {
+            assert_eq!(response.status, Status::Ok);
+            assert_eq!(response.payload.inline_slice().len(), 2 * inline.len());
+            assert!(response.payload.segments().eq(request.payload.segments()));
+        } else {
+            assert_eq!(response.status, Status::Internal);
+            assert_eq!(response.payload.segment_count(), 0);
+        }
+    }
+}
+
+/// Feeds `stream` to `conn` in chunks through a splitter, as a runtime's read loop would.
+fn drive(mut conn: Connection, stream: &[u8], chunks: &mut Chunks) {
+    let mut buf = BytesMut::new();
+    let mut at = 0;
+    while at < stream.len() {
+        let end = at.saturating_add(chunks.next()).min(stream.len());
+        buf.extend_from_slice(&stream[at..end]);
+        at = end;
+        loop {
+            let splitter = FrameSplitter::new(conn.max_incoming_frame_size());
+            match splitter.split(&mut buf) {
+                Ok(Some(frame)) => match conn.handle_frame(frame) {
+                    Ok(event) => react(&mut conn, event),
+                    Err(error) => return check_error(&error),
+                },
+                Ok(None) => break,
+                Err(error) => return check_error(&error.into()),
+            }
+        }
+    }
+}
+
+/// Feeds `stream` to one harness peer in chunks.
+fn drive_peer(peer: &mut Peer, stream: &[u8], chunks: &mut Chunks) {
+    let mut at = 0;
+    while at < stream.len() {
+        let end = at.saturating_add(chunks.next()).min(stream.len());
+        peer.inject(&stream[at..end]);
+        at = end;
+        for event in peer.receive_all() {
+            match event {
+                Ok(event) => react(&mut peer.conn, event),
+                Err(error) => return check_error(&error),
+            }
+        }
+    }
+}
+
+fn with_prefix(prefix: &Bytes, data: &[u8]) -> Vec<u8> {
+    let mut stream = prefix.to_vec();
+    stream.extend_from_slice(data);
+    stream
+}
