@@ -287,3 +287,13 @@ pub async fn serve(endpoint: &str, server: Server, object: Object) -> (Server, L
 pub fn url(endpoint: &str) -> String {
     format!("mem://{endpoint}/obj")
 }
+
+/// Asserts that `error` is of `kind` and its message starts with `prefix`.
+#[track_caller]
+pub fn assert_error(error: &lanner::Error, kind: lanner::ErrorKind, prefix: &str) {
+    assert_eq!(error.kind(), kind, "{error}");
+    assert!(
+        error.message().starts_with(prefix),
+        "expected a message starting with {prefix:?}, got {error}"
+    );
+}
