@@ -23,6 +23,22 @@
 //!   method ordinal + fingerprint) per call; dispatch is O(1).
 //! - **Transport**: TCP, Unix sockets, in-memory channels ([`transport`]).
 //!
+//! ## Waiting and threads
+//!
+//! Lanner trades a little CPU for latency, as the seed papers did:
+//!
+//! - After each message a connection polls its socket for a short spin budget
+//!   ([`ConnectionOptions::spin`], 50 µs by default) before it sleeps; an idle connection
+//!   costs nothing once the budget is spent. Zero means pure blocking.
+//! - A call that is alone on its connection receives its own reply, spinning on the socket
+//!   on the caller's thread for up to the spin budget (no hand-off to another task). Other
+//!   tasks on that thread wait meanwhile; with many concurrent calls the connection's
+//!   reader task receives instead.
+//! - A method runs first on the task that received the request. If it completes without
+//!   waiting, its reply is written right there; if it awaits, it continues on its own task.
+//!   A method that computes for long without awaiting therefore delays the calls behind it
+//!   on the same connection: move such work to `tokio::task::spawn_blocking`.
+//!
 //! ## Example
 //!
 //! ```
