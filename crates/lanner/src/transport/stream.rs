@@ -24,7 +24,7 @@ const MAX_IOVECS: usize = 8;
 /// `split_to`, so it (and every payload slice of it) is the very memory the kernel wrote
 /// into. Once a frame's header is in, room for the whole frame is made, so a large payload
 /// is read straight into place (only the first read's part of it may be moved once, when
-/// the buffer switches allocation; see [`RecvBuffer`]).
+/// the buffer switches allocation: two allocations are recycled).
 #[derive(Debug)]
 pub struct StreamSource<R> {
     reader: R,
