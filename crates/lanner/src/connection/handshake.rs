@@ -8,12 +8,11 @@ use std::task::Poll;
 use bytes::Bytes;
 use lanner_proto::{Event, OutFrame, ProtocolError};
 
-use super::writer::Writer;
-use super::{Connection, Ownership};
+use super::{Connection, Side};
 use crate::error::{Error, ErrorKind};
 use crate::options::ConnectionOptions;
 use crate::server::NameRegistry;
-use crate::transport::{FrameSource, Received, RecvError, Transport};
+use crate::transport::{FrameSink, FrameSource, Received, RecvError, Transport};
 
 /// Client side: sends HELLO, expects WELCOME.
 pub(crate) async fn connect(
@@ -26,8 +25,8 @@ pub(crate) async fn connect(
         peer,
     } = transport;
     let (mut proto, hello) = lanner_proto::Connection::client(options.limits());
-    let mut writer = Writer::new(sink);
-    send(&mut writer, hello, &peer).await?;
+    let mut sink = sink;
+    send(sink.as_mut(), hello, &peer).await?;
     let frame = receive(source.as_mut(), options, &peer)
         .await?
         .map_err(|error| handshake_failed(&peer, &error))?;
@@ -44,11 +43,10 @@ pub(crate) async fn connect(
     }
     Ok(Connection::start(
         proto,
-        writer.into_sink(),
+        sink,
         source,
         peer,
-        None,
-        Ownership::Client,
+        Side::Client,
         options.spin,
     ))
 }
@@ -65,25 +63,24 @@ pub(crate) async fn accept(
         peer,
     } = transport;
     let mut proto = lanner_proto::Connection::server(options.limits());
-    let mut writer = Writer::new(sink);
+    let mut sink = sink;
     let received = receive(source.as_mut(), options, &peer)
         .await?
         .and_then(|frame| proto.handle_frame(frame));
     match received {
-        Ok(Event::Accepted { welcome }) => send(&mut writer, welcome, &peer).await?,
+        Ok(Event::Accepted { welcome }) => send(sink.as_mut(), welcome, &peer).await?,
         Ok(_) => return Err(Error::protocol(format!("{peer} sent no HELLO"))),
         Err(error) => {
-            let _ = send(&mut writer, error.close_frame(), &peer).await;
+            let _ = send(sink.as_mut(), error.close_frame(), &peer).await;
             return Err(handshake_failed(&peer, &error));
         }
     }
     Ok(Connection::start(
         proto,
-        writer.into_sink(),
+        sink,
         source,
         peer,
-        Some(names),
-        Ownership::Server,
+        Side::Server(names),
         options.spin,
     ))
 }
@@ -96,9 +93,9 @@ fn handshake_failed(peer: &str, error: &ProtocolError) -> Error {
     )
 }
 
-async fn send(writer: &mut Writer, frame: Bytes, peer: &str) -> Result<(), Error> {
-    writer.queue(OutFrame::contiguous(frame));
-    poll_fn(|cx| writer.poll_flush(cx))
+async fn send(sink: &mut dyn FrameSink, frame: Bytes, peer: &str) -> Result<(), Error> {
+    let mut frame = OutFrame::contiguous(frame);
+    poll_fn(|cx| sink.poll_send(cx, &mut frame))
         .await
         .map_err(|e| Error::io(&format!("handshake with {peer}"), &e))
 }

@@ -89,11 +89,12 @@ enum Handled {
     Event(Event),
 }
 
-/// Whether the reader task keeps the connection alive. A server-side connection lives as
-/// long as its peer stays connected; a client-side one lives while proxies hold it.
-pub(crate) enum Ownership {
-    Server,
+/// Which side of the connection this is. A server-side connection resolves names from its
+/// server's registry and lives as long as its peer stays connected (its reader task keeps
+/// it alive); a client-side one lives while proxies hold it.
+pub(crate) enum Side {
     Client,
+    Server(Arc<NameRegistry>),
 }
 
 impl Connection {
@@ -102,14 +103,13 @@ impl Connection {
         sink: Box<dyn FrameSink>,
         mut source: Box<dyn FrameSource>,
         peer: String,
-        names: Option<Arc<NameRegistry>>,
-        ownership: Ownership,
+        side: Side,
         spin: Duration,
     ) -> Arc<Connection> {
         source.set_max_frame_size(proto.max_incoming_frame_size());
         let signal = Arc::new(ReaderSignal::default());
         let mut exports = ExportTable::new();
-        if let Some(names) = &names {
+        if let Side::Server(names) = &side {
             exports.set_root(crate::root::root_object(names.clone()));
         }
         let connection = Arc::new(Connection {
@@ -130,7 +130,7 @@ impl Connection {
             peer,
             spin,
         });
-        reader::spawn(&connection, signal, ownership);
+        reader::spawn(&connection, signal, &side);
         connection
     }
 

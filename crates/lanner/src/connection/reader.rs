@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use lanner_proto::{Event, OutFrame, ProtocolError, Response};
 
-use super::{Connection, Handled, Ownership, ReaderSignal};
+use super::{Connection, Handled, ReaderSignal, Side};
 use crate::error::Error;
 use crate::transport::{Received, RecvError};
 
@@ -192,10 +192,10 @@ impl Holder {
 }
 
 /// Prepares the transport's receiving half and starts the reader task.
-pub(super) fn spawn(connection: &Arc<Connection>, signal: Arc<ReaderSignal>, ownership: Ownership) {
-    let holder = match ownership {
-        Ownership::Server => Holder::Strong(connection.clone()),
-        Ownership::Client => Holder::Weak(Arc::downgrade(connection)),
+pub(super) fn spawn(connection: &Arc<Connection>, signal: Arc<ReaderSignal>, side: &Side) {
+    let holder = match side {
+        Side::Server(_) => Holder::Strong(connection.clone()),
+        Side::Client => Holder::Weak(Arc::downgrade(connection)),
     };
     let spin = connection.spin;
     tokio::spawn(async move {

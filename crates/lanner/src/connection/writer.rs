@@ -92,15 +92,4 @@ impl Writer {
         }
         Poll::Ready(Ok(()))
     }
-
-    /// The sink back (used after the handshake, when the queue is empty).
-    pub(super) fn into_sink(self) -> Box<dyn FrameSink> {
-        debug_assert!(self.queue.is_empty());
-        self.sink
-    }
-
-    /// Queues a frame without writing (handshake only).
-    pub(super) fn queue(&mut self, frame: OutFrame) {
-        self.queue.push_back(frame);
-    }
 }
