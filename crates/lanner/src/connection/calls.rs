@@ -54,6 +54,8 @@ impl Connection {
                 return reply;
             }
         }
+        // The reader task receives the reply: have it spin rather than sleep.
+        self.signal.kick();
         let reply = poll_fn(|cx| self.poll_reply(call_id, cx)).await;
         forget_on_cancel.armed = false;
         reply

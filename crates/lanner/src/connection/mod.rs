@@ -184,6 +184,9 @@ impl Connection {
                     })
                     .await;
                     connection.flusher_active.store(false, Ordering::Relaxed);
+                    // A large frame just went out whole: its answer (or the next request)
+                    // follows, so the reader spins for it.
+                    connection.signal.kick();
                     connection.written(result)
                 });
                 Ok(false)
@@ -193,7 +196,6 @@ impl Connection {
     }
 
     fn written(&self, result: std::io::Result<()>) -> Result<(), Error> {
-        self.signal.kick();
         result.map_err(|e| {
             let error = Error::io(&format!("writing to {}", self.peer), &e);
             self.fail(error.clone());
@@ -215,11 +217,13 @@ impl Connection {
         }
     }
 
-    /// Answers the peer's call `call_id`.
+    /// Answers the peer's call `call_id`, then has the reader spin for the peer's next
+    /// request (as the raw baseline does after replying).
     pub(crate) fn respond(self: &Arc<Self>, call_id: u64, reply: MessageBuilder) {
         if let Some(frame) = self.stamp_response(call_id, reply) {
             let _ = self.send_frame(frame);
         }
+        self.signal.kick();
     }
 
     fn credits_granted(&self) {

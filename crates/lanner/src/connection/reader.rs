@@ -9,8 +9,10 @@
 //!   hand-off to another task or thread on the critical path);
 //! - the connection's reader task receives everything else: it tries a non-blocking
 //!   receive in a loop for the spin budget after each frame, letting other tasks run in
-//!   between, then registers with the reactor and sleeps. A writer kicks a sleeping reader
-//!   back into spinning. See [`crate::ConnectionOptions`].
+//!   between, then registers with the reactor and sleeps. It is kicked back into spinning
+//!   when someone will wait on it: a caller not receiving its own reply, a flusher
+//!   draining a large frame or finishing it, or a reply just sent (the peer's next
+//!   request follows). See [`crate::ConnectionOptions`].
 
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
@@ -277,7 +279,7 @@ async fn spin_while_busy(
     }
 }
 
-/// Sleeps until the transport has data (and processes it), a writer kicks us, or the
+/// Sleeps until the transport has data (and processes it), someone kicks us, or the
 /// connection is dropped.
 async fn sleep(holder: &Holder, signal: &ReaderSignal) -> Result<(), Error> {
     signal.asleep.store(true, Ordering::SeqCst);
