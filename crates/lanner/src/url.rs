@@ -4,10 +4,12 @@
 //! |---|---|
 //! | `tcp://127.0.0.1:7000` | TCP endpoint (host may be a name, an IPv4 or a bracketed IPv6 address) |
 //! | `unix:///tmp/app.sock` | Unix domain socket at that path |
+//! | `shm://name` | shared memory between processes on this host, set up through the abstract Unix socket `@lanner-shm/name` |
 //! | `mem://name` | in-process endpoint, for tests and embedding |
 //!
 //! An object URL appends the object's published name: `tcp://127.0.0.1:7000/calc`,
-//! `unix:///tmp/app.sock/calc` (the last path segment is the name), `mem://name/calc`.
+//! `unix:///tmp/app.sock/calc` (the last path segment is the name), `shm://name/calc`,
+//! `mem://name/calc`.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -22,6 +24,8 @@ pub enum Endpoint {
     Tcp(String),
     /// A Unix domain socket path.
     Unix(PathBuf),
+    /// A shared-memory endpoint name on this host.
+    Shm(String),
     /// An in-process endpoint name.
     Mem(String),
 }
@@ -35,7 +39,7 @@ fn invalid(url: &str, why: &str) -> Error {
 
 fn split_scheme(url: &str) -> Result<(&str, &str), Error> {
     url.split_once("://")
-        .ok_or_else(|| invalid(url, "expected scheme://… (tcp, unix or mem)"))
+        .ok_or_else(|| invalid(url, "expected scheme://… (tcp, unix, shm or mem)"))
 }
 
 impl Endpoint {
@@ -59,13 +63,14 @@ impl Endpoint {
                 }
                 Endpoint::Unix(PathBuf::from(rest))
             }
-            "mem" => {
-                if rest.is_empty() || rest.contains('/') {
-                    return Err(invalid(url, "a mem URL is mem://name"));
-                }
-                Endpoint::Mem(rest.to_owned())
+            "shm" => Endpoint::Shm(parse_name(url, rest, "shm")?),
+            "mem" => Endpoint::Mem(parse_name(url, rest, "mem")?),
+            _ => {
+                return Err(invalid(
+                    url,
+                    "unknown scheme; expected tcp, unix, shm or mem",
+                ));
             }
-            _ => return Err(invalid(url, "unknown scheme; expected tcp, unix or mem")),
         };
         Ok(endpoint)
     }
@@ -74,6 +79,13 @@ impl Endpoint {
     pub fn object_url(&self, name: &str) -> String {
         format!("{self}/{name}")
     }
+}
+
+fn parse_name(url: &str, name: &str, scheme: &str) -> Result<String, Error> {
+    if name.is_empty() || name.contains('/') {
+        return Err(invalid(url, &format!("a {scheme} URL is {scheme}://name")));
+    }
+    Ok(name.to_owned())
 }
 
 fn parse_authority(url: &str, authority: &str) -> Result<String, Error> {
@@ -95,6 +107,7 @@ impl fmt::Display for Endpoint {
         match self {
             Endpoint::Tcp(address) => write!(f, "tcp://{address}"),
             Endpoint::Unix(path) => write!(f, "unix://{}", path.display()),
+            Endpoint::Shm(name) => write!(f, "shm://{name}"),
             Endpoint::Mem(name) => write!(f, "mem://{name}"),
         }
     }
@@ -161,6 +174,9 @@ mod tests {
         assert_eq!(url.name, "calc");
         let url = ObjectUrl::parse("mem://name/calc").unwrap();
         assert_eq!(url.endpoint, Endpoint::Mem("name".into()));
+        let url = ObjectUrl::parse("shm://fast/calc").unwrap();
+        assert_eq!(url.endpoint, Endpoint::Shm("fast".into()));
+        assert_eq!(url.name, "calc");
         let url = ObjectUrl::parse("tcp://[::1]:7000/calc").unwrap();
         assert_eq!(url.endpoint, Endpoint::Tcp("[::1]:7000".into()));
         assert_eq!(url.to_string(), "tcp://[::1]:7000/calc");
@@ -176,6 +192,7 @@ mod tests {
             "tcp://127.0.0.1:7000/",
             "unix://relative/calc",
             "mem:///calc",
+            "shm:///calc",
         ] {
             let error = ObjectUrl::parse(bad).unwrap_err();
             assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{bad}");
@@ -185,7 +202,12 @@ mod tests {
 
     #[test]
     fn endpoint_display_round_trips() {
-        for url in ["tcp://localhost:80", "unix:///run/a.sock", "mem://x"] {
+        for url in [
+            "tcp://localhost:80",
+            "unix:///run/a.sock",
+            "shm://x",
+            "mem://x",
+        ] {
             assert_eq!(Endpoint::parse(url).unwrap().to_string(), url);
         }
     }

@@ -23,6 +23,7 @@ pub(crate) async fn connect(
         sink,
         mut source,
         peer,
+        credentials: _,
     } = transport;
     let (mut proto, hello) = lanner_proto::Connection::client(options.limits());
     let mut sink = sink;
@@ -61,6 +62,7 @@ pub(crate) async fn accept(
         sink,
         mut source,
         peer,
+        credentials: _,
     } = transport;
     let mut proto = lanner_proto::Connection::server(options.limits());
     let mut sink = sink;

@@ -1,12 +1,14 @@
 //! Listening on and connecting to an [`Endpoint`].
 
 use std::io;
+use std::os::fd::AsFd;
 use std::path::PathBuf;
 
 use tokio::net::{TcpListener, UnixListener};
 
 use super::mem::MemListener;
-use super::{Transport, mem, tcp, unix};
+use super::shm::ShmListener;
+use super::{Transport, mem, shm, tcp, unix};
 use crate::url::Endpoint;
 
 /// Opens a transport to `endpoint`.
@@ -14,6 +16,7 @@ pub async fn connect(endpoint: &Endpoint) -> io::Result<Transport> {
     match endpoint {
         Endpoint::Tcp(address) => tcp::connect(address).await,
         Endpoint::Unix(path) => unix::connect(path).await,
+        Endpoint::Shm(name) => shm::connect(name).await,
         Endpoint::Mem(name) => mem::connect(name),
     }
 }
@@ -25,6 +28,8 @@ pub enum Listener {
     Tcp(TcpListener),
     /// Unix socket; the path is removed when the listener is dropped.
     Unix(UnixListener, PathBuf),
+    /// Shared memory (set up through an abstract Unix socket).
+    Shm(ShmListener),
     /// In-process.
     Mem(MemListener),
 }
@@ -41,6 +46,7 @@ impl Listener {
                 }
                 Ok(Listener::Unix(UnixListener::bind(path)?, path.clone()))
             }
+            Endpoint::Shm(name) => Ok(Listener::Shm(ShmListener::bind(name)?)),
             Endpoint::Mem(name) => Ok(Listener::Mem(MemListener::bind(name)?)),
         }
     }
@@ -50,6 +56,7 @@ impl Listener {
         Ok(match self {
             Listener::Tcp(listener) => Endpoint::Tcp(listener.local_addr()?.to_string()),
             Listener::Unix(_, path) => Endpoint::Unix(path.clone()),
+            Listener::Shm(listener) => Endpoint::Shm(listener.name().to_owned()),
             Listener::Mem(listener) => Endpoint::Mem(listener_name(listener)),
         })
     }
@@ -63,11 +70,19 @@ impl Listener {
             }
             Listener::Unix(listener, path) => {
                 let (stream, _) = listener.accept().await?;
+                let credentials = lanner_shm::sys::peer_credentials(stream.as_fd())?;
                 Ok(unix::from_stream(
                     stream,
-                    format!("unix://{} (client)", path.display()),
+                    format!(
+                        "unix://{} (client pid {}, uid {})",
+                        path.display(),
+                        credentials.pid,
+                        credentials.uid
+                    ),
+                    Some(credentials),
                 ))
             }
+            Listener::Shm(listener) => listener.accept().await,
             Listener::Mem(listener) => listener.accept().await,
         }
     }

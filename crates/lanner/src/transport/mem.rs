@@ -102,11 +102,13 @@ pub fn pair(a_peer: String, b_peer: String) -> (Transport, Transport) {
         sink: Box::new(MemSink { tx: a_tx }),
         source: Box::new(MemSource::new(a_rx)),
         peer: a_peer,
+        credentials: None,
     };
     let b = Transport {
         sink: Box::new(MemSink { tx: b_tx }),
         source: Box::new(MemSource::new(b_rx)),
         peer: b_peer,
+        credentials: None,
     };
     (a, b)
 }

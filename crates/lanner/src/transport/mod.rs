@@ -10,16 +10,18 @@
 //! before sleeping, and so they can be used as trait objects without boxing a future per
 //! message.
 //!
-//! Implementations: [`stream`] (TCP with `TCP_NODELAY`, Unix stream sockets) and [`mem`]
-//! (in-process channels for tests).
+//! Implementations: [`stream`] (TCP with `TCP_NODELAY`, Unix stream sockets), [`shm`]
+//! (rings in memory shared between processes) and [`mem`] (in-process channels for tests).
 
 use std::io;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use lanner_proto::{FrameError, OutFrame};
+pub use lanner_shm::sys::PeerCredentials;
 
 pub mod mem;
+pub mod shm;
 pub mod stream;
 pub mod tcp;
 pub mod unix;
@@ -89,12 +91,16 @@ pub struct Transport {
     pub source: Box<dyn FrameSource>,
     /// Who is on the other side (an address or path), for error messages and logs.
     pub peer: String,
+    /// The peer process's identity as the kernel vouches for it (`SO_PEERCRED`), on
+    /// transports that know it (Unix sockets and shared memory, server side).
+    pub credentials: Option<PeerCredentials>,
 }
 
 impl std::fmt::Debug for Transport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Transport")
             .field("peer", &self.peer)
+            .field("credentials", &self.credentials)
             .finish()
     }
 }

@@ -26,5 +26,6 @@ pub fn from_stream(stream: TcpStream) -> io::Result<Transport> {
         sink: Box::new(StreamSink::new(writer)),
         source: Box::new(StreamSource::new(reader)),
         peer,
+        credentials: None,
     })
 }

@@ -1,0 +1,165 @@
+//! Doorbells: how one side wakes the other when it went to sleep.
+//!
+//! A connection's doorbell is the Unix stream socket it was set up over, which stays open
+//! for the connection's life. Ringing sends one byte to the peer; the sleeping side waits
+//! for its end to become readable and then [drains](Doorbell::drain) it. Rings are only
+//! hints (the woken side re-checks its ring), so a full socket buffer means the peer has
+//! rings waiting already and a ring may be dropped. The same socket tells the sleeper that
+//! the peer died: the kernel closes the peer's end.
+//!
+//! Why a socket rather than eventfds passed to the peer: a passed descriptor shares its
+//! open file description with the peer, which could clear `O_NONBLOCK` on it and make our
+//! ring or drain block a thread that serves other connections. Each end of a socket is
+//! its owner's alone, and every call here passes `MSG_DONTWAIT` anyway.
+
+use std::fmt;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+
+use crate::ring::Wake;
+use crate::sys;
+
+/// One end of a connected Unix stream socket, used as a doorbell.
+pub struct Doorbell {
+    socket: OwnedFd,
+}
+
+/// What a drain found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drained {
+    /// The peer rang since the last drain.
+    Rung,
+    /// Nothing arrived.
+    Quiet,
+    /// The peer closed its end: it exited or dropped the connection.
+    PeerGone,
+}
+
+impl Doorbell {
+    /// Uses `socket` (a connected Unix stream socket) as a doorbell.
+    pub fn new(socket: OwnedFd) -> Doorbell {
+        Doorbell { socket }
+    }
+
+    /// Reads whatever rings arrived, without blocking.
+    pub fn drain(&self) -> io::Result<Drained> {
+        drain(self.socket.as_fd())
+    }
+
+    /// Wakes the peer. Never blocks. Failures are ignored: a full socket means rings are
+    /// already waiting for the peer, and a closed one means the peer is gone, which its
+    /// side of the socket reports to whoever waits on it.
+    pub fn ring(&self) {
+        loop {
+            match sys::send_nonblocking(self.socket.as_fd(), &[1]) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                _ => return,
+            }
+        }
+    }
+
+    /// Shuts the socket down in both directions: the peer sees end of file at once, even
+    /// if other descriptors of the socket are still open in this process.
+    pub fn hang_up(&self) {
+        // Fails only if the socket is not connected any more, which is the goal anyway.
+        let _ = sys::shutdown(self.socket.as_fd());
+    }
+}
+
+/// Reads whatever rings arrived on a doorbell socket (any descriptor of it), without
+/// blocking.
+pub fn drain(socket: BorrowedFd<'_>) -> io::Result<Drained> {
+    let mut buf = [0u8; 64];
+    let mut rung = false;
+    loop {
+        match sys::recv_nonblocking(socket, &mut buf) {
+            Ok(0) => return Ok(Drained::PeerGone),
+            Ok(_) => rung = true,
+            Err(e) => match e.kind() {
+                io::ErrorKind::WouldBlock => {
+                    return Ok(if rung { Drained::Rung } else { Drained::Quiet });
+                }
+                io::ErrorKind::Interrupted => {}
+                io::ErrorKind::ConnectionReset => return Ok(Drained::PeerGone),
+                _ => return Err(e),
+            },
+        }
+    }
+}
+
+impl Wake for Doorbell {
+    fn wake(&self) {
+        self.ring();
+    }
+}
+
+impl AsFd for Doorbell {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.socket.as_fd()
+    }
+}
+
+impl AsRawFd for Doorbell {
+    fn as_raw_fd(&self) -> RawFd {
+        self.socket.as_raw_fd()
+    }
+}
+
+impl fmt::Debug for Doorbell {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Doorbell")
+            .field("socket", &self.socket.as_raw_fd())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::net::UnixStream;
+
+    use super::*;
+
+    fn pair() -> (Doorbell, Doorbell) {
+        let (a, b) = UnixStream::pair().unwrap();
+        (Doorbell::new(a.into()), Doorbell::new(b.into()))
+    }
+
+    #[test]
+    fn rings_are_drained_once() {
+        let (a, b) = pair();
+        assert_eq!(b.drain().unwrap(), Drained::Quiet);
+        a.ring();
+        a.ring();
+        assert_eq!(b.drain().unwrap(), Drained::Rung);
+        assert_eq!(b.drain().unwrap(), Drained::Quiet);
+        (&a as &dyn Wake).wake();
+        assert_eq!(b.drain().unwrap(), Drained::Rung);
+    }
+
+    #[test]
+    fn ringing_a_full_socket_does_not_block() {
+        let (a, b) = pair();
+        for _ in 0..1_000_000 {
+            a.ring();
+        }
+        assert_eq!(b.drain().unwrap(), Drained::Rung);
+    }
+
+    #[test]
+    fn the_peer_going_away_is_seen_even_after_rings() {
+        let (a, b) = pair();
+        a.ring();
+        drop(a);
+        assert_eq!(b.drain().unwrap(), Drained::PeerGone);
+        b.ring(); // no SIGPIPE, no error
+    }
+
+    #[test]
+    fn hanging_up_is_seen_while_other_descriptors_stay_open() {
+        let (a, b) = pair();
+        let duplicate = a.socket.try_clone().unwrap();
+        a.hang_up();
+        assert_eq!(b.drain().unwrap(), Drained::PeerGone);
+        drop(duplicate);
+    }
+}

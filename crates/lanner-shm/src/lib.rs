@@ -1,0 +1,35 @@
+//! # lanner-shm: the shared-memory medium
+//!
+//! Two processes on one host talk through a mapping they share: one
+//! single-producer/single-consumer ring of variable-size messages per direction, and an
+//! eventfd doorbell per waiting party. Once connected, sending and receiving are plain
+//! loads and stores; the kernel is entered only to wake a peer that went to sleep.
+//!
+//! This crate has no async runtime: it provides the rings ([`ring`]), the region layout
+//! ([`region`]), doorbells ([`doorbell`]) and the Unix-socket plumbing that hands a region
+//! to the peer ([`sys`]). The `lanner` runtime builds its `shm://` transport on them.
+//!
+//! ## Trust
+//!
+//! The peer can write anything into the shared region at any time. Every value read from
+//! it is copied out once, then validated; offsets and lengths are bounds-checked against
+//! values this side owns; a value is never read twice. The worst a hostile peer can do is
+//! break its own connection (a [`RingError`]) or hand us garbage payload bytes.
+
+#[cfg(not(loom))]
+pub mod doorbell;
+#[cfg(not(loom))]
+pub mod region;
+pub mod ring;
+#[cfg(not(loom))]
+pub mod sys;
+
+mod memory;
+mod sync;
+
+#[cfg(not(loom))]
+pub use region::{Region, Side};
+pub use ring::{Consumer, Producer, Record, Reservation, RingError, Wake};
+
+#[cfg(all(test, not(loom)))]
+mod tests;

@@ -1,0 +1,250 @@
+//! The raw memory of one ring: its control words and its data area.
+//!
+//! This is the only module of the ring that touches raw pointers. The control block is
+//! four cache lines (so producer and consumer never write the same line):
+//!
+//! ```text
+//! +0    tail: u64       bytes ever published by the producer
+//! +64   head: u64       bytes ever released by the consumer
+//! +128  sleeping: u32   the consumer sleeps on its doorbell (set by it, cleared by the producer)
+//! +192  waiting: u32    the producer waits for space (set by it, cleared by the consumer)
+//! ```
+//!
+//! The data area holds the records. Both sides only ever access it through copies
+//! ([`RingMemory::read`], [`RingMemory::write`]) or through a slice of a record this side
+//! owns at the moment (a reservation being filled, a received record held in place).
+
+use std::any::Any;
+
+use crate::sync::{AtomicU32, AtomicU64};
+
+/// Size of a control block in bytes.
+pub(crate) const CONTROL_SIZE: usize = 256;
+
+#[cfg(not(loom))]
+struct Control {
+    base: *mut u8,
+}
+
+#[cfg(not(loom))]
+impl Control {
+    fn word64(&self, offset: usize) -> &AtomicU64 {
+        // SAFETY: `base` is 64-byte aligned with CONTROL_SIZE bytes that live as long as
+        // the RingMemory (guaranteed by its constructors); offsets 0 and 64 are aligned for
+        // u64; both processes access these words only atomically.
+        unsafe { AtomicU64::from_ptr(self.base.add(offset).cast()) }
+    }
+
+    fn word32(&self, offset: usize) -> &AtomicU32 {
+        // SAFETY: as in `word64`; offsets 128 and 192 are aligned for u32.
+        unsafe { AtomicU32::from_ptr(self.base.add(offset).cast()) }
+    }
+}
+
+#[cfg(loom)]
+struct Control {
+    tail: AtomicU64,
+    head: AtomicU64,
+    sleeping: AtomicU32,
+    waiting: AtomicU32,
+}
+
+/// One ring's control block and data area, and whatever keeps their memory alive.
+pub(crate) struct RingMemory {
+    control: Control,
+    data: *mut u8,
+    capacity: usize,
+    _keep: Box<dyn Any + Send + Sync>,
+}
+
+// SAFETY: the memory is plain bytes kept alive by `_keep`; the control words are atomics,
+// and the data area is accessed only under the ring protocol (each byte range is owned by
+// one side at a time; a hostile peer breaking that can only garble payload bytes).
+unsafe impl Send for RingMemory {}
+// SAFETY: see `Send`; shared references only perform atomic operations and copies.
+unsafe impl Sync for RingMemory {}
+
+impl RingMemory {
+    /// A ring in memory owned by `keep` (a shared mapping).
+    ///
+    /// # Safety
+    /// `control` must be 64-byte aligned and valid for CONTROL_SIZE bytes, `data` valid
+    /// for `capacity` bytes, both for as long as `keep` lives, and not used by anything
+    /// else in this process.
+    #[cfg(not(loom))]
+    pub(crate) unsafe fn in_mapping(
+        control: *mut u8,
+        data: *mut u8,
+        capacity: usize,
+        keep: Box<dyn Any + Send + Sync>,
+    ) -> RingMemory {
+        RingMemory {
+            control: Control { base: control },
+            data,
+            capacity,
+            _keep: keep,
+        }
+    }
+
+    /// A ring on the heap, zeroed: for tests, fuzzing and model checking.
+    pub(crate) fn heap(capacity: usize) -> RingMemory {
+        assert!(capacity.is_power_of_two() && capacity >= 64);
+        let mut data = vec![0u64; capacity / 8].into_boxed_slice();
+        let data_ptr = data.as_mut_ptr().cast::<u8>();
+        #[cfg(not(loom))]
+        {
+            let mut control = vec![Line([0; 64]); CONTROL_SIZE / 64].into_boxed_slice();
+            let control_ptr = control.as_mut_ptr().cast::<u8>();
+            RingMemory {
+                control: Control { base: control_ptr },
+                data: data_ptr,
+                capacity,
+                _keep: Box::new((control, data)),
+            }
+        }
+        #[cfg(loom)]
+        RingMemory {
+            control: Control {
+                tail: AtomicU64::new(0),
+                head: AtomicU64::new(0),
+                sleeping: AtomicU32::new(0),
+                waiting: AtomicU32::new(0),
+            },
+            data: data_ptr,
+            capacity,
+            _keep: Box::new(data),
+        }
+    }
+
+    /// Bytes in the data area.
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Bytes ever published by the producer.
+    pub(crate) fn tail(&self) -> &AtomicU64 {
+        #[cfg(not(loom))]
+        return self.control.word64(0);
+        #[cfg(loom)]
+        return &self.control.tail;
+    }
+
+    /// Bytes ever released by the consumer.
+    pub(crate) fn head(&self) -> &AtomicU64 {
+        #[cfg(not(loom))]
+        return self.control.word64(64);
+        #[cfg(loom)]
+        return &self.control.head;
+    }
+
+    /// Set while the consumer sleeps waiting for records.
+    pub(crate) fn sleeping(&self) -> &AtomicU32 {
+        #[cfg(not(loom))]
+        return self.control.word32(128);
+        #[cfg(loom)]
+        return &self.control.sleeping;
+    }
+
+    /// Set while the producer waits for space.
+    pub(crate) fn waiting(&self) -> &AtomicU32 {
+        #[cfg(not(loom))]
+        return self.control.word32(192);
+        #[cfg(loom)]
+        return &self.control.waiting;
+    }
+
+    fn check_range(&self, offset: usize, len: usize) {
+        // Callers validate every peer-provided offset first; this guards our own logic.
+        assert!(
+            offset <= self.capacity && len <= self.capacity - offset,
+            "ring access out of bounds"
+        );
+    }
+
+    /// Copies `dst.len()` bytes out of the data area at `offset`.
+    pub(crate) fn read(&self, offset: usize, dst: &mut [u8]) {
+        self.check_range(offset, dst.len());
+        copy_from_shared(self.data.wrapping_add(offset), dst);
+    }
+
+    /// Copies `src` into the data area at `offset`.
+    pub(crate) fn write(&self, offset: usize, src: &[u8]) {
+        self.check_range(offset, src.len());
+        copy_to_shared(self.data.wrapping_add(offset), src);
+    }
+
+    /// The data bytes at `offset..offset + len`, for a record this side owns until the
+    /// returned pointer is dropped (see [`InPlace`]).
+    pub(crate) fn range_ptr(&self, offset: usize, len: usize) -> *mut u8 {
+        self.check_range(offset, len);
+        self.data.wrapping_add(offset)
+    }
+}
+
+/// One cache line of zeroes, to allocate an aligned heap control block.
+#[cfg(not(loom))]
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([u8; 64]);
+
+/// Copies `dst.len()` bytes from shared memory at `src`.
+pub(crate) fn copy_from_shared(src: *const u8, dst: &mut [u8]) {
+    // SAFETY: callers pass a pointer valid for `dst.len()` bytes (checked by
+    // `check_range` or by the region layout). The peer may write those bytes concurrently;
+    // a byte copy then yields some mix of old and new bytes, which callers validate.
+    unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) }
+}
+
+/// Copies `src` into shared memory at `dst`.
+pub(crate) fn copy_to_shared(dst: *mut u8, src: &[u8]) {
+    // SAFETY: callers pass a pointer valid for `src.len()` bytes that this side owns under
+    // the ring protocol (a reservation, or the header before the peer has the region).
+    unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) }
+}
+
+/// A received record left in the ring: its bytes stay valid, and its ring space stays
+/// reserved, until this is dropped.
+pub(crate) struct InPlace<R: Send + Sync + 'static> {
+    ptr: *const u8,
+    len: usize,
+    /// Releases the space on drop; also keeps the memory alive.
+    _release: R,
+}
+
+// SAFETY: the pointed-to bytes are kept alive by `release` (which owns an Arc of the ring
+// memory) and are never written by this process while the record is held.
+unsafe impl<R: Send + Sync + 'static> Send for InPlace<R> {}
+
+impl<R: Send + Sync + 'static> InPlace<R> {
+    /// Wraps `len` bytes at `ptr` (from [`RingMemory::range_ptr`] of the memory that
+    /// `release` keeps alive).
+    pub(crate) fn new(ptr: *const u8, len: usize, release: R) -> Self {
+        InPlace {
+            ptr,
+            len,
+            _release: release,
+        }
+    }
+}
+
+impl<R: Send + Sync + 'static> AsRef<[u8]> for InPlace<R> {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: `ptr` is valid for `len` bytes for as long as `release` lives (it holds
+        // the ring memory and the record's space), and this process never writes them.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+/// A mutable view of a reserved range: for building a message in place.
+///
+/// # Safety
+/// The caller must own `offset..offset + len` under the ring protocol (a reservation) and
+/// hand out no other view of it while the returned slice lives.
+// The ring's memory is shared (like an `UnsafeCell`): exclusivity comes from the protocol.
+#[allow(clippy::mut_from_ref)]
+pub(crate) unsafe fn reserved_slice(memory: &RingMemory, offset: usize, len: usize) -> &mut [u8] {
+    let ptr = memory.range_ptr(offset, len);
+    // SAFETY: the range lies in the data area (checked by `range_ptr`), lives as long as
+    // `memory`, and is exclusively ours per the caller's contract.
+    unsafe { std::slice::from_raw_parts_mut(ptr, len) }
+}

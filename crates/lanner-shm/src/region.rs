@@ -1,0 +1,176 @@
+//! The shared region: one mapping holding both rings of a connection.
+//!
+//! ```text
+//! offset 0            header line: magic u64 | version u32 | ring capacity u32
+//! offset 256          ring 0 control (client → server): 4 cache lines
+//! offset 512          ring 1 control (server → client): 4 cache lines
+//! offset 4096         ring 0 data, `capacity` bytes
+//! offset 4096 + cap   ring 1 data, `capacity` bytes
+//! ```
+//!
+//! The server creates the region in a sealed memfd (its size cannot change, so the
+//! client's accesses can never fault) and passes the descriptor to the client, which
+//! checks the seals and size before mapping it and reads the header once.
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use crate::memory::{self, RingMemory};
+use crate::ring::Wake;
+use crate::ring::{Consumer, Producer};
+use crate::sync::Arc;
+use crate::sys::{self, Mapping};
+
+const MAGIC: u64 = u64::from_le_bytes(*b"LANNRSHM");
+const VERSION: u32 = 1;
+const CONTROL_OFFSETS: [usize; 2] = [256, 512];
+const DATA_OFFSET: usize = 4096;
+
+/// The smallest ring capacity accepted (4 KiB).
+pub const MIN_CAPACITY: usize = 4096;
+/// The largest ring capacity accepted (1 GiB).
+pub const MAX_CAPACITY: usize = 1 << 30;
+
+/// Which end of a connection this process is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The process that connected; it produces into ring 0 and consumes ring 1.
+    Client,
+    /// The process that created the region; it produces into ring 1 and consumes ring 0.
+    Server,
+}
+
+/// A mapped region with both rings of one connection.
+#[derive(Debug)]
+pub struct Region {
+    mapping: Arc<Mapping>,
+    capacity: usize,
+}
+
+fn check_capacity(capacity: usize) -> io::Result<()> {
+    if capacity.is_power_of_two() && (MIN_CAPACITY..=MAX_CAPACITY).contains(&capacity) {
+        Ok(())
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "ring capacity {capacity} must be a power of two from {MIN_CAPACITY} to {MAX_CAPACITY}"
+            ),
+        ))
+    }
+}
+
+impl Region {
+    /// The size of a region whose rings hold `capacity` bytes each.
+    pub fn len_for(capacity: usize) -> usize {
+        DATA_OFFSET + 2 * capacity
+    }
+
+    /// Creates a region with two rings of `capacity` bytes (a power of two, at least
+    /// [`MIN_CAPACITY`]); returns it and the sealed memfd to pass to the peer.
+    pub fn create(capacity: usize) -> io::Result<(Region, OwnedFd)> {
+        check_capacity(capacity)?;
+        let fd = sys::create_sealed_memfd("lanner-shm", Region::len_for(capacity))?;
+        let mapping = Mapping::map_shared(fd.as_fd(), Region::len_for(capacity))?;
+        let region = Region {
+            mapping: Arc::new(mapping),
+            capacity,
+        };
+        let capacity_word = u32::try_from(capacity).expect("checked above");
+        region.write_header(MAGIC, VERSION, capacity_word);
+        Ok((region, fd))
+    }
+
+    /// Maps a region received from the server, after checking that its memfd is sealed
+    /// against resizing and has the size `capacity` implies, and that its header matches.
+    pub fn open(fd: BorrowedFd<'_>, capacity: usize) -> io::Result<Region> {
+        check_capacity(capacity)?;
+        sys::check_peer_memfd(fd, Region::len_for(capacity))?;
+        let mapping = Mapping::map_shared(fd, Region::len_for(capacity))?;
+        let region = Region {
+            mapping: Arc::new(mapping),
+            capacity,
+        };
+        let (magic, version, capacity_word) = region.read_header();
+        if magic != MAGIC {
+            return Err(invalid(
+                "the shared region does not start with Lanner's magic",
+            ));
+        }
+        if version != VERSION {
+            return Err(invalid(&format!(
+                "the shared region has layout version {version}; this build speaks {VERSION}"
+            )));
+        }
+        if capacity_word as usize != capacity {
+            return Err(invalid(&format!(
+                "the shared region's header says ring capacity {capacity_word}, the setup message said {capacity}"
+            )));
+        }
+        Ok(region)
+    }
+
+    /// Bytes per ring.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// This side's two ends: the producer of its outgoing ring and the consumer of its
+    /// incoming ring. `wake_peer` wakes the peer when it sleeps waiting for messages or
+    /// for ring space. Received messages of at least `in_place_min` bytes are handed out
+    /// in place (see [`Consumer`]).
+    pub fn split(
+        self,
+        side: Side,
+        wake_peer: Arc<dyn Wake>,
+        in_place_min: usize,
+    ) -> (Producer, Consumer) {
+        let (outgoing, incoming) = match side {
+            Side::Client => (0, 1),
+            Side::Server => (1, 0),
+        };
+        (
+            Producer::new(Arc::new(self.ring(outgoing)), wake_peer.clone()),
+            Consumer::new(Arc::new(self.ring(incoming)), wake_peer, in_place_min),
+        )
+    }
+
+    fn ring(&self, index: usize) -> RingMemory {
+        let base = self.mapping.as_ptr();
+        // Both offsets lie inside the mapping: the control blocks are in the first page and
+        // data areas follow it, and the mapping is `len_for(capacity)` bytes long.
+        let control = base.wrapping_add(CONTROL_OFFSETS[index]);
+        let data = base.wrapping_add(DATA_OFFSET + index * self.capacity);
+        // SAFETY: `control` is 64-byte aligned (page base + 256 or 512) with four cache
+        // lines inside the mapping, `data` has `capacity` bytes inside it, and the ring keeps
+        // the mapping alive through its clone of the `Arc`.
+        unsafe {
+            RingMemory::in_mapping(control, data, self.capacity, Box::new(self.mapping.clone()))
+        }
+    }
+
+    fn write_header(&self, magic: u64, version: u32, capacity: u32) {
+        let mut header = [0u8; 16];
+        header[..8].copy_from_slice(&magic.to_le_bytes());
+        header[8..12].copy_from_slice(&version.to_le_bytes());
+        header[12..16].copy_from_slice(&capacity.to_le_bytes());
+        memory::copy_to_shared(self.mapping.as_ptr(), &header);
+    }
+
+    fn read_header(&self) -> (u64, u32, u32) {
+        let mut header = [0u8; 16];
+        memory::copy_from_shared(self.mapping.as_ptr(), &mut header);
+        let word = |range: std::ops::Range<usize>| {
+            let mut bytes = [0u8; 4];
+            bytes.copy_from_slice(&header[range]);
+            u32::from_le_bytes(bytes)
+        };
+        let mut magic = [0u8; 8];
+        magic.copy_from_slice(&header[..8]);
+        (u64::from_le_bytes(magic), word(8..12), word(12..16))
+    }
+}
+
+fn invalid(message: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, message.to_owned())
+}

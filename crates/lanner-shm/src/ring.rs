@@ -1,0 +1,500 @@
+//! A single-producer/single-consumer ring of variable-size records.
+//!
+//! Positions (`tail`, `head`) count bytes ever written and released, so they only grow;
+//! a position's place in the data area is `position % capacity`. A record is an 8-byte
+//! header (`len: u32`, `flags: u32`, little-endian) followed by `len` payload bytes, padded
+//! to a multiple of 8. Records never wrap: when one does not fit before the end of the
+//! data area, the producer publishes a padding record that fills the rest, and the record
+//! starts at offset 0.
+//!
+//! The producer publishes by storing `tail` (release); the consumer releases space by
+//! storing `head`. A side about to sleep sets its flag with a swap, then re-checks the
+//! ring; the other side, after storing its position, always clears the flag with a swap
+//! and rings the doorbell only if it was set. Both are read-modify-writes of the same
+//! word, so one comes first in its modification order: if the waker's swap comes first,
+//! the sleeper's swap reads from it (acquire/release) and its re-check sees the new
+//! position; otherwise the waker sees the flag and rings. No wake-up is lost (the loom
+//! tests check it), and a doorbell costs a system call only when the peer really sleeps.
+//!
+//! Received records are either copied out (small ones, released at once) or handed out in
+//! place as a [`Bytes`] that keeps the record's space reserved until dropped; `head` then
+//! advances over the oldest records as soon as all of them are released. A held in-place
+//! record therefore holds back the ring behind it: receivers that keep payloads for long
+//! should copy them.
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+
+use crate::memory::{InPlace, RingMemory, reserved_slice};
+use crate::sync::{Arc, AtomicUsize, Mutex, Ordering};
+
+/// Something that wakes a sleeping party. The rings call it only when the party said it
+/// is asleep, so a call is rare on a busy connection.
+pub trait Wake: Send + Sync {
+    /// Wakes the party. Must not block.
+    fn wake(&self);
+}
+
+/// Size of a record header.
+pub const RECORD_HEADER: usize = 8;
+const FLAG_PADDING: u32 = 1;
+const FLAG_MORE: u32 = 2;
+const KNOWN_FLAGS: u32 = FLAG_PADDING | FLAG_MORE;
+
+/// The peer broke the ring protocol.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("shared-memory ring corrupted by the peer: {0}")]
+pub struct RingError(pub &'static str);
+
+/// Space a record of `len` payload bytes takes in the ring.
+pub fn record_size(len: usize) -> usize {
+    RECORD_HEADER + len.next_multiple_of(8)
+}
+
+fn encode_header(len: u32, flags: u32) -> [u8; RECORD_HEADER] {
+    let mut header = [0u8; RECORD_HEADER];
+    header[..4].copy_from_slice(&len.to_le_bytes());
+    header[4..].copy_from_slice(&flags.to_le_bytes());
+    header
+}
+
+fn decode_header(header: [u8; RECORD_HEADER]) -> (u32, u32) {
+    let [a, b, c, d, e, f, g, h] = header;
+    (
+        u32::from_le_bytes([a, b, c, d]),
+        u32::from_le_bytes([e, f, g, h]),
+    )
+}
+
+/// The writing end of a ring.
+pub struct Producer {
+    memory: Arc<RingMemory>,
+    /// Our own copy of `tail`: never read back from shared memory.
+    tail: u64,
+    /// The last `head` read and validated.
+    head: u64,
+    wake_consumer: Arc<dyn Wake>,
+}
+
+impl std::fmt::Debug for Producer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Producer")
+            .field("tail", &self.tail)
+            .field("head", &self.head)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Producer {
+    pub(crate) fn new(memory: Arc<RingMemory>, wake_consumer: Arc<dyn Wake>) -> Producer {
+        Producer {
+            memory,
+            tail: 0,
+            head: 0,
+            wake_consumer,
+        }
+    }
+
+    /// Bytes in the ring's data area.
+    pub fn capacity(&self) -> usize {
+        self.memory.capacity()
+    }
+
+    /// The largest record payload that fits in the ring at all.
+    pub fn max_record_len(&self) -> usize {
+        (self.capacity() - RECORD_HEADER).min(u32::MAX as usize)
+    }
+
+    fn capacity_u64(&self) -> u64 {
+        self.capacity() as u64
+    }
+
+    /// Re-reads `head`. A value that goes backwards, past our tail or more than a ring
+    /// behind it is a protocol violation.
+    fn refresh_head(&mut self) -> Result<(), RingError> {
+        let head = self.memory.head().load(Ordering::Acquire);
+        if head > self.tail || self.tail - head > self.capacity_u64() || head % 8 != 0 {
+            return Err(RingError("the consumer's position is out of range"));
+        }
+        // A stale or lying head that goes backwards only shrinks our free space.
+        self.head = self.head.max(head);
+        Ok(())
+    }
+
+    fn free(&self) -> u64 {
+        self.capacity_u64() - (self.tail - self.head)
+    }
+
+    /// Reserves room for a record of `len` payload bytes (at most
+    /// [`Producer::max_record_len`]). `Ok(None)` if the ring has no room now: call
+    /// [`Producer::prepare_wait`] and wait for the peer's doorbell.
+    pub fn try_reserve(&mut self, len: usize) -> Result<Option<Reservation<'_>>, RingError> {
+        assert!(len <= self.max_record_len(), "record larger than the ring");
+        let need = record_size(len) as u64;
+        let offset = self.tail % self.capacity_u64();
+        let to_end = self.capacity_u64() - offset;
+        if need > to_end {
+            // Fill the rest with padding first; the record starts at offset 0.
+            if to_end > self.free() {
+                self.refresh_head()?;
+                if to_end > self.free() {
+                    return Ok(None);
+                }
+            }
+            let pad = u32::try_from(to_end - RECORD_HEADER as u64).unwrap_or(u32::MAX);
+            self.memory
+                .write(offset as usize, &encode_header(pad, FLAG_PADDING));
+            self.publish(self.tail + to_end);
+        }
+        if need > self.free() {
+            self.refresh_head()?;
+            if need > self.free() {
+                return Ok(None);
+            }
+        }
+        Ok(Some(Reservation {
+            producer: self,
+            len,
+        }))
+    }
+
+    /// Announces that this side will sleep until the consumer frees room for a record of
+    /// `len` bytes. Returns false if room appeared meanwhile (do not sleep: retry).
+    pub fn prepare_wait(&mut self, len: usize) -> Result<bool, RingError> {
+        self.memory.waiting().swap(1, Ordering::AcqRel);
+        self.refresh_head()?;
+        let offset = self.tail % self.capacity_u64();
+        let to_end = self.capacity_u64() - offset;
+        let need = record_size(len) as u64;
+        let fits = if need > to_end {
+            to_end <= self.free()
+        } else {
+            need <= self.free()
+        };
+        if fits {
+            // A swap, not a store (see `Consumer::prepare_sleep`).
+            self.memory.waiting().swap(0, Ordering::AcqRel);
+        }
+        Ok(!fits)
+    }
+
+    fn publish(&mut self, tail: u64) {
+        self.tail = tail;
+        self.memory.tail().store(tail, Ordering::Release);
+        // Always a read-modify-write: see the module docs for why this cannot miss a
+        // consumer going to sleep.
+        if self.memory.sleeping().swap(0, Ordering::AcqRel) != 0 {
+            self.wake_consumer.wake();
+        }
+    }
+}
+
+/// Room for one record, being filled. Nothing is visible to the consumer until
+/// [`Reservation::commit`]; dropping the reservation abandons it.
+pub struct Reservation<'a> {
+    producer: &'a mut Producer,
+    len: usize,
+}
+
+impl Reservation<'_> {
+    fn payload_offset(&self) -> usize {
+        (self.producer.tail % self.producer.capacity_u64()) as usize + RECORD_HEADER
+    }
+
+    /// The record's payload bytes, to build the message in place. Their initial contents
+    /// are unspecified.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        let offset = self.payload_offset();
+        // SAFETY: the reservation owns this range until it is committed or dropped, and
+        // the `&mut self` borrow makes this the only view of it.
+        unsafe { reserved_slice(&self.producer.memory, offset, self.len) }
+    }
+
+    /// Copies `bytes` into the payload at `offset`.
+    pub fn write(&mut self, offset: usize, bytes: &[u8]) {
+        assert!(offset <= self.len && bytes.len() <= self.len - offset);
+        let at = self.payload_offset() + offset;
+        self.producer.memory.write(at, bytes);
+    }
+
+    /// Publishes the record. `more` marks it as a fragment: the next record continues the
+    /// same message.
+    pub fn commit(self, more: bool) {
+        let producer = self.producer;
+        let offset = (producer.tail % producer.capacity_u64()) as usize;
+        let flags = if more { FLAG_MORE } else { 0 };
+        let len = u32::try_from(self.len).expect("len ≤ max_record_len");
+        producer.memory.write(offset, &encode_header(len, flags));
+        let tail = producer.tail + record_size(self.len) as u64;
+        producer.publish(tail);
+    }
+}
+
+/// A received record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// The payload: copied out, or in place in the ring.
+    pub bytes: Bytes,
+    /// A fragment: the next record continues the same message.
+    pub more: bool,
+}
+
+/// What the consumer and the holders of in-place records share: the order in which held
+/// records release their space.
+struct Releases {
+    memory: Arc<RingMemory>,
+    wake_producer: Arc<dyn Wake>,
+    /// Held records, oldest first: (end position, released).
+    held: Mutex<HeldRecords>,
+    /// Number of entries in `held`, readable without the lock.
+    held_count: AtomicUsize,
+}
+
+struct HeldRecords {
+    spans: VecDeque<(u64, bool)>,
+    /// Sequence number of `spans[0]`.
+    first_seq: u64,
+}
+
+impl Releases {
+    /// Moves `head` to `position` and wakes a producer waiting for space.
+    fn advance_head(&self, position: u64) {
+        self.memory.head().store(position, Ordering::Release);
+        if self.memory.waiting().swap(0, Ordering::AcqRel) != 0 {
+            self.wake_producer.wake();
+        }
+    }
+
+    fn lock(&self) -> crate::sync::MutexGuard<'_, HeldRecords> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The space up to `end` was consumed and is not held: release it now, or as soon as
+    /// every held record before it is released.
+    fn release_consumed(&self, end: u64) {
+        if self.held_count.load(Ordering::Acquire) == 0 {
+            // Nothing is held and only the consumer (us) adds held records.
+            self.advance_head(end);
+            return;
+        }
+        let mut held = self.lock();
+        if held.spans.is_empty() {
+            drop(held);
+            self.advance_head(end);
+        } else {
+            held.spans.push_back((end, true));
+            self.held_count.store(held.spans.len(), Ordering::Release);
+        }
+    }
+
+    /// Registers a record handed out in place; returns its sequence number.
+    fn hold(&self, end: u64) -> u64 {
+        let mut held = self.lock();
+        held.spans.push_back((end, false));
+        self.held_count.store(held.spans.len(), Ordering::Release);
+        held.first_seq + held.spans.len() as u64 - 1
+    }
+
+    /// A holder dropped its record.
+    fn release_held(&self, seq: u64) {
+        let mut held = self.lock();
+        let index = (seq - held.first_seq) as usize;
+        held.spans[index].1 = true;
+        let mut new_head = None;
+        while let Some(&(end, true)) = held.spans.front() {
+            held.spans.pop_front();
+            held.first_seq += 1;
+            new_head = Some(end);
+        }
+        if let Some(head) = new_head {
+            self.advance_head(head);
+        }
+        self.held_count.store(held.spans.len(), Ordering::Release);
+    }
+}
+
+/// Gives a held record's space back when its [`Bytes`] is dropped.
+struct HeldRecord {
+    releases: Arc<Releases>,
+    seq: u64,
+}
+
+impl Drop for HeldRecord {
+    fn drop(&mut self) {
+        self.releases.release_held(self.seq);
+    }
+}
+
+/// The reading end of a ring.
+pub struct Consumer {
+    releases: Arc<Releases>,
+    /// Position of the next record: our own, never read back from shared memory.
+    read: u64,
+    /// The last `tail` read and validated.
+    tail: u64,
+    in_place_min: usize,
+}
+
+impl std::fmt::Debug for Consumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Consumer")
+            .field("read", &self.read)
+            .field("tail", &self.tail)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Consumer {
+    pub(crate) fn new(
+        memory: Arc<RingMemory>,
+        wake_producer: Arc<dyn Wake>,
+        in_place_min: usize,
+    ) -> Consumer {
+        Consumer {
+            releases: Arc::new(Releases {
+                memory,
+                wake_producer,
+                held: Mutex::new(HeldRecords {
+                    spans: VecDeque::new(),
+                    first_seq: 0,
+                }),
+                held_count: AtomicUsize::new(0),
+            }),
+            read: 0,
+            tail: 0,
+            in_place_min: in_place_min.max(1),
+        }
+    }
+
+    fn memory(&self) -> &RingMemory {
+        &self.releases.memory
+    }
+
+    fn capacity(&self) -> u64 {
+        self.memory().capacity() as u64
+    }
+
+    /// True if a record may be waiting (a cheap check of the producer's position).
+    pub fn has_pending(&self) -> bool {
+        self.read != self.tail || self.memory().tail().load(Ordering::Relaxed) != self.read
+    }
+
+    /// Reads `tail`. A value that goes backwards or more than a ring ahead of what we
+    /// released is a protocol violation.
+    fn refresh_tail(&mut self) -> Result<(), RingError> {
+        let tail = self.memory().tail().load(Ordering::Acquire);
+        // `read - capacity` bounds what is still unreleased; held records keep the head
+        // lower, but the producer never had more than `capacity` beyond the head.
+        if tail < self.tail || tail % 8 != 0 || tail - self.read > self.capacity() {
+            return Err(RingError("the producer's position is out of range"));
+        }
+        self.tail = tail;
+        Ok(())
+    }
+
+    /// Takes the next record, if one has been published.
+    pub fn try_recv(&mut self) -> Result<Option<Record>, RingError> {
+        loop {
+            if self.read == self.tail {
+                self.refresh_tail()?;
+                if self.read == self.tail {
+                    return Ok(None);
+                }
+            }
+            let offset = (self.read % self.capacity()) as usize;
+            let available = self.tail - self.read;
+            let mut header = [0u8; RECORD_HEADER];
+            self.memory().read(offset, &mut header);
+            let (len, flags) = decode_header(header);
+            if flags & !KNOWN_FLAGS != 0 {
+                return Err(RingError("a record has unknown flags"));
+            }
+            let to_end = self.capacity() - offset as u64;
+            if flags & FLAG_PADDING != 0 {
+                if to_end > available {
+                    return Err(RingError("a padding record runs past the published data"));
+                }
+                self.read += to_end;
+                self.releases.release_consumed(self.read);
+                continue;
+            }
+            let size = record_size(len as usize) as u64;
+            if size > to_end || size > available {
+                return Err(RingError("a record runs past the published data"));
+            }
+            let start = offset + RECORD_HEADER;
+            let len = len as usize;
+            let more = flags & FLAG_MORE != 0;
+            self.read += size;
+            let bytes = if len >= self.in_place_min && !more {
+                let seq = self.releases.hold(self.read);
+                let ptr = self.memory().range_ptr(start, len);
+                let release = HeldRecord {
+                    releases: self.releases.clone(),
+                    seq,
+                };
+                Bytes::from_owner(InPlace::new(ptr, len, release))
+            } else {
+                let mut copy = vec![0u8; len];
+                self.memory().read(start, &mut copy);
+                self.releases.release_consumed(self.read);
+                Bytes::from(copy)
+            };
+            return Ok(Some(Record { bytes, more }));
+        }
+    }
+
+    /// Announces that this side will sleep until the producer publishes. Returns false if
+    /// a record arrived meanwhile (do not sleep: receive it).
+    pub fn prepare_sleep(&mut self) -> Result<bool, RingError> {
+        self.memory().sleeping().swap(1, Ordering::AcqRel);
+        self.refresh_tail()?;
+        if self.read != self.tail {
+            // A swap, not a store: a plain store here could come after the producer's
+            // swap in the flag's modification order without synchronizing with it, and
+            // the next sleep would then miss its publication (loom found this).
+            self.memory().sleeping().swap(0, Ordering::AcqRel);
+            return Ok(false);
+        }
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+impl Consumer {
+    /// The ring's memory, for tests that play a hostile peer.
+    pub(crate) fn shared(&self) -> &RingMemory {
+        &self.releases.memory
+    }
+}
+
+/// A producer and consumer sharing one ring on the heap, for tests, benchmarks of the ring
+/// itself, fuzzing and model checking.
+pub fn heap_ring(
+    capacity: usize,
+    wake_consumer: Arc<dyn Wake>,
+    wake_producer: Arc<dyn Wake>,
+    in_place_min: usize,
+) -> (Producer, Consumer) {
+    let memory = Arc::new(RingMemory::heap(capacity));
+    (
+        Producer::new(memory.clone(), wake_consumer),
+        Consumer::new(memory, wake_producer, in_place_min),
+    )
+}
+
+/// A consumer over a heap ring whose data area holds `contents` (truncated or zero-padded
+/// to `capacity`) and whose producer claims to have published `tail` bytes: what a hostile
+/// peer could present. For fuzzing the reader.
+pub fn hostile_consumer(capacity: usize, contents: &[u8], tail: u64) -> Consumer {
+    let memory = RingMemory::heap(capacity);
+    let len = contents.len().min(capacity);
+    memory.write(0, &contents[..len]);
+    memory.tail().store(tail, Ordering::Relaxed);
+    struct Nobody;
+    impl Wake for Nobody {
+        fn wake(&self) {}
+    }
+    Consumer::new(Arc::new(memory), Arc::new(Nobody), 1)
+}

@@ -1,0 +1,1006 @@
+//! Operating-system plumbing (Linux only): shared mappings, sealed memory files, descriptor
+//! passing over Unix sockets, and what the kernel knows about the peer.
+//!
+//! Setting up a region takes four calls on each side:
+//!
+//! * the creator: [`create_sealed_memfd`], [`Mapping::map_shared`], then [`send_with_fds`]
+//!   with the memfd (and its doorbells) attached;
+//! * the peer: [`recv_with_fds`], [`check_peer_memfd`] on the received memfd, then
+//!   [`Mapping::map_shared`].
+//!
+//! The seals matter: a mapping of a file that shrinks under it raises `SIGBUS` on access, so
+//! a memfd is only mapped once the kernel guarantees that nobody can shrink it.
+//!
+//! Every `unsafe` block sits in a small function of its own with the argument for its
+//! soundness next to it. Errors are [`io::Error`]s whose message names the failed step;
+//! `WouldBlock` and `Interrupted` from the socket calls come through untouched (and without
+//! allocating) so that callers can poll.
+
+use std::ffi::{CString, c_int, c_void};
+use std::fmt;
+use std::io;
+use std::mem::size_of;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr::{self, NonNull};
+
+/// The most descriptors [`send_with_fds`] sends, and [`recv_with_fds`] accepts, in one message.
+pub const MAX_PASSED_FDS: usize = 8;
+
+// ---------------------------------------------------------------------------------------------
+// Mapping
+
+/// A shared read-write mapping of a file descriptor; unmapped on drop.
+///
+/// The mapping hands out only a raw pointer: it never creates references into the memory,
+/// because the peer process may change any byte of it at any time. Users read and write it
+/// through raw pointers and atomics.
+pub struct Mapping {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: a `Mapping` owns plain shared memory and no thread-affine state; unmapping it from
+// another thread is fine. All it hands out is a raw pointer, whose users must synchronize
+// their accesses (through atomics), exactly as they must with the peer process.
+unsafe impl Send for Mapping {}
+
+// SAFETY: `&Mapping` only gives out the pointer and the length, both immutable; concurrent
+// accesses to the memory itself are the users' business, synchronized through atomics.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// Maps the first `len` bytes of `fd` shared and read-write
+    /// (`mmap(PROT_READ | PROT_WRITE, MAP_SHARED)`).
+    ///
+    /// Fails with `InvalidInput` if `len` is 0 or the file is shorter than `len` bytes. That
+    /// size check only protects against mistakes: a file that can still shrink makes every
+    /// access a potential `SIGBUS`, so check a peer's memfd with [`check_peer_memfd`] first.
+    pub fn map_shared(fd: BorrowedFd<'_>, len: usize) -> io::Result<Mapping> {
+        if len == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "cannot map 0 bytes of a file",
+            ));
+        }
+        let size = file_size(fd)?;
+        if size < len as u64 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("cannot map {len} bytes of a file that is only {size} bytes long"),
+            ));
+        }
+        let ptr =
+            mmap_shared(fd, len).map_err(|e| annotate(e, format_args!("mmap of {len} bytes")))?;
+        Ok(Mapping { ptr, len })
+    }
+
+    /// The first byte of the mapping. Valid for reads and writes of [`len`](Self::len)
+    /// bytes while `self` lives; the peer may write to it concurrently.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// The length of the mapping in bytes (never 0).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always `false`: [`Mapping::map_shared`] refuses to map 0 bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        munmap(self.ptr, self.len);
+    }
+}
+
+impl fmt::Debug for Mapping {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Mapping")
+            .field("ptr", &self.ptr)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+fn mmap_shared(fd: BorrowedFd<'_>, len: usize) -> io::Result<NonNull<u8>> {
+    // SAFETY: a null address lets the kernel choose a fresh range, so no existing memory of
+    // this process is replaced; `fd` is open for the duration of the call (it is borrowed).
+    // The result is checked against MAP_FAILED before use.
+    let ptr = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd.as_raw_fd(),
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    NonNull::new(ptr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned a null pointer"))
+}
+
+fn munmap(ptr: NonNull<u8>, len: usize) {
+    // SAFETY: `ptr` and `len` describe exactly one mapping made by `mmap_shared` and owned by
+    // the `Mapping` being dropped; no other code unmaps it, and `Mapping` never handed out
+    // references into it, so nothing safe can observe the memory after this call.
+    let ret = unsafe { libc::munmap(ptr.as_ptr().cast::<c_void>(), len) };
+    debug_assert_eq!(ret, 0, "munmap failed: {}", io::Error::last_os_error());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory files
+
+/// Creates an anonymous memory file of `len` bytes (`memfd_create` with `MFD_CLOEXEC |
+/// MFD_ALLOW_SEALING`, `ftruncate` to `len`), then seals it with `F_SEAL_SHRINK |
+/// F_SEAL_GROW | F_SEAL_SEAL` so that no process can change its size afterwards (a peer that
+/// could shrink it would make our accesses fault with `SIGBUS`).
+///
+/// `name` only shows up in `/proc/<pid>/fd` for debugging; it must not contain a NUL byte
+/// and is limited to 249 bytes by the kernel.
+pub fn create_sealed_memfd(name: &str, len: usize) -> io::Result<OwnedFd> {
+    let c_name = CString::new(name).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("memfd name {name:?} contains a NUL byte"),
+        )
+    })?;
+    let size = libc::off_t::try_from(len).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("memfd size {len} does not fit in off_t"),
+        )
+    })?;
+    let fd = memfd_create(&c_name, libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)
+        .map_err(|e| annotate(e, format_args!("memfd_create({name:?})")))?;
+    ftruncate(fd.as_fd(), size)
+        .map_err(|e| annotate(e, format_args!("ftruncate of memfd to {len} bytes")))?;
+    let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+    fcntl_int(fd.as_fd(), libc::F_ADD_SEALS, seals)
+        .map_err(|e| annotate(e, format_args!("sealing memfd (F_ADD_SEALS)")))?;
+    Ok(fd)
+}
+
+/// Checks that `fd`, received from a peer, is safe to map with `len` bytes: it must be a
+/// memfd sealed against shrinking whose seals are themselves sealed (`F_SEAL_SHRINK` and
+/// `F_SEAL_SEAL`), not sealed against writing, and exactly `len` bytes long.
+///
+/// Fails with `InvalidData` saying which check failed.
+pub fn check_peer_memfd(fd: BorrowedFd<'_>, len: usize) -> io::Result<()> {
+    let seals = fcntl_int(fd, libc::F_GET_SEALS, 0).map_err(|e| {
+        invalid_data(format!(
+            "peer descriptor is not a sealable memfd (F_GET_SEALS failed: {e})"
+        ))
+    })?;
+    if seals & libc::F_SEAL_SHRINK == 0 {
+        return Err(invalid_data(
+            "peer memfd is not sealed against shrinking (F_SEAL_SHRINK missing)".to_owned(),
+        ));
+    }
+    if seals & libc::F_SEAL_SEAL == 0 {
+        return Err(invalid_data(
+            "peer memfd's seals are not final (F_SEAL_SEAL missing)".to_owned(),
+        ));
+    }
+    if seals & (libc::F_SEAL_WRITE | libc::F_SEAL_FUTURE_WRITE) != 0 {
+        return Err(invalid_data(
+            "peer memfd is sealed against writing; it cannot be mapped read-write".to_owned(),
+        ));
+    }
+    let size = file_size(fd)?;
+    if size != len as u64 {
+        return Err(invalid_data(format!(
+            "peer memfd is {size} bytes long, expected exactly {len}"
+        )));
+    }
+    Ok(())
+}
+
+/// The size in bytes of the file behind `fd` (`fstat`).
+pub fn file_size(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    let stat = fstat(fd).map_err(|e| annotate(e, format_args!("fstat")))?;
+    u64::try_from(stat.st_size)
+        .map_err(|_| invalid_data(format!("fstat reported a negative size {}", stat.st_size)))
+}
+
+fn memfd_create(name: &std::ffi::CStr, flags: libc::c_uint) -> io::Result<OwnedFd> {
+    // SAFETY: `name` is a NUL-terminated string that outlives the call; memfd_create only
+    // reads it.
+    let fd = cvt(unsafe { libc::memfd_create(name.as_ptr(), flags) })?;
+    // SAFETY: memfd_create succeeded, so `fd` is a new descriptor that nothing else owns.
+    Ok(unsafe { adopt_new_fd(fd) })
+}
+
+fn ftruncate(fd: BorrowedFd<'_>, size: libc::off_t) -> io::Result<()> {
+    // SAFETY: ftruncate takes no pointers; `fd` is open for the duration of the call.
+    cvt(unsafe { libc::ftruncate(fd.as_raw_fd(), size) }).map(drop)
+}
+
+/// `fcntl` with an integer argument (or none, for the `F_GET*` commands).
+fn fcntl_int(fd: BorrowedFd<'_>, cmd: c_int, arg: c_int) -> io::Result<c_int> {
+    // SAFETY: callers pass only commands whose argument is an integer or unused
+    // (F_ADD_SEALS, F_GET_SEALS, F_GETFL, ...), so no memory is read or written through
+    // `arg`; `fd` is open for the duration of the call.
+    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), cmd, arg) })
+}
+
+fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
+    let mut stat = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `stat` is valid for writes of one `struct stat`, which fstat fills on success.
+    cvt(unsafe { libc::fstat(fd.as_raw_fd(), stat.as_mut_ptr()) })?;
+    // SAFETY: fstat returned 0, so it initialized the whole struct.
+    Ok(unsafe { stat.assume_init() })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Descriptor passing
+
+/// Sends `data` (non-empty) with `fds` attached as one `SCM_RIGHTS` control message over a
+/// connected Unix stream socket (`sendmsg` with `MSG_NOSIGNAL`, so a closed peer gives
+/// `BrokenPipe` instead of killing the process).
+///
+/// Returns the number of bytes sent, which may be short like `send(2)`; the descriptors go
+/// with the first byte, so after a short send the rest of `data` goes with plain writes.
+/// Works on blocking and non-blocking sockets: `WouldBlock` comes back untouched, and then
+/// nothing (neither bytes nor descriptors) was sent. `EINTR` is retried.
+///
+/// Fails with `InvalidInput` if `data` is empty or `fds` holds more than
+/// [`MAX_PASSED_FDS`] descriptors.
+pub fn send_with_fds(
+    socket: BorrowedFd<'_>,
+    data: &[u8],
+    fds: &[BorrowedFd<'_>],
+) -> io::Result<usize> {
+    if data.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "send_with_fds needs at least one byte of data to carry the descriptors",
+        ));
+    }
+    if fds.len() > MAX_PASSED_FDS {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "cannot pass {} descriptors in one message (at most {MAX_PASSED_FDS})",
+                fds.len()
+            ),
+        ));
+    }
+    let mut control = ControlBuffer::new();
+    let control_len = if fds.is_empty() {
+        0
+    } else {
+        control.encode_rights(fds)
+    };
+    let mut iov = libc::iovec {
+        iov_base: data.as_ptr().cast_mut().cast::<c_void>(),
+        iov_len: data.len(),
+    };
+    let mut msg = empty_msghdr();
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    if control_len > 0 {
+        msg.msg_control = control.as_mut_ptr();
+        msg.msg_controllen = control_len as _;
+    }
+    loop {
+        // SAFETY: `msg` points at one iovec covering exactly `data` and, if any, at the first
+        // `control_len` (≤ its size) bytes of `control`; all of them live until the call
+        // returns, and sendmsg only reads through them.
+        let ret = unsafe { libc::sendmsg(socket.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
+        match cvt_size(ret) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(annotate_socket(e, "sendmsg with descriptors")),
+            Ok(sent) => return Ok(sent),
+        }
+    }
+}
+
+/// Receives into `buf` and collects any descriptors passed with the bytes (`recvmsg` with
+/// `MSG_CMSG_CLOEXEC`, room for [`MAX_PASSED_FDS`] descriptors).
+///
+/// Returns the number of bytes read and the descriptors; 0 bytes means end of file.
+/// `WouldBlock` comes back untouched; `EINTR` is retried. If the control data was truncated
+/// (the peer passed more than [`MAX_PASSED_FDS`]) or holds anything but `SCM_RIGHTS`, the
+/// descriptors that did arrive are closed and the call fails with `InvalidData`; the bytes
+/// read with them are lost, so treat the connection as broken.
+///
+/// Fails with `InvalidInput` if `buf` is empty (a 0-byte read would look like end of file).
+pub fn recv_with_fds(socket: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
+    recv_with_fd_room(socket, buf, MAX_PASSED_FDS)
+}
+
+/// [`recv_with_fds`] with room for only `max_fds` (≤ [`MAX_PASSED_FDS`]) descriptors; the
+/// tests use a small room to provoke truncation.
+fn recv_with_fd_room(
+    socket: BorrowedFd<'_>,
+    buf: &mut [u8],
+    max_fds: usize,
+) -> io::Result<(usize, Vec<OwnedFd>)> {
+    assert!(max_fds <= MAX_PASSED_FDS, "control buffer too small");
+    if buf.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "recv_with_fds needs a non-empty buffer (0 bytes read means end of file)",
+        ));
+    }
+    let mut control = ControlBuffer::new();
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast::<c_void>(),
+        iov_len: buf.len(),
+    };
+    let mut msg = empty_msghdr();
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr();
+    msg.msg_controllen = cmsg_space(max_fds * size_of::<RawFd>()) as _;
+    let read = loop {
+        // SAFETY: `msg` points at one iovec covering exactly `buf` (valid for writes) and at
+        // the first `msg_controllen` (≤ its size) bytes of `control`; all live until the call
+        // returns. The kernel writes at most those lengths and updates `msg`'s lengths.
+        let ret = unsafe { libc::recvmsg(socket.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        match cvt_size(ret) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(annotate_socket(e, "recvmsg with descriptors")),
+            Ok(read) => break read,
+        }
+    };
+    // SAFETY: recvmsg just succeeded on `msg`, whose control pointer still points at the
+    // live, cmsghdr-aligned `control`, now holding `msg_controllen` bytes of kernel-written
+    // control messages.
+    let (fds, foreign) = unsafe { take_received_fds(&msg) };
+    if msg.msg_flags & libc::MSG_CTRUNC != 0 {
+        let closed = fds.len();
+        drop(fds);
+        return Err(invalid_data(format!(
+            "received descriptors were truncated (the peer passed more than {max_fds}); \
+             closed the {closed} that arrived"
+        )));
+    }
+    if foreign {
+        let closed = fds.len();
+        drop(fds);
+        return Err(invalid_data(format!(
+            "received a control message other than SCM_RIGHTS; closed the {closed} \
+             descriptors that arrived"
+        )));
+    }
+    Ok((read, fds))
+}
+
+/// Takes ownership of every descriptor in the `SCM_RIGHTS` messages of `msg`; the flag says
+/// whether any other kind of control message was present.
+///
+/// # Safety
+///
+/// `msg` must have just been filled by a successful `recvmsg`: `msg_control` points at a
+/// live buffer, aligned for `cmsghdr`, of at least `msg_controllen` bytes of control messages
+/// written by the kernel, and no descriptor in them has been taken before.
+#[allow(
+    clippy::unnecessary_cast,
+    reason = "msg_controllen and cmsg_len are not size_t on every libc"
+)]
+unsafe fn take_received_fds(msg: &libc::msghdr) -> (Vec<OwnedFd>, bool) {
+    let mut fds = Vec::new();
+    let mut foreign = false;
+    let end = msg.msg_control as usize + msg.msg_controllen as usize;
+    // SAFETY: per the contract `msg` describes a valid control buffer; CMSG_FIRSTHDR returns
+    // its start, or null if it cannot hold a header.
+    let mut cmsg = unsafe { libc::CMSG_FIRSTHDR(msg) };
+    while !cmsg.is_null() {
+        // SAFETY: CMSG_FIRSTHDR/CMSG_NXTHDR return only aligned headers that lie entirely
+        // inside the buffer, which the kernel initialized.
+        let header = unsafe { *cmsg };
+        if header.cmsg_level == libc::SOL_SOCKET && header.cmsg_type == libc::SCM_RIGHTS {
+            // SAFETY: `cmsg` is a valid header, so its data starts inside the buffer.
+            let data = unsafe { libc::CMSG_DATA(cmsg) };
+            let payload = (header.cmsg_len as usize).saturating_sub(cmsg_len(0));
+            let room = end.saturating_sub(data as usize);
+            let count = payload.min(room) / size_of::<RawFd>();
+            for i in 0..count {
+                // SAFETY: descriptor `i` lies inside the buffer (bounded by both the header's
+                // length and the buffer's end); the data is not necessarily aligned for
+                // c_int, hence the unaligned read.
+                let fd = unsafe { data.cast::<RawFd>().add(i).read_unaligned() };
+                // SAFETY: the kernel installed `fd` into our table for this message, and per
+                // the contract nobody has taken it yet.
+                fds.push(unsafe { adopt_new_fd(fd) });
+            }
+        } else {
+            foreign = true;
+        }
+        // SAFETY: `cmsg` is a valid header of `msg`'s buffer; CMSG_NXTHDR bounds-checks the
+        // next one against msg_controllen and returns null past the end.
+        cmsg = unsafe { libc::CMSG_NXTHDR(msg, cmsg) };
+    }
+    (fds, foreign)
+}
+
+/// Room for one `SCM_RIGHTS` message of [`MAX_PASSED_FDS`] descriptors, aligned for
+/// `cmsghdr` as `CMSG_FIRSTHDR` requires.
+#[repr(C)]
+union ControlBuffer {
+    header: libc::cmsghdr,
+    bytes: [u8; CONTROL_SPACE],
+}
+
+const CONTROL_SPACE: usize = cmsg_space(MAX_PASSED_FDS * size_of::<RawFd>());
+
+impl ControlBuffer {
+    fn new() -> ControlBuffer {
+        ControlBuffer {
+            bytes: [0; CONTROL_SPACE],
+        }
+    }
+
+    fn as_mut_ptr(&mut self) -> *mut c_void {
+        ptr::from_mut(self).cast::<c_void>()
+    }
+
+    /// Writes one `SCM_RIGHTS` message carrying `fds` (at most [`MAX_PASSED_FDS`]) at the
+    /// start of the buffer; returns the control length to send.
+    fn encode_rights(&mut self, fds: &[BorrowedFd<'_>]) -> usize {
+        assert!(fds.len() <= MAX_PASSED_FDS, "too many descriptors");
+        let payload = fds.len() * size_of::<RawFd>();
+        self.header.cmsg_len = cmsg_len(payload) as _;
+        self.header.cmsg_level = libc::SOL_SOCKET;
+        self.header.cmsg_type = libc::SCM_RIGHTS;
+        let data = cmsg_len(0);
+        let mut raw = [0u8; MAX_PASSED_FDS * size_of::<RawFd>()];
+        for (chunk, fd) in raw.chunks_exact_mut(size_of::<RawFd>()).zip(fds) {
+            chunk.copy_from_slice(&fd.as_raw_fd().to_ne_bytes());
+        }
+        // SAFETY: every bit pattern is a valid `[u8; CONTROL_SPACE]`, so viewing the union
+        // as bytes is sound; the header written above stays in place.
+        let bytes = unsafe { &mut self.bytes };
+        bytes[data..data + payload].copy_from_slice(&raw[..payload]);
+        cmsg_space(payload)
+    }
+}
+
+/// `CMSG_SPACE(bytes)`: the control-buffer room for a message with `bytes` of data.
+const fn cmsg_space(bytes: usize) -> usize {
+    // SAFETY: CMSG_SPACE is pure arithmetic on its argument and touches no memory.
+    unsafe { libc::CMSG_SPACE(bytes as libc::c_uint) as usize }
+}
+
+/// `CMSG_LEN(bytes)`: the `cmsg_len` of a message with `bytes` of data.
+const fn cmsg_len(bytes: usize) -> usize {
+    // SAFETY: CMSG_LEN is pure arithmetic on its argument and touches no memory.
+    unsafe { libc::CMSG_LEN(bytes as libc::c_uint) as usize }
+}
+
+fn empty_msghdr() -> libc::msghdr {
+    // SAFETY: msghdr is a plain C struct of integers and raw pointers (plus, on some libcs,
+    // padding integers), for which all-zero bytes is a valid value: no buffers, no flags.
+    unsafe { std::mem::zeroed() }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The peer
+
+/// Kernel-verified identity of the process at the other end of a Unix socket
+/// (`SO_PEERCRED`), as of when the connection was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerCredentials {
+    /// The peer's process id.
+    pub pid: i32,
+    /// The peer's effective user id.
+    pub uid: u32,
+    /// The peer's effective group id.
+    pub gid: u32,
+}
+
+/// Asks the kernel who is at the other end of the connected Unix socket `socket`
+/// (`getsockopt(SO_PEERCRED)`).
+pub fn peer_credentials(socket: BorrowedFd<'_>) -> io::Result<PeerCredentials> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` is valid for writes of `len` bytes and `len` for a read and write;
+    // getsockopt writes at most `len` bytes and stores the length it wrote.
+    let ret = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            ptr::from_mut(&mut cred).cast::<c_void>(),
+            &mut len,
+        )
+    };
+    cvt(ret).map_err(|e| annotate(e, format_args!("getsockopt(SO_PEERCRED)")))?;
+    if len as usize != size_of::<libc::ucred>() {
+        return Err(invalid_data(format!(
+            "SO_PEERCRED returned {len} bytes, expected {}",
+            size_of::<libc::ucred>()
+        )));
+    }
+    Ok(PeerCredentials {
+        pid: cred.pid,
+        uid: cred.uid,
+        gid: cred.gid,
+    })
+}
+
+/// Checks without blocking whether the peer of stream socket `socket` has closed its end:
+/// `Ok(true)` if a peeking read (`MSG_PEEK | MSG_DONTWAIT`) sees end of file or
+/// `ECONNRESET`, `Ok(false)` if data is pending or the read would block.
+///
+/// Pending data counts as open: the close shows once the data is consumed. A peer that only
+/// shut down its writing half counts as closed. Other errors pass through.
+pub fn peer_closed(socket: BorrowedFd<'_>) -> io::Result<bool> {
+    let mut byte = 0u8;
+    loop {
+        match recv_peek(socket, &mut byte) {
+            Ok(0) => return Ok(true),
+            Ok(_) => return Ok(false),
+            Err(e) => match e.kind() {
+                io::ErrorKind::WouldBlock => return Ok(false),
+                io::ErrorKind::ConnectionReset => return Ok(true),
+                io::ErrorKind::Interrupted => continue,
+                _ => return Err(annotate(e, format_args!("peeking at socket"))),
+            },
+        }
+    }
+}
+
+/// Sends `data` without ever blocking, whatever the socket's flags (`MSG_DONTWAIT`), and
+/// without raising `SIGPIPE` if the peer is gone (`MSG_NOSIGNAL`).
+pub fn send_nonblocking(socket: BorrowedFd<'_>, data: &[u8]) -> io::Result<usize> {
+    // SAFETY: `data` is valid for reads of `data.len()` bytes for the duration of the call.
+    let ret = unsafe {
+        libc::send(
+            socket.as_raw_fd(),
+            data.as_ptr().cast(),
+            data.len(),
+            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+        )
+    };
+    cvt_size(ret)
+}
+
+/// Receives into `buf` without ever blocking, whatever the socket's flags
+/// (`MSG_DONTWAIT`). `Ok(0)` is end of file.
+pub fn recv_nonblocking(socket: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for writes of `buf.len()` bytes for the duration of the call.
+    let ret = unsafe {
+        libc::recv(
+            socket.as_raw_fd(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            libc::MSG_DONTWAIT,
+        )
+    };
+    cvt_size(ret)
+}
+
+/// Shuts both directions of a socket down, for every descriptor of it: the peer sees end
+/// of file at once, even while other descriptors of the socket are still open here.
+pub fn shutdown(socket: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: shutdown takes a descriptor number and no memory.
+    let ret = unsafe { libc::shutdown(socket.as_raw_fd(), libc::SHUT_RDWR) };
+    cvt(ret).map(drop)
+}
+
+fn recv_peek(socket: BorrowedFd<'_>, byte: &mut u8) -> io::Result<usize> {
+    // SAFETY: `byte` is valid for a write of 1 byte, the length passed; MSG_PEEK leaves the
+    // data queued.
+    let ret = unsafe {
+        libc::recv(
+            socket.as_raw_fd(),
+            ptr::from_mut(byte).cast::<c_void>(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    cvt_size(ret)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers shared with `doorbell`
+
+/// Wraps a descriptor that the kernel has just created in, or installed into, this process.
+///
+/// # Safety
+///
+/// `fd` must be a descriptor fresh from a syscall (memfd_create, eventfd, pipe2, a received
+/// `SCM_RIGHTS`) that nothing else owns or will close.
+pub(crate) unsafe fn adopt_new_fd(fd: RawFd) -> OwnedFd {
+    debug_assert!(fd >= 0);
+    // SAFETY: per the contract `fd` is open and unowned, so the `OwnedFd` becomes its only
+    // owner and closes it exactly once.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+/// Turns a C return value into a result, reading `errno` before anything can change it.
+pub(crate) fn cvt(ret: c_int) -> io::Result<c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// [`cvt`] for the `ssize_t` returned by read, write, send and recv.
+pub(crate) fn cvt_size(ret: isize) -> io::Result<usize> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret.unsigned_abs())
+    }
+}
+
+/// Prefixes `err`'s message with what was being done, keeping its kind.
+pub(crate) fn annotate(err: io::Error, what: fmt::Arguments<'_>) -> io::Error {
+    io::Error::new(err.kind(), format!("{what}: {err}"))
+}
+
+/// [`annotate`], except that `WouldBlock` and `Interrupted` pass through untouched (and
+/// without allocating) for callers that poll.
+fn annotate_socket(err: io::Error, what: &str) -> io::Error {
+    match err.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => err,
+        _ => annotate(err, format_args!("{what}")),
+    }
+}
+
+fn invalid_data(message: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs::File;
+    use std::io::{Read, Write};
+    use std::os::fd::AsFd;
+    use std::os::unix::net::UnixStream;
+
+    use super::*;
+
+    const LEN: usize = 4096;
+
+    fn write_byte(mapping: &Mapping, offset: usize, value: u8) {
+        assert!(offset < mapping.len());
+        // SAFETY: `offset` is inside the live mapping; nothing else accesses it concurrently.
+        unsafe { mapping.as_ptr().add(offset).write_volatile(value) }
+    }
+
+    fn read_byte(mapping: &Mapping, offset: usize) -> u8 {
+        assert!(offset < mapping.len());
+        // SAFETY: `offset` is inside the live mapping; nothing else accesses it concurrently.
+        unsafe { mapping.as_ptr().add(offset).read_volatile() }
+    }
+
+    /// A memfd of `len` bytes with the given seals, made directly with libc.
+    fn memfd_with_seals(len: usize, seals: c_int) -> OwnedFd {
+        let fd = memfd_create(c"unsealed", libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING).unwrap();
+        ftruncate(fd.as_fd(), len as libc::off_t).unwrap();
+        if seals != 0 {
+            fcntl_int(fd.as_fd(), libc::F_ADD_SEALS, seals).unwrap();
+        }
+        fd
+    }
+
+    /// A non-blocking pipe: (read end, write end).
+    fn pipe() -> (File, OwnedFd) {
+        let mut fds = [0 as c_int; 2];
+        // SAFETY: `fds` is valid for writes of two c_ints, which pipe2 fills on success.
+        cvt(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) }).unwrap();
+        // SAFETY: pipe2 succeeded, so both are new descriptors that nothing else owns.
+        unsafe { (File::from(adopt_new_fd(fds[0])), adopt_new_fd(fds[1])) }
+    }
+
+    /// True if every write end of the pipe has been closed (a read sees end of file).
+    fn all_writers_closed(read_end: &mut File) -> bool {
+        let mut byte = [0u8; 1];
+        match read_end.read(&mut byte) {
+            Ok(0) => true,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => false,
+            other => panic!("unexpected pipe read result {other:?}"),
+        }
+    }
+
+    fn is_cloexec(fd: BorrowedFd<'_>) -> bool {
+        fcntl_int(fd, libc::F_GETFD, 0).unwrap() & libc::FD_CLOEXEC != 0
+    }
+
+    #[test]
+    fn two_mappings_of_one_memfd_share_memory() {
+        let fd = create_sealed_memfd("lanner-test", LEN).unwrap();
+        assert!(is_cloexec(fd.as_fd()));
+        assert_eq!(file_size(fd.as_fd()).unwrap(), LEN as u64);
+        let a = Mapping::map_shared(fd.as_fd(), LEN).unwrap();
+        let b = Mapping::map_shared(fd.as_fd(), LEN).unwrap();
+        assert_eq!((a.len(), a.is_empty()), (LEN, false));
+        assert_ne!(a.as_ptr(), b.as_ptr());
+        for offset in [0, 1, 2047, LEN - 1] {
+            write_byte(&a, offset, offset as u8 ^ 0x5a);
+        }
+        for offset in [0, 1, 2047, LEN - 1] {
+            assert_eq!(read_byte(&b, offset), offset as u8 ^ 0x5a);
+        }
+        drop(a);
+        write_byte(&b, 7, 42);
+        assert_eq!(read_byte(&b, 7), 42);
+    }
+
+    #[test]
+    fn mapping_is_send_and_sync() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Mapping>();
+    }
+
+    #[test]
+    fn map_shared_rejects_zero_length_and_short_files() {
+        let fd = create_sealed_memfd("lanner-test", LEN).unwrap();
+        let err = Mapping::map_shared(fd.as_fd(), 0).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        let err = Mapping::map_shared(fd.as_fd(), LEN + 1).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        assert!(err.to_string().contains("only 4096 bytes"), "{err}");
+    }
+
+    #[test]
+    fn sealed_memfd_cannot_change_size() {
+        let fd = create_sealed_memfd("lanner-test", LEN).unwrap();
+        for size in [0, LEN as libc::off_t - 1, LEN as libc::off_t + 1] {
+            let err = ftruncate(fd.as_fd(), size).unwrap_err();
+            assert_eq!(err.raw_os_error(), Some(libc::EPERM));
+        }
+        let err = fcntl_int(fd.as_fd(), libc::F_ADD_SEALS, libc::F_SEAL_WRITE).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EPERM));
+        assert_eq!(file_size(fd.as_fd()).unwrap(), LEN as u64);
+    }
+
+    #[test]
+    fn create_sealed_memfd_rejects_nul_in_name() {
+        let err = create_sealed_memfd("a\0b", LEN).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn check_peer_memfd_accepts_sealed_memfd_of_exact_size() {
+        let fd = create_sealed_memfd("lanner-test", LEN).unwrap();
+        check_peer_memfd(fd.as_fd(), LEN).unwrap();
+    }
+
+    #[test]
+    fn check_peer_memfd_rejects_wrong_size() {
+        let fd = create_sealed_memfd("lanner-test", LEN).unwrap();
+        for len in [LEN - 1, LEN + 1, 2 * LEN] {
+            let err = check_peer_memfd(fd.as_fd(), len).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+            assert!(err.to_string().contains("expected exactly"), "{err}");
+        }
+    }
+
+    #[test]
+    fn check_peer_memfd_rejects_missing_seals() {
+        let cases = [
+            (0, "F_SEAL_SHRINK missing"),
+            (
+                libc::F_SEAL_GROW | libc::F_SEAL_SEAL,
+                "F_SEAL_SHRINK missing",
+            ),
+            (
+                libc::F_SEAL_SHRINK | libc::F_SEAL_GROW,
+                "F_SEAL_SEAL missing",
+            ),
+            (
+                libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL | libc::F_SEAL_WRITE,
+                "sealed against writing",
+            ),
+        ];
+        for (seals, expected) in cases {
+            let fd = memfd_with_seals(LEN, seals);
+            let err = check_peer_memfd(fd.as_fd(), LEN).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+            assert!(
+                err.to_string().contains(expected),
+                "seals {seals:#x}: {err}"
+            );
+        }
+        // Without MFD_ALLOW_SEALING the kernel presets F_SEAL_SEAL and nothing else.
+        let fd = memfd_create(c"no-sealing", libc::MFD_CLOEXEC).unwrap();
+        ftruncate(fd.as_fd(), LEN as libc::off_t).unwrap();
+        let err = check_peer_memfd(fd.as_fd(), LEN).unwrap_err();
+        assert!(err.to_string().contains("F_SEAL_SHRINK missing"), "{err}");
+    }
+
+    #[test]
+    fn check_peer_memfd_rejects_regular_file() {
+        let path = std::env::temp_dir().join(format!(
+            "lanner-shm-test-{}-{:?}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+        ));
+        let result = File::create_new(&path).and_then(|mut file| {
+            file.write_all(&[0; LEN])?;
+            Ok(check_peer_memfd(file.as_fd(), LEN))
+        });
+        std::fs::remove_file(&path).unwrap();
+        let err = result.unwrap().unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+    }
+
+    #[test]
+    fn passed_memfd_and_doorbells_work_on_the_other_side() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let memfd = create_sealed_memfd("lanner-test", LEN).unwrap();
+        let mine = Mapping::map_shared(memfd.as_fd(), LEN).unwrap();
+        let (near, far) = UnixStream::pair().unwrap();
+        let fds = [memfd.as_fd(), far.as_fd(), far.as_fd()];
+        assert_eq!(send_with_fds(a.as_fd(), b"hello", &fds).unwrap(), 5);
+
+        let mut buf = [0u8; 16];
+        let (read, received) = recv_with_fds(b.as_fd(), &mut buf).unwrap();
+        assert_eq!(&buf[..read], b"hello");
+        assert_eq!(received.len(), 3);
+        assert!(received.iter().all(|fd| is_cloexec(fd.as_fd())));
+
+        let mut received = received.into_iter();
+        let their_memfd = received.next().unwrap();
+        check_peer_memfd(their_memfd.as_fd(), LEN).unwrap();
+        let theirs = Mapping::map_shared(their_memfd.as_fd(), LEN).unwrap();
+        write_byte(&theirs, 100, 0xab);
+        assert_eq!(read_byte(&mine, 100), 0xab);
+
+        for (i, fd) in received.enumerate() {
+            let socket = UnixStream::from(fd);
+            (&socket).write_all(&[i as u8]).unwrap();
+            let mut byte = [0u8; 1];
+            (&near).read_exact(&mut byte).unwrap();
+            assert_eq!(byte[0], i as u8);
+        }
+    }
+
+    #[test]
+    fn data_without_descriptors_arrives_alone() {
+        let (a, b) = UnixStream::pair().unwrap();
+        assert_eq!(send_with_fds(a.as_fd(), b"xy", &[]).unwrap(), 2);
+        let mut buf = [0u8; 4];
+        let (read, fds) = recv_with_fds(b.as_fd(), &mut buf).unwrap();
+        assert_eq!((&buf[..read], fds.len()), (&b"xy"[..], 0));
+    }
+
+    #[test]
+    fn send_with_fds_rejects_empty_data_and_too_many_fds() {
+        let (a, _b) = UnixStream::pair().unwrap();
+        let err = send_with_fds(a.as_fd(), b"", &[]).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        let fds = [a.as_fd(); MAX_PASSED_FDS + 1];
+        let err = send_with_fds(a.as_fd(), b"x", &fds).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        // The maximum itself is fine.
+        send_with_fds(a.as_fd(), b"x", &fds[..MAX_PASSED_FDS]).unwrap();
+    }
+
+    #[test]
+    fn recv_with_fds_sees_end_of_file_and_rejects_empty_buffer() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let err = recv_with_fds(b.as_fd(), &mut []).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        drop(a);
+        let mut buf = [0u8; 4];
+        let (read, fds) = recv_with_fds(b.as_fd(), &mut buf).unwrap();
+        assert_eq!((read, fds.len()), (0, 0));
+    }
+
+    #[test]
+    fn would_block_passes_through_untouched() {
+        let (a, b) = UnixStream::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        b.set_nonblocking(true).unwrap();
+        let err = recv_with_fds(b.as_fd(), &mut [0u8; 4]).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EAGAIN));
+        // Fill the socket, then a send with descriptors would block.
+        let chunk = [0u8; 4096];
+        while (&a).write(&chunk).is_ok() {}
+        let err = send_with_fds(a.as_fd(), b"x", &[b.as_fd()]).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EAGAIN));
+    }
+
+    #[test]
+    fn truncated_descriptors_are_all_closed() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let (mut read_end, write_end) = pipe();
+        // Three copies of the write end; room for only two (CMSG_SPACE of one fd holds two).
+        let fds = [write_end.as_fd(); 3];
+        send_with_fds(a.as_fd(), b"x", &fds).unwrap();
+        drop(write_end);
+        assert!(!all_writers_closed(&mut read_end), "copies are in flight");
+        let err = recv_with_fd_room(b.as_fd(), &mut [0u8; 4], 1).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        assert!(err.to_string().contains("truncated"), "{err}");
+        assert!(
+            err.to_string().contains("closed the 2 that arrived"),
+            "{err}"
+        );
+        assert!(all_writers_closed(&mut read_end), "a received copy leaked");
+    }
+
+    #[test]
+    fn credentials_messages_are_rejected_and_descriptors_closed() {
+        // With SO_PASSCRED the kernel adds an SCM_CREDENTIALS message, which also leaves too
+        // little room for the descriptor: the call must fail and nothing may stay open.
+        let (a, b) = UnixStream::pair().unwrap();
+        let on: c_int = 1;
+        // SAFETY: `on` is a live c_int and its size is passed as the option length.
+        let ret = unsafe {
+            libc::setsockopt(
+                b.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_PASSCRED,
+                ptr::from_ref(&on).cast::<c_void>(),
+                size_of::<c_int>() as libc::socklen_t,
+            )
+        };
+        cvt(ret).unwrap();
+        let (mut read_end, write_end) = pipe();
+        send_with_fds(a.as_fd(), b"x", &[write_end.as_fd()]).unwrap();
+        drop(write_end);
+        let err = recv_with_fds(b.as_fd(), &mut [0u8; 4]).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        assert!(all_writers_closed(&mut read_end), "a received copy leaked");
+    }
+
+    #[test]
+    fn peer_closed_tracks_the_other_end() {
+        let (a, b) = UnixStream::pair().unwrap();
+        assert!(!peer_closed(a.as_fd()).unwrap());
+        (&b).write_all(b"pending").unwrap();
+        assert!(
+            !peer_closed(a.as_fd()).unwrap(),
+            "pending data counts as open"
+        );
+        assert_eq!(recv_with_fds(a.as_fd(), &mut [0u8; 16]).unwrap().0, 7);
+        drop(b);
+        assert!(peer_closed(a.as_fd()).unwrap());
+        assert!(
+            peer_closed(a.as_fd()).unwrap(),
+            "the check does not consume anything"
+        );
+    }
+
+    #[test]
+    fn peer_closed_sees_a_reset() {
+        let (a, b) = UnixStream::pair().unwrap();
+        // Closing `b` with unread data resets the connection for `a`.
+        (&a).write_all(b"unread").unwrap();
+        drop(b);
+        assert!(peer_closed(a.as_fd()).unwrap());
+    }
+
+    #[test]
+    fn peer_credentials_name_this_process() {
+        let (a, _b) = UnixStream::pair().unwrap();
+        let creds = peer_credentials(a.as_fd()).unwrap();
+        // SAFETY: getuid and getgid take no arguments and cannot fail.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        assert_eq!(
+            creds,
+            PeerCredentials {
+                pid: std::process::id() as i32,
+                uid,
+                gid
+            }
+        );
+    }
+
+    #[test]
+    fn peer_credentials_fail_on_a_non_socket() {
+        let fd = create_sealed_memfd("lanner-test", LEN).unwrap();
+        assert!(peer_credentials(fd.as_fd()).is_err());
+    }
+}

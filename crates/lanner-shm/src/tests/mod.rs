@@ -1,0 +1,75 @@
+//! Unit and property tests of the ring on heap memory.
+
+mod ring;
+mod ring_model;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::ring::Wake;
+use crate::ring::{Consumer, Producer, heap_ring};
+
+/// A doorbell that counts its rings.
+#[derive(Default)]
+pub(crate) struct CountingBell(AtomicUsize);
+
+impl CountingBell {
+    pub(crate) fn count(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+impl Wake for CountingBell {
+    fn wake(&self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A heap ring with counting doorbells: (producer, consumer, consumer's bell, producer's bell).
+pub(crate) fn ring(
+    capacity: usize,
+    in_place_min: usize,
+) -> (Producer, Consumer, Arc<CountingBell>, Arc<CountingBell>) {
+    let consumer_bell = Arc::new(CountingBell::default());
+    let producer_bell = Arc::new(CountingBell::default());
+    let (producer, consumer) = heap_ring(
+        capacity,
+        consumer_bell.clone(),
+        producer_bell.clone(),
+        in_place_min,
+    );
+    (producer, consumer, consumer_bell, producer_bell)
+}
+
+/// Sends `payload` as one record; panics if it does not fit now.
+pub(crate) fn send(producer: &mut Producer, payload: &[u8], more: bool) {
+    let mut reservation = producer
+        .try_reserve(payload.len())
+        .expect("ring intact")
+        .expect("room in the ring");
+    reservation.write(0, payload);
+    reservation.commit(more);
+}
+
+/// Sends `payload` into a ring whose consumer has read everything: if the record needs
+/// to wrap, the padding published first must be skipped by the consumer before the record
+/// fits, so let the consumer do that.
+pub(crate) fn send_to_idle(
+    producer: &mut Producer,
+    consumer: &mut Consumer,
+    payload: &[u8],
+    more: bool,
+) {
+    if producer
+        .try_reserve(payload.len())
+        .expect("ring intact")
+        .is_none()
+    {
+        assert_eq!(
+            consumer.try_recv().expect("ring intact"),
+            None,
+            "only padding was waiting"
+        );
+    }
+    send(producer, payload, more);
+}

@@ -1,0 +1,209 @@
+use super::{ring, send, send_to_idle};
+use std::sync::atomic::Ordering;
+
+use crate::ring::{RingError, hostile_consumer, record_size};
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+#[test]
+fn records_arrive_in_order_with_their_bytes() {
+    let (mut producer, mut consumer, _, _) = ring(4096, 64);
+    for (i, len) in [0usize, 1, 7, 8, 9, 63, 64, 65, 1000]
+        .into_iter()
+        .enumerate()
+    {
+        send(&mut producer, &pattern(len, i as u8), false);
+    }
+    for (i, len) in [0usize, 1, 7, 8, 9, 63, 64, 65, 1000]
+        .into_iter()
+        .enumerate()
+    {
+        let record = consumer.try_recv().unwrap().expect("a record");
+        assert_eq!(record.bytes, pattern(len, i as u8));
+        assert!(!record.more);
+    }
+    assert_eq!(consumer.try_recv().unwrap(), None);
+}
+
+#[test]
+fn fragments_carry_the_more_flag_and_are_copied() {
+    let (mut producer, mut consumer, _, _) = ring(4096, 1);
+    send(&mut producer, b"first piece", true);
+    send(&mut producer, b"last piece", false);
+    let first = consumer.try_recv().unwrap().unwrap();
+    assert!(first.more);
+    assert_eq!(first.bytes, &b"first piece"[..]);
+    let last = consumer.try_recv().unwrap().unwrap();
+    assert!(!last.more);
+    drop(last); // the last piece is held in place (in_place_min is 1): let it go
+    // Fragments are copied out, so holding them does not pin the ring.
+    let mut held = Vec::new();
+    let mut cursor = 0;
+    for _ in 0..100 {
+        send_to_idle(&mut producer, &mut consumer, &pattern(100, cursor), true);
+        let record = consumer.try_recv().unwrap().unwrap();
+        assert_eq!(record.bytes, pattern(100, cursor));
+        cursor = cursor.wrapping_add(1);
+        held.push(record.bytes);
+    }
+    drop(first);
+}
+
+#[test]
+fn records_wrap_around_the_end_through_padding() {
+    let (mut producer, mut consumer, _, _) = ring(256, 16);
+    let mut seed = 0u8;
+    for round in 0..500usize {
+        let len = (round * 37) % 200;
+        send_to_idle(&mut producer, &mut consumer, &pattern(len, seed), false);
+        let record = consumer.try_recv().unwrap().expect("a record");
+        assert_eq!(record.bytes, pattern(len, seed), "round {round}");
+        seed = seed.wrapping_add(1);
+    }
+}
+
+#[test]
+fn the_largest_record_fills_the_whole_ring() {
+    let (mut producer, mut consumer, _, _) = ring(256, 1);
+    assert_eq!(producer.max_record_len(), 248);
+    send(&mut producer, &pattern(10, 1), false);
+    consumer.try_recv().unwrap().unwrap();
+    // Offset 24 now: the big record needs padding to the end, then the whole ring.
+    send(&mut producer, &[], false);
+    consumer.try_recv().unwrap().unwrap();
+    let reservation = producer.try_reserve(248).unwrap();
+    assert!(reservation.is_none(), "padding must be consumed first");
+    // The padding was published; consuming it makes room.
+    assert_eq!(consumer.try_recv().unwrap(), None);
+    send(&mut producer, &pattern(248, 2), false);
+    assert_eq!(consumer.try_recv().unwrap().unwrap().bytes, pattern(248, 2));
+}
+
+#[test]
+fn a_full_ring_refuses_then_wakes_the_waiting_producer() {
+    let (mut producer, mut consumer, _, producer_bell) = ring(256, 1_000_000);
+    send(&mut producer, &pattern(120, 0), false);
+    send(&mut producer, &pattern(112, 1), false);
+    assert!(producer.try_reserve(8).unwrap().is_none());
+    assert!(
+        producer.prepare_wait(8).unwrap(),
+        "no room: the producer may sleep"
+    );
+    assert_eq!(producer_bell.count(), 0);
+    consumer.try_recv().unwrap().unwrap();
+    assert_eq!(
+        producer_bell.count(),
+        1,
+        "releasing space rings the producer's bell"
+    );
+    consumer.try_recv().unwrap().unwrap();
+    assert_eq!(
+        producer_bell.count(),
+        1,
+        "the flag was cleared by the first ring"
+    );
+    assert!(!producer.prepare_wait(8).unwrap(), "room now: do not sleep");
+    send(&mut producer, &pattern(8, 2), false);
+}
+
+#[test]
+fn the_consumer_is_woken_only_when_it_sleeps() {
+    let (mut producer, mut consumer, consumer_bell, _) = ring(4096, 64);
+    send(&mut producer, b"awake", false);
+    assert_eq!(consumer_bell.count(), 0);
+    assert!(!consumer.prepare_sleep().unwrap(), "a record is waiting");
+    consumer.try_recv().unwrap().unwrap();
+    assert!(consumer.prepare_sleep().unwrap());
+    send(&mut producer, b"asleep", false);
+    assert_eq!(consumer_bell.count(), 1);
+    send(&mut producer, b"again", false);
+    assert_eq!(consumer_bell.count(), 1, "the first ring cleared the flag");
+}
+
+#[test]
+fn held_records_pin_their_space_until_all_before_them_are_released() {
+    let (mut producer, mut consumer, _, _) = ring(1024, 64);
+    let size = record_size(200);
+    send(&mut producer, &pattern(200, 1), false);
+    send(&mut producer, &pattern(200, 2), false);
+    send(&mut producer, &pattern(8, 3), false); // copied: released behind the held ones
+    let first = consumer.try_recv().unwrap().unwrap().bytes;
+    let second = consumer.try_recv().unwrap().unwrap().bytes;
+    let small = consumer.try_recv().unwrap().unwrap().bytes;
+    assert_eq!(first, pattern(200, 1));
+    assert_eq!(small, pattern(8, 3));
+    let free_needed = 1024 - size - 16; // exactly what is left after the three records
+    assert!(producer.try_reserve(free_needed - 8 + 1).unwrap().is_none());
+    drop(second);
+    assert!(
+        producer.try_reserve(size).unwrap().is_none(),
+        "the second record's space is behind the first, still held"
+    );
+    let first_copy = first.clone();
+    drop(first);
+    assert!(
+        producer.try_reserve(size).unwrap().is_none(),
+        "a clone still holds it"
+    );
+    drop(first_copy);
+    // Everything is released: the largest record fits once the padding is skipped.
+    send_to_idle(&mut producer, &mut consumer, &pattern(1016, 4), false);
+}
+
+#[test]
+fn a_consumer_dropped_before_its_records_keeps_the_memory_alive() {
+    let (mut producer, mut consumer, _, _) = ring(1024, 16);
+    send(&mut producer, &pattern(100, 9), false);
+    let held = consumer.try_recv().unwrap().unwrap().bytes;
+    drop(consumer);
+    drop(producer);
+    assert_eq!(held, pattern(100, 9));
+}
+
+#[test]
+fn hostile_positions_and_headers_are_errors_not_panics() {
+    let header = |len: u32, flags: u32| {
+        let mut bytes = len.to_le_bytes().to_vec();
+        bytes.extend_from_slice(&flags.to_le_bytes());
+        bytes
+    };
+    let cases: Vec<(Vec<u8>, u64, &str)> = vec![
+        (header(4, 0), 4097, "tail beyond a ring"),
+        (header(4, 0), 12, "misaligned tail"),
+        (header(4, 8), 16, "unknown flag"),
+        (header(100, 0), 16, "record past the published data"),
+        (header(5000, 0), 4096, "record past the end of the ring"),
+        (header(0, 1), 16, "padding past the published data"),
+        (header(u32::MAX, 0), 4096, "huge length"),
+    ];
+    for (contents, tail, why) in cases {
+        let mut consumer = hostile_consumer(4096, &contents, tail);
+        let result = consumer.try_recv();
+        assert!(matches!(result, Err(RingError(_))), "{why}: {result:?}");
+    }
+}
+
+#[test]
+fn a_tail_that_goes_backwards_is_an_error() {
+    let (mut producer, mut consumer, _, _) = ring(1024, 64);
+    send(&mut producer, b"12345678", false);
+    send(&mut producer, b"12345678", false);
+    consumer.try_recv().unwrap().unwrap();
+    consumer.try_recv().unwrap().unwrap();
+    consumer.shared().tail().store(16, Ordering::Relaxed);
+    assert!(consumer.try_recv().is_err());
+}
+
+#[test]
+fn a_head_out_of_range_is_an_error_for_the_producer() {
+    let (mut producer, consumer, _, _) = ring(1024, 64);
+    send(&mut producer, b"12345678", false);
+    for (head, why) in [(64, "past the tail (16)"), (3, "misaligned")] {
+        consumer.shared().head().store(head, Ordering::Relaxed);
+        assert!(producer.prepare_wait(8).is_err(), "{why}");
+    }
+}

@@ -1,0 +1,94 @@
+//! The ring against a model: a queue of messages, with received in-place records held and
+//! released in random order.
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+use proptest::prelude::*;
+
+use super::ring;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Send { len: usize, more: bool },
+    Recv,
+    Release(usize),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0usize..700, any::<bool>()).prop_map(|(len, more)| Op::Send { len, more }),
+        4 => Just(Op::Recv),
+        2 => any::<usize>().prop_map(Op::Release),
+    ]
+}
+
+fn payload(len: usize, seed: u64) -> Vec<u8> {
+    (0..len)
+        .map(|i| (seed.wrapping_mul(0x9e37_79b9).wrapping_add(i as u64) % 251) as u8)
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn the_ring_behaves_like_a_queue(
+        capacity_log in 8u32..12,
+        in_place_min in 0usize..400,
+        ops in proptest::collection::vec(op(), 1..300),
+    ) {
+        let capacity = 1usize << capacity_log;
+        let (mut producer, mut consumer, _, _) = ring(capacity, in_place_min);
+        let mut in_flight: VecDeque<(Vec<u8>, bool)> = VecDeque::new();
+        let mut held: Vec<(Bytes, Vec<u8>)> = Vec::new();
+        let mut seed = 0u64;
+        for op in ops {
+            match op {
+                Op::Send { len, more } => {
+                    let len = len.min(producer.max_record_len());
+                    let bytes = payload(len, seed);
+                    seed += 1;
+                    if let Some(mut reservation) = producer.try_reserve(len).unwrap() {
+                        reservation.write(0, &bytes);
+                        reservation.commit(more);
+                        in_flight.push_back((bytes, more));
+                    }
+                }
+                Op::Recv => {
+                    let record = consumer.try_recv().unwrap();
+                    match (record, in_flight.pop_front()) {
+                        (None, None) => {}
+                        (Some(record), Some((expected, more))) => {
+                            prop_assert_eq!(&record.bytes[..], &expected[..]);
+                            prop_assert_eq!(record.more, more);
+                            held.push((record.bytes, expected));
+                        }
+                        (got, expected) => prop_assert!(false, "got {:?}, expected {:?}", got, expected),
+                    }
+                }
+                Op::Release(index) => {
+                    if !held.is_empty() {
+                        let (bytes, expected) = held.swap_remove(index % held.len());
+                        prop_assert_eq!(&bytes[..], &expected[..], "held bytes changed");
+                    }
+                }
+            }
+        }
+        // Drain, release everything: the whole ring must be free again.
+        while let Some((expected, _)) = in_flight.pop_front() {
+            let record = consumer.try_recv().unwrap().expect("a sent record");
+            prop_assert_eq!(&record.bytes[..], &expected[..]);
+        }
+        prop_assert_eq!(consumer.try_recv().unwrap(), None);
+        for (bytes, expected) in held.drain(..) {
+            prop_assert_eq!(&bytes[..], &expected[..]);
+        }
+        // A maximal record may need padding first; after that it must fit.
+        let max = producer.max_record_len();
+        if producer.try_reserve(max).unwrap().is_none() {
+            prop_assert_eq!(consumer.try_recv().unwrap(), None);
+            prop_assert!(producer.try_reserve(max).unwrap().is_some(), "space leaked");
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! Shared memory between processes on one host (`shm://name`).
+//!
+//! Connection setup goes through a Unix stream socket in the abstract namespace
+//! (`@lanner-shm/name`): the server learns the client's uid, gid and pid from
+//! `SO_PEERCRED`, creates a region with one ring per direction in a sealed memfd, and
+//! passes it to the client ([`setup`]). From then on frames travel through the rings: a
+//! send copies the frame's segments into the outgoing ring (or fragments it if it is
+//! larger than half the ring), a receive takes the next record. No system call sits on the
+//! path of a message while both sides are awake.
+//!
+//! The socket stays open for the life of the connection and is the doorbell of both
+//! directions: a side that announced it sleeps (on its ring's flag) is woken by one byte
+//! sent to it, and it learns that the peer died when the kernel closes the peer's end.
+//! (Eventfds passed to the peer would share their open file description with it, so a
+//! hostile peer could make them blocking and stall our thread; our end of a socket is
+//! ours alone, and `MSG_DONTWAIT` keeps every call on it non-blocking.)
+//!
+//! Received frames of at least [`IN_PLACE_MIN`] bytes are handed to the runtime in place,
+//! as a `Bytes` that keeps the frame's ring space until dropped; smaller frames are copied
+//! out (a copy of a small frame costs less than tracking it). A receiver that keeps large
+//! payloads for long holds back the ring behind them, so the sender waits: copy payloads
+//! you keep.
+
+mod setup;
+mod sink;
+mod source;
+mod waiter;
+
+use std::io;
+
+pub use setup::{ShmListener, connect};
+
+/// Bytes per ring (each direction) unless configured otherwise: 4 MiB, so that a 1 MiB
+/// payload travels whole with room for another behind it.
+pub const DEFAULT_RING_CAPACITY: usize = 4 << 20;
+
+/// Received frames at least this large are handed over in place instead of copied.
+pub const IN_PLACE_MIN: usize = 16 * 1024;
+
+/// The abstract socket name of `shm://name`.
+fn socket_name(name: &str) -> String {
+    format!("lanner-shm/{name}")
+}
+
+fn ring_error(error: lanner_shm::RingError) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, error)
+}

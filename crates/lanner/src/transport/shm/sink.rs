@@ -1,0 +1,101 @@
+//! Sending frames into the outgoing ring.
+
+use std::io::{self, IoSlice};
+use std::task::{Context, Poll};
+
+use lanner_proto::OutFrame;
+use lanner_shm::{Producer, Reservation};
+
+use super::ring_error;
+use super::waiter::Waiter;
+use crate::transport::FrameSink;
+
+/// Most segments looked at per copy step.
+const MAX_SEGMENTS: usize = 8;
+
+/// The sending half of a shared-memory connection.
+#[derive(Debug)]
+pub(super) struct ShmSink {
+    producer: Producer,
+    waiter: Waiter,
+    /// A frame is being sent in pieces; the rest of it must follow as pieces too.
+    fragmenting: bool,
+}
+
+impl ShmSink {
+    pub(super) fn new(producer: Producer, waiter: Waiter) -> ShmSink {
+        ShmSink {
+            producer,
+            waiter,
+            fragmenting: false,
+        }
+    }
+
+    /// Frames up to this size go as one record; larger ones in pieces of a quarter ring,
+    /// so that one large frame never needs the whole ring to itself.
+    fn largest_whole(&self) -> usize {
+        self.producer.capacity() / 2
+    }
+}
+
+/// Copies the first `len` unwritten bytes of `frame` into `reservation` and marks them
+/// written.
+fn copy_into(frame: &mut OutFrame, reservation: &mut Reservation<'_>, len: usize) {
+    let mut copied = 0;
+    while copied < len {
+        let mut step = 0;
+        {
+            let mut slices = [IoSlice::new(&[]); MAX_SEGMENTS];
+            let (count, _) = frame.io_slices(&mut slices);
+            for slice in &slices[..count] {
+                let take = slice.len().min(len - copied - step);
+                reservation.write(copied + step, &slice[..take]);
+                step += take;
+                if copied + step == len {
+                    break;
+                }
+            }
+        }
+        frame.advance(step);
+        copied += step;
+    }
+}
+
+impl FrameSink for ShmSink {
+    fn poll_send(&mut self, cx: &mut Context<'_>, frame: &mut OutFrame) -> Poll<io::Result<()>> {
+        loop {
+            let remaining = frame.remaining();
+            if remaining == 0 {
+                return Poll::Ready(Ok(()));
+            }
+            let piece = if !self.fragmenting && remaining <= self.largest_whole() {
+                remaining
+            } else {
+                remaining.min(self.largest_whole() / 2)
+            };
+            let more = piece < remaining;
+            match self.producer.try_reserve(piece).map_err(ring_error)? {
+                Some(mut reservation) => {
+                    copy_into(frame, &mut reservation, piece);
+                    reservation.commit(more);
+                    self.fragmenting = more;
+                }
+                None => {
+                    if !self.producer.prepare_wait(piece).map_err(ring_error)? {
+                        continue;
+                    }
+                    match self.waiter.poll_rung(cx) {
+                        Poll::Ready(Ok(())) => continue,
+                        Poll::Ready(Err(_gone)) => {
+                            return Poll::Ready(Err(io::Error::new(
+                                io::ErrorKind::BrokenPipe,
+                                "the shared-memory peer is gone",
+                            )));
+                        }
+                        Poll::Pending => return Poll::Pending,
+                    }
+                }
+            }
+        }
+    }
+}

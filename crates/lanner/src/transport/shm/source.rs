@@ -1,0 +1,152 @@
+//! Receiving frames from the incoming ring.
+
+use std::io;
+use std::task::{Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+use lanner_proto::{FrameError, HANDSHAKE_MAX_FRAME_SIZE};
+use lanner_shm::{Consumer, Record};
+
+use super::ring_error;
+use super::waiter::Waiter;
+use crate::transport::{FrameSource, Received, RecvError};
+
+/// While spinning, check that the peer is still alive after this many empty polls (a
+/// system call, so not on every poll).
+const CHECK_PEER_EVERY: u32 = 1 << 12;
+
+/// The receiving half of a shared-memory connection.
+#[derive(Debug)]
+pub(super) struct ShmSource {
+    consumer: Consumer,
+    waiter: Waiter,
+    /// A fragmented frame being put back together.
+    assembling: Option<BytesMut>,
+    max_frame_size: u32,
+    empty_polls: u32,
+}
+
+impl ShmSource {
+    pub(super) fn new(consumer: Consumer, waiter: Waiter) -> ShmSource {
+        ShmSource {
+            consumer,
+            waiter,
+            assembling: None,
+            max_frame_size: HANDSHAKE_MAX_FRAME_SIZE,
+            empty_polls: 0,
+        }
+    }
+
+    fn too_large(&self, len: usize) -> RecvError {
+        RecvError::Frame(FrameError::TooLarge {
+            len: len as u64,
+            max: self.max_frame_size,
+        })
+    }
+
+    /// Takes one record: a whole frame, or a piece of one.
+    fn take(&mut self, record: Record) -> Result<Option<Bytes>, RecvError> {
+        let limit = self.max_frame_size as usize;
+        let Some(message) = &mut self.assembling else {
+            if !record.more {
+                if record.bytes.len() > limit {
+                    return Err(self.too_large(record.bytes.len()));
+                }
+                return Ok(Some(record.bytes));
+            }
+            // The first piece starts with the frame header, whose first word is the
+            // frame's total length: make room for all of it once (if it is allowed).
+            let announced = record
+                .bytes
+                .first_chunk::<4>()
+                .map_or(0, |len| u32::from_le_bytes(*len) as usize);
+            if announced > limit {
+                return Err(self.too_large(announced));
+            }
+            let mut message = BytesMut::with_capacity(announced.max(record.bytes.len()));
+            message.extend_from_slice(&record.bytes);
+            self.assembling = Some(message);
+            return Ok(None);
+        };
+        let len = message.len() + record.bytes.len();
+        if len > limit {
+            return Err(self.too_large(len));
+        }
+        message.extend_from_slice(&record.bytes);
+        if record.more {
+            return Ok(None);
+        }
+        Ok(self.assembling.take().map(BytesMut::freeze))
+    }
+
+    /// The peer has gone: what it published before going is still delivered.
+    fn closed(&mut self) -> Result<Received, RecvError> {
+        if let Some(received) = self.receive()? {
+            return Ok(received);
+        }
+        match &self.assembling {
+            None => Ok(Received::Closed),
+            Some(message) => Err(RecvError::Io(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "the peer closed the connection in the middle of a frame ({} bytes of it received)",
+                    message.len()
+                ),
+            ))),
+        }
+    }
+
+    /// Takes records until a frame is complete or the ring is empty.
+    fn receive(&mut self) -> Result<Option<Received>, RecvError> {
+        let mut progress = false;
+        while let Some(record) = self.consumer.try_recv().map_err(ring_error)? {
+            progress = true;
+            if let Some(frame) = self.take(record)? {
+                return Ok(Some(Received::Frame(frame)));
+            }
+        }
+        Ok(progress.then_some(Received::Partial))
+    }
+}
+
+impl Drop for ShmSource {
+    fn drop(&mut self) {
+        // The connection is over on this side: let the peer know now, not when the last
+        // received payload (which keeps the doorbell alive) is dropped.
+        self.waiter.hang_up();
+    }
+}
+
+impl FrameSource for ShmSource {
+    fn try_recv(&mut self) -> Result<Received, RecvError> {
+        if let Some(received) = self.receive()? {
+            self.empty_polls = 0;
+            return Ok(received);
+        }
+        self.empty_polls = self.empty_polls.wrapping_add(1);
+        if self.empty_polls % CHECK_PEER_EVERY == 0 && self.waiter.peer_gone() {
+            return self.closed();
+        }
+        Ok(Received::Empty)
+    }
+
+    fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Received, RecvError>> {
+        loop {
+            if let Some(received) = self.receive()? {
+                return Poll::Ready(Ok(received));
+            }
+            if !self.consumer.prepare_sleep().map_err(ring_error)? {
+                continue;
+            }
+            match self.waiter.poll_rung(cx) {
+                Poll::Ready(Ok(())) => continue,
+                Poll::Ready(Err(_gone)) => return Poll::Ready(self.closed()),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    fn set_max_frame_size(&mut self, max_frame_size: u32) {
+        self.max_frame_size = max_frame_size;
+    }
+}

@@ -1,0 +1,109 @@
+//! The shared-memory transport inside one process (the cross-process tests live in
+//! `lanner-cli`): calls, payloads across ring wrap-around and fragmentation, concurrency,
+//! held payloads, and connection errors. A peer dying is tested across processes.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use lanner::{Client, ErrorKind, Server};
+
+/// A fresh `shm://` name per test (abstract socket names are per network namespace, and
+/// test binaries may run side by side).
+fn endpoint(test: &str) -> String {
+    format!("shm://lanner-test-{}-{test}", std::process::id())
+}
+
+async fn serve_shm(test: &str) -> (Server, lanner::Listening, Arc<Service>, String) {
+    let service = Arc::new(Service::default());
+    let server = Server::new();
+    server.publish("obj", service_object(&service));
+    let listening = server.listen(&endpoint(test)).await.expect("listen on shm");
+    (
+        server,
+        listening,
+        service,
+        format!("{}/obj", endpoint(test)),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_and_typed_errors_work_over_shared_memory() {
+    let (_server, listening, _service, url) = serve_shm("calls").await;
+    assert_eq!(listening.endpoint().to_string(), endpoint("calls"));
+    let calc: CalculatorProxy = Client::new().connect(&url).await.unwrap();
+    assert_eq!(calc.add(40, 2).await, Ok(42));
+    assert_eq!(
+        calc.divide(7, 0).await,
+        Err(CalcError::DivideByZero { dividend: 7 })
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn payloads_of_every_size_round_trip_through_the_rings() {
+    let (_server, _listening, _service, url) = serve_shm("payloads").await;
+    let blobs: BlobsProxy = Client::new().connect(&url).await.unwrap();
+    // Sizes around the in-place threshold, across many ring wrap-arounds, and larger
+    // than half the ring (sent in pieces).
+    let mut sizes = vec![0usize, 1, 7, 4096, 16 * 1024 - 1, 16 * 1024, 65536, 1 << 20];
+    sizes.extend([3 << 20, 9 << 20]);
+    for round in 0..3u8 {
+        for &size in &sizes {
+            let payload = pattern(size, round);
+            let echoed = blobs.echo(payload.clone()).await.unwrap();
+            assert!(echoed == payload, "{size} bytes came back different");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_callers_share_one_shared_memory_connection() {
+    let (_server, _listening, _service, url) = serve_shm("concurrent").await;
+    let client = Client::new();
+    let blobs: BlobsProxy = client.connect(&url).await.unwrap();
+    let tasks: Vec<_> = (0..16u8)
+        .map(|task| {
+            let blobs = blobs.clone();
+            tokio::spawn(async move {
+                for i in 0..50usize {
+                    let payload = pattern((i * 977 + usize::from(task) * 131) % 200_000, task);
+                    let echoed = blobs.echo(payload.clone()).await.unwrap();
+                    assert!(echoed == payload, "task {task} call {i}");
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_payload_stays_intact_while_the_ring_moves_on() {
+    let (_server, _listening, _service, url) = serve_shm("held").await;
+    let blobs: BlobsProxy = Client::new().connect(&url).await.unwrap();
+    let kept = blobs.echo(pattern(100_000, 1)).await.unwrap();
+    for round in 0..20u8 {
+        blobs.echo(pattern(50_000, round)).await.unwrap();
+    }
+    drop(kept.clone());
+    assert!(kept == pattern(100_000, 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connecting_to_a_name_nobody_serves_is_unavailable() {
+    let error = Client::new()
+        .connect::<CalculatorProxy>(&format!("{}/obj", endpoint("nobody")))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
+    assert!(error.message().contains("nothing listens"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_listener_on_the_same_name_is_refused() {
+    let (_server, _listening, _service, _url) = serve_shm("twice").await;
+    let error = Server::new().listen(&endpoint("twice")).await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
+}
