@@ -30,7 +30,7 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
     );
     calls(args)?;
     println!();
-    println!("Latency, Lanner vs the raw socket (same run, server in another process):");
+    println!("Latency, Lanner vs the raw medium (same run, server in another process):");
     let bench = BenchArgs {
         workload: Workload::Pingpong,
         transport: args.transport,
@@ -39,6 +39,7 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
         warmup: 200,
         placement: Placement::Split,
         spin_us: 50,
+        busy_poll: false,
         json: true,
     };
     let rows = measure(&bench, &bench.sizes, bench.iters, bench.warmup)?;

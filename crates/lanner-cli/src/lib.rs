@@ -1,11 +1,12 @@
 //! The library behind the `lanner` command: the demo and benchmark services, the raw
-//! socket baseline, the benchmark drivers and the server process. Integration tests use it
+//! socket and shared-memory baselines, the benchmark drivers and the server process. Integration tests use it
 //! to talk to a real `lanner serve` process.
 
 pub mod bench;
 pub mod demo;
 pub mod placement;
 pub mod raw;
+pub mod raw_shm;
 pub mod serve;
 pub mod server_process;
 pub mod services;

@@ -136,7 +136,8 @@ impl RawStream {
     }
 }
 
-fn poll_fd(fd: i32, events: i16) -> io::Result<()> {
+/// Waits in poll(2) until `fd` has one of `events`.
+pub(crate) fn poll_fd(fd: i32, events: i16) -> io::Result<()> {
     let mut pollfd = libc::pollfd {
         fd,
         events,

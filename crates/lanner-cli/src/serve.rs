@@ -11,6 +11,7 @@ use clap::Args;
 
 use crate::placement::pin_current_thread;
 use crate::raw::RawListener;
+use crate::raw_shm::RawShmListener;
 use crate::services::publish_all;
 use crate::transport_arg::TransportArg;
 
@@ -43,19 +44,28 @@ pub fn run(args: &ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
     let tcp = args.transport == TransportArg::Tcp;
     let raw_path = socket_path("raw");
+    let shm_name = format!("lanner-{}", std::process::id());
     runtime.block_on(async {
         let options = lanner::ConnectionOptions::default().with_spin(spin);
         let server = lanner::Server::with_options(options);
         publish_all(&server);
-        let listen = if tcp {
-            "tcp://127.0.0.1:0".to_owned()
-        } else {
-            format!("unix://{}", socket_path("lanner").display())
+        let listen = match args.transport {
+            TransportArg::Tcp => "tcp://127.0.0.1:0".to_owned(),
+            TransportArg::Unix => format!("unix://{}", socket_path("lanner").display()),
+            TransportArg::Shm => format!("shm://{shm_name}"),
         };
         let listening = server.listen(&listen).await?;
-        let raw = RawListener::bind(tcp, raw_path.clone())?;
-        let raw_endpoint = raw.endpoint()?;
-        std::thread::spawn(move || raw.serve(spin));
+        let raw_endpoint = if args.transport == TransportArg::Shm {
+            let raw = RawShmListener::bind(&shm_name)?;
+            let endpoint = raw.endpoint();
+            std::thread::spawn(move || raw.serve(spin));
+            endpoint
+        } else {
+            let raw = RawListener::bind(tcp, raw_path.clone())?;
+            let endpoint = raw.endpoint()?;
+            std::thread::spawn(move || raw.serve(spin));
+            endpoint
+        };
         let ready = serde_json::json!({
             "lanner": listening.endpoint().to_string(),
             "raw": raw_endpoint,

@@ -9,6 +9,8 @@ pub enum TransportArg {
     Tcp,
     /// A Unix domain socket in the temporary directory.
     Unix,
+    /// Shared memory (rings in a mapping shared by the two processes).
+    Shm,
 }
 
 impl TransportArg {
@@ -17,6 +19,7 @@ impl TransportArg {
         match self {
             TransportArg::Tcp => "tcp",
             TransportArg::Unix => "unix",
+            TransportArg::Shm => "shm",
         }
     }
 }

@@ -6,8 +6,8 @@
 //! loads and stores; the kernel is entered only to wake a peer that went to sleep.
 //!
 //! This crate has no async runtime: it provides the rings ([`ring`]), the region layout
-//! ([`region`]), doorbells ([`doorbell`]) and the Unix-socket plumbing that hands a region
-//! to the peer ([`sys`]). The `lanner` runtime builds its `shm://` transport on them.
+//! ([`region`]), doorbells ([`doorbell`]), the offer that hands a region to the peer
+//! ([`handoff`]) and the operating-system plumbing beneath ([`sys`]). The `lanner` runtime builds its `shm://` transport on them.
 //!
 //! ## Trust
 //!
@@ -18,6 +18,11 @@
 
 #[cfg(not(loom))]
 pub mod doorbell;
+/// The fuzz driver of the ring's consumer (`fuzz/`, and regression tests).
+#[cfg(not(loom))]
+pub mod fuzzing;
+#[cfg(not(loom))]
+pub mod handoff;
 #[cfg(not(loom))]
 pub mod region;
 pub mod ring;

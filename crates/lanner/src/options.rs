@@ -43,6 +43,17 @@ impl ConnectionOptions {
         self
     }
 
+    /// Busy-poll mode: readers never sleep ([`ConnectionOptions::BUSY_POLL`] of spin). The
+    /// lowest latency, at the price of a core per busy connection's reader; meant for
+    /// shared memory between pinned processes.
+    pub fn busy_poll(self) -> Self {
+        self.with_spin(Self::BUSY_POLL)
+    }
+
+    /// The spin budget of busy-poll mode: a year, which is never in practice. (Any larger
+    /// budget is treated as this one.)
+    pub const BUSY_POLL: Duration = Duration::from_secs(365 * 24 * 3600);
+
     /// Sets the maximum frame size accepted from the peer.
     pub fn with_max_frame_size(mut self, max_frame_size: u32) -> Self {
         self.max_frame_size = max_frame_size;

@@ -43,6 +43,9 @@ pub struct BenchArgs {
     /// Spin budget in microseconds before a waiting side sleeps (0: pure blocking).
     #[arg(long, default_value_t = 50)]
     pub spin_us: u64,
+    /// Never sleep: poll until the peer answers (both sides; overrides --spin-us).
+    #[arg(long)]
+    pub busy_poll: bool,
     /// Print one JSON object on stdout and nothing else.
     #[arg(long)]
     pub json: bool,
@@ -51,12 +54,18 @@ pub struct BenchArgs {
 impl BenchArgs {
     /// The spin budget.
     pub fn spin(&self) -> Duration {
-        Duration::from_micros(self.spin_us)
+        if self.busy_poll {
+            lanner::ConnectionOptions::BUSY_POLL
+        } else {
+            Duration::from_micros(self.spin_us)
+        }
     }
 
     /// The wait strategy, as reported.
     pub fn wait(&self) -> String {
-        if self.spin_us == 0 {
+        if self.busy_poll {
+            "busy-poll".to_owned()
+        } else if self.spin_us == 0 {
             "block".to_owned()
         } else {
             format!("spin {}us then sleep", self.spin_us)

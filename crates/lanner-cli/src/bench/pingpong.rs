@@ -11,6 +11,7 @@ use super::stats::{Percentiles, percentiles};
 use super::{BenchArgs, Env};
 use crate::placement::pin_current_thread;
 use crate::raw::RawStream;
+use crate::raw_shm::RawShm;
 use crate::server_process::ServerProcess;
 use crate::services::{Echo, EchoProxy};
 
@@ -104,7 +105,7 @@ pub fn measure(
     let client = lanner::Client::with_options(lanner::ConnectionOptions::default().with_spin(spin));
     let url = format!("{}/echo", server.lanner);
     let echo: EchoProxy = runtime.block_on(client.connect::<EchoProxy>(&url))?;
-    let mut raw = RawStream::connect(&server.raw)?;
+    let mut raw = RawClient::connect(&server.raw)?;
     let mut rows = Vec::new();
     for &size in sizes {
         let cap = (MAX_BYTES_PER_SIZE / size.max(1)).max(100);
@@ -114,11 +115,10 @@ pub fn measure(
             eprintln!("  size {size}: {iters} iterations …");
         }
         let payload = Bytes::from(vec![0xa5u8; size]);
-        let mut reply = Vec::with_capacity(size);
         let mut rpc_samples = Vec::with_capacity(iters);
         let mut raw_samples = Vec::with_capacity(iters);
         for _ in 0..warmup {
-            raw.round_trip(&payload, &mut reply, spin)?;
+            raw.round_trip(&payload, spin)?;
         }
         runtime.block_on(async {
             for _ in 0..warmup {
@@ -129,13 +129,14 @@ pub fn measure(
         let block_size = (iters / 16).clamp(1, BLOCK);
         while rpc_samples.len() < iters {
             let block = block_size.min(iters - rpc_samples.len());
+            let mut echoed = 0;
             for _ in 0..block {
                 let start = Instant::now();
-                raw.round_trip(&payload, &mut reply, spin)?;
+                echoed = raw.round_trip(&payload, spin)?;
                 raw_samples.push(start.elapsed());
             }
-            if reply.len() != size {
-                return Err(format!("raw echo returned {} bytes, sent {size}", reply.len()).into());
+            if echoed != size {
+                return Err(format!("raw echo returned {echoed} bytes, sent {size}").into());
             }
             runtime.block_on(async {
                 for _ in 0..block {
@@ -154,6 +155,33 @@ pub fn measure(
         rows.push(row(size, &mut rpc_samples, &mut raw_samples));
     }
     Ok(rows)
+}
+
+/// The raw baseline's client on either medium.
+enum RawClient {
+    Stream(RawStream, Vec<u8>),
+    Shm(RawShm),
+}
+
+impl RawClient {
+    fn connect(endpoint: &str) -> std::io::Result<RawClient> {
+        Ok(if endpoint.starts_with("shm://") {
+            RawClient::Shm(RawShm::connect(endpoint)?)
+        } else {
+            RawClient::Stream(RawStream::connect(endpoint)?, Vec::new())
+        })
+    }
+
+    /// One round trip; returns the echo's length.
+    fn round_trip(&mut self, payload: &[u8], spin: Duration) -> std::io::Result<usize> {
+        match self {
+            RawClient::Stream(stream, reply) => {
+                stream.round_trip(payload, reply, spin)?;
+                Ok(reply.len())
+            }
+            RawClient::Shm(shm) => shm.round_trip(payload, spin),
+        }
+    }
 }
 
 fn row(size: usize, rpc: &mut [Duration], raw: &mut [Duration]) -> Row {

@@ -128,7 +128,8 @@ impl Connection {
             signal: signal.clone(),
             exports: Mutex::new(exports),
             peer,
-            spin,
+            // Deadlines are computed as now + spin: keep that representable.
+            spin: spin.min(crate::ConnectionOptions::BUSY_POLL),
         });
         reader::spawn(&connection, signal, &side);
         connection

@@ -1,0 +1,167 @@
+//! The raw shared-memory baseline: the same payload ping-ponged through the same rings
+//! (`lanner-shm`, set up the same way, same 4 MiB capacity) with no Lanner code.
+//!
+//! Written with the same care as Lanner's transport: a message is one ring record built in
+//! place from the payload; a received record of at least 16 KiB is read in place, smaller
+//! ones are copied out (as Lanner does); the echo server copies a request into its
+//! outgoing ring. Same wait strategy: poll the ring for the spin budget after the last
+//! progress, then announce sleep on the ring's flag and wait in `poll(2)` on the socket
+//! until the peer rings.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use lanner::transport::shm::{DEFAULT_RING_CAPACITY, IN_PLACE_MIN};
+use lanner_shm::doorbell::{self, Doorbell};
+use lanner_shm::handoff;
+use lanner_shm::region::Side;
+use lanner_shm::{Consumer, Producer};
+
+use crate::raw::poll_fd;
+
+fn address(name: &str) -> io::Result<SocketAddr> {
+    SocketAddr::from_abstract_name(format!("lanner-raw-shm/{name}").as_bytes())
+}
+
+fn ring_error(error: lanner_shm::RingError) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, error)
+}
+
+/// One end of a raw ring connection.
+pub struct RawShm {
+    producer: Producer,
+    consumer: Consumer,
+    socket: OwnedFd,
+}
+
+impl RawShm {
+    fn new(side: Side, region: lanner_shm::Region, socket: OwnedFd) -> io::Result<RawShm> {
+        let bell = Arc::new(Doorbell::new(socket.try_clone()?));
+        let (producer, consumer) = region.split(side, bell, IN_PLACE_MIN);
+        Ok(RawShm {
+            producer,
+            consumer,
+            socket,
+        })
+    }
+
+    /// Connects to a raw shm echo server at `shm://name`.
+    pub fn connect(endpoint: &str) -> io::Result<RawShm> {
+        let name = endpoint.strip_prefix("shm://").ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("raw shm baseline cannot use {endpoint}"),
+            )
+        })?;
+        let stream = UnixStream::connect_addr(&address(name)?)?;
+        let region = handoff::accept_region(stream.as_fd())?;
+        stream.set_nonblocking(true)?;
+        RawShm::new(Side::Client, region, stream.into())
+    }
+
+    /// Sleeps until the peer rings (or goes away).
+    fn sleep(&self) -> io::Result<()> {
+        poll_fd(self.socket.as_raw_fd(), libc::POLLIN)?;
+        match doorbell::drain(self.socket.as_fd())? {
+            doorbell::Drained::PeerGone => Err(io::ErrorKind::UnexpectedEof.into()),
+            _ => Ok(()),
+        }
+    }
+
+    /// Sends `payload` as one record, built in place in the ring.
+    pub fn send(&mut self, payload: &[u8]) -> io::Result<()> {
+        loop {
+            if let Some(mut reservation) = self
+                .producer
+                .try_reserve(payload.len())
+                .map_err(ring_error)?
+            {
+                reservation.write(0, payload);
+                reservation.commit(false);
+                return Ok(());
+            }
+            if self
+                .producer
+                .prepare_wait(payload.len())
+                .map_err(ring_error)?
+            {
+                self.sleep()?;
+            }
+        }
+    }
+
+    /// Receives one record: spin for `spin` after the last progress, then sleep.
+    pub fn receive(&mut self, spin: Duration) -> io::Result<Bytes> {
+        let mut spin_until = Instant::now() + spin;
+        loop {
+            if let Some(record) = self.consumer.try_recv().map_err(ring_error)? {
+                return Ok(record.bytes);
+            }
+            if Instant::now() < spin_until {
+                std::hint::spin_loop();
+            } else if self.consumer.prepare_sleep().map_err(ring_error)? {
+                self.sleep()?;
+                spin_until = Instant::now() + spin;
+            }
+        }
+    }
+
+    /// One round trip; returns the length of the echo.
+    pub fn round_trip(&mut self, payload: &[u8], spin: Duration) -> io::Result<usize> {
+        self.send(payload)?;
+        Ok(self.receive(spin)?.len())
+    }
+}
+
+/// A raw shm echo server.
+pub struct RawShmListener {
+    listener: UnixListener,
+    name: String,
+}
+
+impl RawShmListener {
+    /// Listens on the raw abstract socket for `name`.
+    pub fn bind(name: &str) -> io::Result<RawShmListener> {
+        Ok(RawShmListener {
+            listener: UnixListener::bind_addr(&address(name)?)?,
+            name: name.to_owned(),
+        })
+    }
+
+    /// The endpoint URL.
+    pub fn endpoint(&self) -> String {
+        format!("shm://{}", self.name)
+    }
+
+    /// Serves echo connections forever, one thread each.
+    pub fn serve(self, spin: Duration) {
+        loop {
+            match self.listener.accept() {
+                Ok((stream, _)) => {
+                    std::thread::spawn(move || {
+                        let _ = echo_connection(stream, spin);
+                    });
+                }
+                Err(error) => {
+                    eprintln!("raw shm accept failed: {error}");
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+        }
+    }
+}
+
+fn echo_connection(stream: UnixStream, spin: Duration) -> io::Result<()> {
+    let region = handoff::offer_region(stream.as_fd(), DEFAULT_RING_CAPACITY)?;
+    stream.set_nonblocking(true)?;
+    let mut end = RawShm::new(Side::Server, region, stream.into())?;
+    loop {
+        let request = end.receive(spin)?;
+        end.send(&request)?;
+    }
+}
