@@ -36,13 +36,14 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
         transport: args.transport,
         sizes: vec![0, 4096, 65536],
         iters: 2_000,
+        secs: 0.0,
         warmup: 200,
         placement: Placement::Split,
         spin_us: 50,
         busy_poll: false,
         json: true,
     };
-    let rows = measure(&bench, &bench.sizes, bench.iters, bench.warmup)?;
+    let (rows, _) = measure(&bench, &bench.sizes, bench.iters, bench.warmup, 0.0)?;
     print_table(&rows);
     println!(
         "(wait strategy: {}; full benchmark: lanner bench pingpong --transport {})",

@@ -3,6 +3,9 @@
 //! Written with the same care as Lanner: `TCP_NODELAY`, one vectored write per message
 //! (4-byte length + payload), a receive buffer sized once, and the same wait strategy
 //! (poll the non-blocking socket for the spin budget, then sleep in `poll(2)`).
+//!
+//! A message whose length word has [`ONE_WAY`] set is taken without an answer (the
+//! bandwidth benchmark streams those, then one ordinary message to learn that all arrived).
 
 use std::io::{self, IoSlice, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -10,6 +13,9 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+
+/// Length-word flag of a message the echo server takes without answering.
+pub const ONE_WAY: u32 = 1 << 31;
 
 /// A connected raw stream, either kind.
 pub enum RawStream {
@@ -95,7 +101,16 @@ impl RawStream {
     /// Writes a length-prefixed message with vectored writes, waiting in poll(2) when the
     /// socket is full.
     pub fn write_message(&mut self, payload: &[u8]) -> io::Result<()> {
-        let header = (payload.len() as u32).to_le_bytes();
+        self.write_flagged(payload, 0)
+    }
+
+    /// Writes a message the server takes without answering.
+    pub fn write_one_way(&mut self, payload: &[u8]) -> io::Result<()> {
+        self.write_flagged(payload, ONE_WAY)
+    }
+
+    fn write_flagged(&mut self, payload: &[u8], flags: u32) -> io::Result<()> {
+        let header = (payload.len() as u32 | flags).to_le_bytes();
         let total = header.len() + payload.len();
         let mut written = 0;
         while written < total {
@@ -222,9 +237,11 @@ fn echo_connection(mut stream: RawStream, spin: Duration) -> io::Result<()> {
     loop {
         let mut header = [0u8; 4];
         stream.read_exact_spin(&mut header, spin)?;
-        let len = u32::from_le_bytes(header) as usize;
-        buffer.resize(len, 0);
+        let word = u32::from_le_bytes(header);
+        buffer.resize((word & !ONE_WAY) as usize, 0);
         stream.read_exact_spin(&mut buffer, spin)?;
-        stream.write_message(&buffer)?;
+        if word & ONE_WAY == 0 {
+            stream.write_message(&buffer)?;
+        }
     }
 }

@@ -4,9 +4,12 @@
 //! Written with the same care as Lanner's transport: a message is one ring record built in
 //! place from the payload; a received record of at least 16 KiB is read in place, smaller
 //! ones are copied out (as Lanner does); the echo server copies a request into its
-//! outgoing ring. Same wait strategy: poll the ring for the spin budget after the last
-//! progress, then announce sleep on the ring's flag and wait in `poll(2)` on the socket
-//! until the peer rings.
+//! outgoing ring. Same wait strategy: poll the ring (for a record, or for room) for the
+//! spin budget, then announce sleep on the ring's flag and wait in `poll(2)` on the
+//! socket until the peer rings.
+//!
+//! A record sent with the ring's `more` flag is taken without an answer (the bandwidth
+//! benchmark streams those, then one ordinary record to learn that all arrived).
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -15,12 +18,11 @@ use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use lanner::transport::shm::{DEFAULT_RING_CAPACITY, IN_PLACE_MIN};
 use lanner_shm::doorbell::{self, Doorbell};
 use lanner_shm::handoff;
 use lanner_shm::region::Side;
-use lanner_shm::{Consumer, Producer};
+use lanner_shm::{Consumer, Producer, Record};
 
 use crate::raw::poll_fd;
 
@@ -37,21 +39,30 @@ pub struct RawShm {
     producer: Producer,
     consumer: Consumer,
     socket: OwnedFd,
+    /// How long to poll the ring before sleeping.
+    spin: Duration,
 }
 
 impl RawShm {
-    fn new(side: Side, region: lanner_shm::Region, socket: OwnedFd) -> io::Result<RawShm> {
+    fn new(
+        side: Side,
+        region: lanner_shm::Region,
+        socket: OwnedFd,
+        spin: Duration,
+    ) -> io::Result<RawShm> {
         let bell = Arc::new(Doorbell::new(socket.try_clone()?));
         let (producer, consumer) = region.split(side, bell, IN_PLACE_MIN);
         Ok(RawShm {
             producer,
             consumer,
             socket,
+            spin,
         })
     }
 
-    /// Connects to a raw shm echo server at `shm://name`.
-    pub fn connect(endpoint: &str) -> io::Result<RawShm> {
+    /// Connects to a raw shm echo server at `shm://name`; waits poll for `spin` before
+    /// sleeping.
+    pub fn connect(endpoint: &str, spin: Duration) -> io::Result<RawShm> {
         let name = endpoint.strip_prefix("shm://").ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -61,7 +72,7 @@ impl RawShm {
         let stream = UnixStream::connect_addr(&address(name)?)?;
         let region = handoff::accept_region(stream.as_fd())?;
         stream.set_nonblocking(true)?;
-        RawShm::new(Side::Client, region, stream.into())
+        RawShm::new(Side::Client, region, stream.into(), spin)
     }
 
     /// Sleeps until the peer rings (or goes away).
@@ -75,6 +86,16 @@ impl RawShm {
 
     /// Sends `payload` as one record, built in place in the ring.
     pub fn send(&mut self, payload: &[u8]) -> io::Result<()> {
+        self.send_flagged(payload, false)
+    }
+
+    /// Sends a record the server takes without answering.
+    pub fn send_one_way(&mut self, payload: &[u8]) -> io::Result<()> {
+        self.send_flagged(payload, true)
+    }
+
+    fn send_flagged(&mut self, payload: &[u8], one_way: bool) -> io::Result<()> {
+        let spin_until = Instant::now() + self.spin;
         loop {
             if let Some(mut reservation) = self
                 .producer
@@ -82,10 +103,12 @@ impl RawShm {
                 .map_err(ring_error)?
             {
                 reservation.write(0, payload);
-                reservation.commit(false);
+                reservation.commit(one_way);
                 return Ok(());
             }
-            if self
+            if Instant::now() < spin_until {
+                std::hint::spin_loop();
+            } else if self
                 .producer
                 .prepare_wait(payload.len())
                 .map_err(ring_error)?
@@ -95,12 +118,13 @@ impl RawShm {
         }
     }
 
-    /// Receives one record: spin for `spin` after the last progress, then sleep.
-    pub fn receive(&mut self, spin: Duration) -> io::Result<Bytes> {
+    /// Receives one record: poll for the spin budget after the last progress, then sleep.
+    pub fn receive(&mut self) -> io::Result<Record> {
+        let spin = self.spin;
         let mut spin_until = Instant::now() + spin;
         loop {
             if let Some(record) = self.consumer.try_recv().map_err(ring_error)? {
-                return Ok(record.bytes);
+                return Ok(record);
             }
             if Instant::now() < spin_until {
                 std::hint::spin_loop();
@@ -112,9 +136,9 @@ impl RawShm {
     }
 
     /// One round trip; returns the length of the echo.
-    pub fn round_trip(&mut self, payload: &[u8], spin: Duration) -> io::Result<usize> {
+    pub fn round_trip(&mut self, payload: &[u8]) -> io::Result<usize> {
         self.send(payload)?;
-        Ok(self.receive(spin)?.len())
+        Ok(self.receive()?.bytes.len())
     }
 }
 
@@ -159,9 +183,11 @@ impl RawShmListener {
 fn echo_connection(stream: UnixStream, spin: Duration) -> io::Result<()> {
     let region = handoff::offer_region(stream.as_fd(), DEFAULT_RING_CAPACITY)?;
     stream.set_nonblocking(true)?;
-    let mut end = RawShm::new(Side::Server, region, stream.into())?;
+    let mut end = RawShm::new(Side::Server, region, stream.into(), spin)?;
     loop {
-        let request = end.receive(spin)?;
-        end.send(&request)?;
+        let request = end.receive()?;
+        if !request.more {
+            end.send(&request.bytes)?;
+        }
     }
 }

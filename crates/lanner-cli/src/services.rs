@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 pub trait Echo {
     /// Returns `payload` unchanged (no copy on either side).
     async fn echo(&self, payload: Bytes) -> Result<Bytes, lanner::Error>;
+    /// Takes `payload` and returns its length: the bandwidth benchmark's workload.
+    async fn absorb(&self, payload: Bytes) -> Result<u64, lanner::Error>;
 }
 
 /// Arithmetic with a typed application error: the demo's first interface.
@@ -65,6 +67,10 @@ pub struct EchoService;
 impl Echo for EchoService {
     async fn echo(&self, payload: Bytes) -> Result<Bytes, lanner::Error> {
         Ok(payload)
+    }
+
+    async fn absorb(&self, payload: Bytes) -> Result<u64, lanner::Error> {
+        Ok(payload.len() as u64)
     }
 }
 

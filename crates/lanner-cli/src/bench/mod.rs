@@ -9,14 +9,19 @@ use serde::Serialize;
 use crate::placement::Placement;
 use crate::transport_arg::TransportArg;
 
+pub mod bandwidth;
+pub mod idle;
 pub mod pingpong;
+pub mod raw_client;
 pub mod stats;
 
 /// Benchmark workloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Workload {
-    /// Sequential echo calls of a byte payload vs the same ping-pong on a raw socket.
+    /// Sequential echo calls of a byte payload vs the same ping-pong on the raw medium.
     Pingpong,
+    /// One-way bulk transfer: calls taking a payload vs raw one-way messages.
+    Bandwidth,
 }
 
 /// Options of `lanner bench`.
@@ -31,9 +36,12 @@ pub struct BenchArgs {
     /// Payload sizes in bytes.
     #[arg(long, value_delimiter = ',', default_value = "0,64,4096,65536,1048576")]
     pub sizes: Vec<usize>,
-    /// Measured iterations per size (fewer for large sizes: at most 256 MiB per side).
+    /// Measured iterations per size (fewer for large sizes: at most 1 GiB per side).
     #[arg(long, default_value_t = 10_000)]
     pub iters: usize,
+    /// Seconds per size and side, for workloads that run for a time (bandwidth).
+    #[arg(long, default_value_t = 2.0)]
+    pub secs: f64,
     /// Warm-up iterations per size.
     #[arg(long, default_value_t = 1_000)]
     pub warmup: usize,
@@ -112,5 +120,6 @@ fn online_cpus() -> usize {
 pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     match args.workload {
         Workload::Pingpong => pingpong::run(args),
+        Workload::Bandwidth => bandwidth::run(args),
     }
 }

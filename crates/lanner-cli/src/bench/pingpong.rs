@@ -7,11 +7,11 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use serde::Serialize;
 
+use super::idle::{self, IdleCpu};
+use super::raw_client::RawClient;
 use super::stats::{Percentiles, percentiles};
 use super::{BenchArgs, Env};
 use crate::placement::pin_current_thread;
-use crate::raw::RawStream;
-use crate::raw_shm::RawShm;
 use crate::server_process::ServerProcess;
 use crate::services::{Echo, EchoProxy};
 
@@ -46,18 +46,25 @@ struct Report {
     placement: &'static str,
     wait: String,
     rows: Vec<Row>,
+    /// CPU use of the two processes, connected and silent, after the measurements.
+    idle_cpu: IdleCpu,
     env: Env,
 }
 
+/// Seconds of silence over which idle CPU use is measured.
+const IDLE_SECS: f64 = 1.0;
+
 /// Runs the benchmark and prints the report.
 pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
-    let rows = measure(args, &args.sizes, args.iters, args.warmup)?;
+    let (rows, idle_cpu) = measure(args, &args.sizes, args.iters, args.warmup, IDLE_SECS)?;
+    let idle_cpu = idle_cpu.ok_or("idle CPU was not measured")?;
     let report = Report {
         workload: "pingpong",
         transport: args.transport.name(),
         placement: args.placement.name(),
         wait: args.wait(),
         rows,
+        idle_cpu,
         env: Env::current(),
     };
     if args.json {
@@ -68,6 +75,10 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
             report.transport, report.placement, report.wait
         );
         print_table(&report.rows);
+        println!(
+            "idle, connected: client {:.1}% and server {:.1}% of a core over {} s",
+            idle_cpu.client_percent, idle_cpu.server_percent, idle_cpu.secs
+        );
     }
     Ok(())
 }
@@ -86,13 +97,15 @@ pub fn print_table(rows: &[Row]) {
     }
 }
 
-/// Measures every size; used by the bench and by the demo.
+/// Measures every size, then (if `idle_secs` > 0) the CPU both processes use while their
+/// connections stay silent; used by the bench and by the demo.
 pub fn measure(
     args: &BenchArgs,
     sizes: &[usize],
     iters: usize,
     warmup: usize,
-) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
+    idle_secs: f64,
+) -> Result<(Vec<Row>, Option<IdleCpu>), Box<dyn std::error::Error>> {
     let (client_cpu, server_cpu) = args.placement.cpus();
     if let Some(cpu) = client_cpu {
         pin_current_thread(cpu)?;
@@ -105,7 +118,7 @@ pub fn measure(
     let client = lanner::Client::with_options(lanner::ConnectionOptions::default().with_spin(spin));
     let url = format!("{}/echo", server.lanner);
     let echo: EchoProxy = runtime.block_on(client.connect::<EchoProxy>(&url))?;
-    let mut raw = RawClient::connect(&server.raw)?;
+    let mut raw = RawClient::connect(&server.raw, spin)?;
     let mut rows = Vec::new();
     for &size in sizes {
         let cap = (MAX_BYTES_PER_SIZE / size.max(1)).max(100);
@@ -154,34 +167,12 @@ pub fn measure(
         }
         rows.push(row(size, &mut rpc_samples, &mut raw_samples));
     }
-    Ok(rows)
-}
-
-/// The raw baseline's client on either medium.
-enum RawClient {
-    Stream(RawStream, Vec<u8>),
-    Shm(RawShm),
-}
-
-impl RawClient {
-    fn connect(endpoint: &str) -> std::io::Result<RawClient> {
-        Ok(if endpoint.starts_with("shm://") {
-            RawClient::Shm(RawShm::connect(endpoint)?)
-        } else {
-            RawClient::Stream(RawStream::connect(endpoint)?, Vec::new())
-        })
-    }
-
-    /// One round trip; returns the echo's length.
-    fn round_trip(&mut self, payload: &[u8], spin: Duration) -> std::io::Result<usize> {
-        match self {
-            RawClient::Stream(stream, reply) => {
-                stream.round_trip(payload, reply, spin)?;
-                Ok(reply.len())
-            }
-            RawClient::Shm(shm) => shm.round_trip(payload, spin),
-        }
-    }
+    let idle = if idle_secs > 0.0 {
+        Some(idle::measure(server.pid(), idle_secs)?)
+    } else {
+        None
+    };
+    Ok((rows, idle))
 }
 
 fn row(size: usize, rpc: &mut [Duration], raw: &mut [Duration]) -> Row {

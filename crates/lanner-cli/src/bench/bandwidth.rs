@@ -1,0 +1,171 @@
+//! `lanner bench bandwidth`: one-way bulk transfer. Lanner keeps [`WINDOW`] calls taking a
+//! `size`-byte payload in flight on one connection; the raw baseline streams `size`-byte
+//! one-way messages over the same medium and ends each block with one round trip, so
+//! that it counts only what arrived. Alternating blocks give both the same conditions.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use serde::Serialize;
+
+use super::raw_client::RawClient;
+use super::{BenchArgs, Env};
+use crate::placement::pin_current_thread;
+use crate::server_process::ServerProcess;
+use crate::services::{Echo, EchoProxy};
+
+/// Calls in flight at once on the Lanner side.
+pub const WINDOW: usize = 8;
+
+/// Length of one alternating block.
+const BLOCK: Duration = Duration::from_millis(250);
+
+/// One row of the result.
+#[derive(Debug, Serialize)]
+pub struct Row {
+    /// Payload size in bytes.
+    pub size: usize,
+    /// Lanner throughput, MB/s (10^6 bytes).
+    pub rpc_mb_s: f64,
+    /// Raw throughput, MB/s.
+    pub raw_mb_s: f64,
+    /// `rpc_mb_s / raw_mb_s`.
+    pub ratio: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    workload: &'static str,
+    transport: &'static str,
+    placement: &'static str,
+    wait: String,
+    window: usize,
+    rows: Vec<Row>,
+    env: Env,
+}
+
+/// Runs the benchmark and prints the report.
+pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let (client_cpu, server_cpu) = args.placement.cpus();
+    if let Some(cpu) = client_cpu {
+        pin_current_thread(cpu)?;
+    }
+    let spin = args.spin();
+    let server = ServerProcess::spawn(args.transport, server_cpu, spin)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let client = lanner::Client::with_options(lanner::ConnectionOptions::default().with_spin(spin));
+    let echo: EchoProxy =
+        runtime.block_on(client.connect::<EchoProxy>(&format!("{}/echo", server.lanner)))?;
+    let mut raw = RawClient::connect(&server.raw, spin)?;
+    let per_side = Duration::from_secs_f64(args.secs.max(BLOCK.as_secs_f64()));
+    let mut rows = Vec::new();
+    for &size in &args.sizes {
+        if !args.json {
+            eprintln!("  size {size}: {per_side:?} per side …");
+        }
+        let payload = Bytes::from(vec![0x5au8; size]);
+        let (mut rpc, mut raw_total) = (Transfer::default(), Transfer::default());
+        while rpc.elapsed < per_side || raw_total.elapsed < per_side {
+            raw_total.add(raw_block(&mut raw, &payload, spin)?);
+            rpc.add(runtime.block_on(rpc_block(&echo, &payload))?);
+        }
+        let rpc_mb_s = rpc.mb_s();
+        let raw_mb_s = raw_total.mb_s();
+        rows.push(Row {
+            size,
+            rpc_mb_s: round1(rpc_mb_s),
+            raw_mb_s: round1(raw_mb_s),
+            ratio: (rpc_mb_s / raw_mb_s.max(f64::MIN_POSITIVE) * 100.0).round() / 100.0,
+        });
+    }
+    let report = Report {
+        workload: "bandwidth",
+        transport: args.transport.name(),
+        placement: args.placement.name(),
+        wait: args.wait(),
+        window: WINDOW,
+        rows,
+        env: Env::current(),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        println!(
+            "bandwidth over {} (placement {}, wait: {}, {WINDOW} calls in flight)",
+            report.transport, report.placement, report.wait
+        );
+        println!(
+            "{:>9}  {:>12}  {:>12}  {:>6}",
+            "size", "lanner MB/s", "raw MB/s", "ratio"
+        );
+        for row in &report.rows {
+            println!(
+                "{:>9}  {:>12.1}  {:>12.1}  {:>6.2}",
+                row.size, row.rpc_mb_s, row.raw_mb_s, row.ratio
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Bytes moved and the time it took.
+#[derive(Debug, Default, Clone, Copy)]
+struct Transfer {
+    bytes: u64,
+    elapsed: Duration,
+}
+
+impl Transfer {
+    fn add(&mut self, other: Transfer) {
+        self.bytes += other.bytes;
+        self.elapsed += other.elapsed;
+    }
+
+    fn mb_s(&self) -> f64 {
+        self.bytes as f64 / self.elapsed.as_secs_f64().max(f64::MIN_POSITIVE) / 1e6
+    }
+}
+
+/// Streams one-way messages for a block, then one round trip to know they all arrived.
+fn raw_block(raw: &mut RawClient, payload: &[u8], spin: Duration) -> std::io::Result<Transfer> {
+    let start = Instant::now();
+    let mut sent = 0u64;
+    while start.elapsed() < BLOCK {
+        for _ in 0..8 {
+            raw.send_one_way(payload)?;
+            sent += 1;
+        }
+    }
+    raw.round_trip(&[], spin)?;
+    Ok(Transfer {
+        bytes: sent * payload.len() as u64,
+        elapsed: start.elapsed(),
+    })
+}
+
+/// Keeps [`WINDOW`] calls in flight for a block, then waits for the last ones.
+async fn rpc_block(echo: &EchoProxy, payload: &Bytes) -> Result<Transfer, lanner::Error> {
+    let start = Instant::now();
+    let mut in_flight = FuturesUnordered::new();
+    let mut received = 0u64;
+    loop {
+        while in_flight.len() < WINDOW && start.elapsed() < BLOCK {
+            in_flight.push(echo.absorb(payload.clone()));
+        }
+        match in_flight.next().await {
+            Some(len) => received += len?,
+            None => break,
+        }
+    }
+    Ok(Transfer {
+        bytes: received,
+        elapsed: start.elapsed(),
+    })
+}
+
+fn round1(value: f64) -> f64 {
+    (value * 10.0).round() / 10.0
+}

@@ -1,0 +1,46 @@
+//! The raw baseline's client on any medium.
+
+use std::io;
+use std::time::Duration;
+
+use crate::raw::RawStream;
+use crate::raw_shm::RawShm;
+
+/// A connection to the raw echo server: a socket or shared-memory rings.
+pub enum RawClient {
+    /// TCP or Unix socket, with a reply buffer.
+    Stream(RawStream, Vec<u8>),
+    /// Shared-memory rings.
+    Shm(RawShm),
+}
+
+impl RawClient {
+    /// Connects to the raw server at `endpoint` (`tcp://`, `unix://` or `shm://`); waits
+    /// poll for `spin` before sleeping.
+    pub fn connect(endpoint: &str, spin: Duration) -> io::Result<RawClient> {
+        Ok(if endpoint.starts_with("shm://") {
+            RawClient::Shm(RawShm::connect(endpoint, spin)?)
+        } else {
+            RawClient::Stream(RawStream::connect(endpoint)?, Vec::new())
+        })
+    }
+
+    /// One round trip; returns the echo's length.
+    pub fn round_trip(&mut self, payload: &[u8], spin: Duration) -> io::Result<usize> {
+        match self {
+            RawClient::Stream(stream, reply) => {
+                stream.round_trip(payload, reply, spin)?;
+                Ok(reply.len())
+            }
+            RawClient::Shm(shm) => shm.round_trip(payload),
+        }
+    }
+
+    /// Sends `payload` for the server to take without answering.
+    pub fn send_one_way(&mut self, payload: &[u8]) -> io::Result<()> {
+        match self {
+            RawClient::Stream(stream, _) => stream.write_one_way(payload),
+            RawClient::Shm(shm) => shm.send_one_way(payload),
+        }
+    }
+}
