@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs every cargo-fuzz target of lanner-proto for the given number of seconds each
-# (default 60). Needs a nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz`).
+# Runs every cargo-fuzz target (lanner-proto's and lanner-shm's) for the given number of
+# seconds each (default 60). Needs a nightly toolchain and cargo-fuzz
+# (`cargo install cargo-fuzz`).
 # Starts from the committed seeds in fuzz/seeds/<target>/ (regenerate with gen_seeds.py)
 # plus whatever corpus earlier runs left. Crashes land in fuzz/artifacts/<target>/; the
 # corpus grows in fuzz/corpus/<target>/. Neither of those two is committed.

@@ -40,16 +40,17 @@ const LAPS: usize = 4;
 ///
 /// 1. [`hostile_consumer`]: one pass until `Ok(None)` or an error;
 /// 2. the same bytes, with the driver playing the producer: it publishes `tail` more bytes
-///    per lap ([`LAPS`] laps), so the consumer wraps around and meets the bytes at other
+///    per lap (four laps), so the consumer wraps around and meets the bytes at other
 ///    offsets, while the driver holds some in-place records across laps (whose space a
 ///    hostile producer is then overwriting) and releases them out of order.
 pub fn ring_read(data: &[u8]) {
     let selector = data.first().copied().unwrap_or(0);
     let capacity = 64usize << (selector % 8);
     let in_place_min = 1usize << (3 * ((selector >> 3) % 4));
+    let tail_bytes = data.get(1..).unwrap_or(&[]);
+    let tail_bytes = &tail_bytes[..tail_bytes.len().min(8)];
     let mut raw = [0u8; 8];
-    let raw_len = data.len().saturating_sub(1).min(8);
-    raw[..raw_len].copy_from_slice(&data[1..1 + raw_len]);
+    raw[..tail_bytes.len()].copy_from_slice(tail_bytes);
     let raw = u64::from_le_bytes(raw);
     let contents = data.get(9..).unwrap_or(&[]);
     let tail = reduce_tail(raw, capacity);

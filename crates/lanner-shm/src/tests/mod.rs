@@ -1,5 +1,6 @@
 //! Unit and property tests of the ring on heap memory.
 
+mod fuzz_regressions;
 mod ring;
 mod ring_model;
 
