@@ -38,7 +38,10 @@ fn ring_error(error: lanner_shm::RingError) -> io::Error {
 pub struct RawShm {
     producer: Producer,
     consumer: Consumer,
-    socket: OwnedFd,
+    /// The data doorbell: the receiver sleeps on it.
+    data: OwnedFd,
+    /// The space doorbell: the sender waits on it.
+    space: OwnedFd,
     /// How long to poll the ring before sleeping.
     spin: Duration,
 }
@@ -46,16 +49,21 @@ pub struct RawShm {
 impl RawShm {
     fn new(
         side: Side,
-        region: lanner_shm::Region,
-        socket: OwnedFd,
+        (region, space): (lanner_shm::Region, OwnedFd),
+        data: OwnedFd,
         spin: Duration,
     ) -> io::Result<RawShm> {
-        let bell = Arc::new(Doorbell::new(socket.try_clone()?));
-        let (producer, consumer) = region.split(side, bell, IN_PLACE_MIN);
+        let (producer, consumer) = region.split(
+            side,
+            Arc::new(Doorbell::new(data.try_clone()?)),
+            Arc::new(Doorbell::new(space.try_clone()?)),
+            IN_PLACE_MIN,
+        );
         Ok(RawShm {
             producer,
             consumer,
-            socket,
+            data,
+            space,
             spin,
         })
     }
@@ -70,15 +78,15 @@ impl RawShm {
             )
         })?;
         let stream = UnixStream::connect_addr(&address(name)?)?;
-        let region = handoff::accept_region(stream.as_fd())?;
+        let offer = handoff::accept_region(stream.as_fd())?;
         stream.set_nonblocking(true)?;
-        RawShm::new(Side::Client, region, stream.into(), spin)
+        RawShm::new(Side::Client, offer, stream.into(), spin)
     }
 
-    /// Sleeps until the peer rings (or goes away).
-    fn sleep(&self) -> io::Result<()> {
-        poll_fd(self.socket.as_raw_fd(), libc::POLLIN)?;
-        match doorbell::drain(self.socket.as_fd())? {
+    /// Sleeps until the peer rings `doorbell` (or goes away).
+    fn sleep(doorbell: &OwnedFd) -> io::Result<()> {
+        poll_fd(doorbell.as_raw_fd(), libc::POLLIN)?;
+        match doorbell::drain(doorbell.as_fd())? {
             doorbell::Drained::PeerGone => Err(io::ErrorKind::UnexpectedEof.into()),
             _ => Ok(()),
         }
@@ -113,7 +121,7 @@ impl RawShm {
                 .prepare_wait(payload.len())
                 .map_err(ring_error)?
             {
-                self.sleep()?;
+                RawShm::sleep(&self.space)?;
             }
         }
     }
@@ -129,7 +137,7 @@ impl RawShm {
             if Instant::now() < spin_until {
                 std::hint::spin_loop();
             } else if self.consumer.prepare_sleep().map_err(ring_error)? {
-                self.sleep()?;
+                RawShm::sleep(&self.data)?;
                 spin_until = Instant::now() + spin;
             }
         }
@@ -181,9 +189,9 @@ impl RawShmListener {
 }
 
 fn echo_connection(stream: UnixStream, spin: Duration) -> io::Result<()> {
-    let region = handoff::offer_region(stream.as_fd(), DEFAULT_RING_CAPACITY)?;
+    let offer = handoff::offer_region(stream.as_fd(), DEFAULT_RING_CAPACITY)?;
     stream.set_nonblocking(true)?;
-    let mut end = RawShm::new(Side::Server, region, stream.into(), spin)?;
+    let mut end = RawShm::new(Side::Server, offer, stream.into(), spin)?;
     loop {
         let request = end.receive()?;
         if !request.more {

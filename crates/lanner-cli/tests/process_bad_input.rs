@@ -15,7 +15,7 @@ use lanner_cli::server_process::ServerProcess;
 use lanner_cli::services::{Calculator, CalculatorProxy, EchoProxy};
 use lanner_proto::frame::{self, Frame};
 use lanner_proto::{FrameSplitter, Hello, Limits, MessageBuilder, Status};
-use support::{TRANSPORTS, client, runtime, server};
+use support::{STREAM_TRANSPORTS, client, runtime, server};
 
 trait Stream: Read + Write {}
 impl<T: Read + Write> Stream for T {}
@@ -144,7 +144,7 @@ fn resolve(stream: &mut dyn Stream, buffer: &mut BytesMut, name: &str) -> u64 {
 
 #[test]
 fn handshake_violations_are_refused_with_a_reason() {
-    for transport in TRANSPORTS {
+    for transport in STREAM_TRANSPORTS {
         let server = server(transport);
 
         let mut bad_magic = hello().to_vec();
@@ -192,7 +192,7 @@ fn handshake_violations_are_refused_with_a_reason() {
 
 #[test]
 fn malformed_frames_after_the_handshake_close_only_that_connection() {
-    for transport in TRANSPORTS {
+    for transport in STREAM_TRANSPORTS {
         let server = server(transport);
 
         // Oversized length field.
@@ -252,7 +252,7 @@ fn malformed_frames_after_the_handshake_close_only_that_connection() {
 
 #[test]
 fn bad_calls_get_error_replies_and_the_connection_stays_usable() {
-    for transport in TRANSPORTS {
+    for transport in STREAM_TRANSPORTS {
         let server = server(transport);
         let mut stream = raw(&server.lanner);
         let mut buffer = handshake(stream.as_mut());

@@ -1,4 +1,4 @@
-//! Calls to a real server process over TCP and Unix sockets.
+//! Calls to a real server process over TCP, Unix sockets and shared memory.
 
 mod support;
 

@@ -116,13 +116,15 @@ impl Region {
     }
 
     /// This side's two ends: the producer of its outgoing ring and the consumer of its
-    /// incoming ring. `wake_peer` wakes the peer when it sleeps waiting for messages or
-    /// for ring space. Received messages of at least `in_place_min` bytes are handed out
-    /// in place (see [`Consumer`]).
+    /// incoming ring. `wake_peer_receiver` wakes the peer when it sleeps waiting for
+    /// messages; `wake_peer_sender` wakes it when it waits for ring space (two doorbells:
+    /// see [`crate::handoff`]). Received messages of at least `in_place_min` bytes are
+    /// handed out in place (see [`Consumer`]).
     pub fn split(
         self,
         side: Side,
-        wake_peer: Arc<dyn Wake>,
+        wake_peer_receiver: Arc<dyn Wake>,
+        wake_peer_sender: Arc<dyn Wake>,
         in_place_min: usize,
     ) -> (Producer, Consumer) {
         let (outgoing, incoming) = match side {
@@ -130,8 +132,12 @@ impl Region {
             Side::Server => (1, 0),
         };
         (
-            Producer::new(Arc::new(self.ring(outgoing)), wake_peer.clone()),
-            Consumer::new(Arc::new(self.ring(incoming)), wake_peer, in_place_min),
+            Producer::new(Arc::new(self.ring(outgoing)), wake_peer_receiver),
+            Consumer::new(
+                Arc::new(self.ring(incoming)),
+                wake_peer_sender,
+                in_place_min,
+            ),
         )
     }
 

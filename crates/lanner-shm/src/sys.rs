@@ -202,6 +202,12 @@ pub fn check_peer_memfd(fd: BorrowedFd<'_>, len: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// The type bits of the file behind `fd` (`st_mode & S_IFMT`, e.g. `libc::S_IFSOCK`).
+pub fn file_type(fd: BorrowedFd<'_>) -> io::Result<libc::mode_t> {
+    let stat = fstat(fd).map_err(|e| annotate(e, format_args!("fstat")))?;
+    Ok(stat.st_mode & libc::S_IFMT)
+}
+
 /// The size in bytes of the file behind `fd` (`fstat`).
 pub fn file_size(fd: BorrowedFd<'_>) -> io::Result<u64> {
     let stat = fstat(fd).map_err(|e| annotate(e, format_args!("fstat")))?;

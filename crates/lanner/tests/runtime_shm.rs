@@ -107,3 +107,28 @@ async fn a_second_listener_on_the_same_name_is_refused() {
     let error = Server::new().listen(&endpoint("twice")).await.unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_large_concurrent_calls_never_stall() {
+    let (_server, _listening, _service, url) = serve_shm("stall").await;
+    let blobs: BlobsProxy = Client::new().connect(&url).await.unwrap();
+    let tasks: Vec<_> = (0..16u8)
+        .map(|task| {
+            let blobs = blobs.clone();
+            tokio::spawn(async move {
+                for i in 0..40u8 {
+                    let payload = pattern(1 << 20, task ^ i);
+                    let echoed = blobs.echo(payload.clone()).await.unwrap();
+                    assert!(echoed == payload);
+                }
+            })
+        })
+        .collect();
+    let all = futures_util::future::join_all(tasks);
+    let results = tokio::time::timeout(std::time::Duration::from_secs(60), all)
+        .await
+        .expect("16 tasks × 40 calls of 1 MiB stalled");
+    for result in results {
+        result.unwrap();
+    }
+}

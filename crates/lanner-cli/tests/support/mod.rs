@@ -8,8 +8,12 @@ use std::time::Duration;
 use lanner_cli::server_process::ServerProcess;
 use lanner_cli::transport_arg::TransportArg;
 
-/// Both process transports.
-pub(crate) const TRANSPORTS: [TransportArg; 2] = [TransportArg::Tcp, TransportArg::Unix];
+/// Every transport between processes.
+pub(crate) const TRANSPORTS: [TransportArg; 3] =
+    [TransportArg::Tcp, TransportArg::Unix, TransportArg::Shm];
+
+/// The transports that are byte streams, for tests that write raw bytes to a socket.
+pub(crate) const STREAM_TRANSPORTS: [TransportArg; 2] = [TransportArg::Tcp, TransportArg::Unix];
 
 /// Starts `lanner serve` on `transport` (no pinning, default spin).
 pub(crate) fn server(transport: TransportArg) -> ServerProcess {

@@ -78,6 +78,11 @@ impl Writer {
         }
         let result = ready!(result);
         self.flushing = false;
+        if result.is_err() {
+            // The transport is broken and the connection is failing: what is still queued
+            // will never be written, and later senders must find an empty queue.
+            self.queue.clear();
+        }
         Poll::Ready(result)
     }
 

@@ -8,12 +8,14 @@
 //! larger than half the ring), a receive takes the next record. No system call sits on the
 //! path of a message while both sides are awake.
 //!
-//! The socket stays open for the life of the connection and is the doorbell of both
-//! directions: a side that announced it sleeps (on its ring's flag) is woken by one byte
-//! sent to it, and it learns that the peer died when the kernel closes the peer's end.
-//! (Eventfds passed to the peer would share their open file description with it, so a
-//! hostile peer could make them blocking and stall our thread; our end of a socket is
-//! ours alone, and `MSG_DONTWAIT` keeps every call on it non-blocking.)
+//! The setup socket stays open for the life of the connection as its data doorbell, and a
+//! socket pair passed with the region is its space doorbell: a half that announced it
+//! sleeps (on its ring's flag) is woken by one byte sent to it, the receiving half on the
+//! data doorbell, the sending half on the space doorbell, and each learns that the peer
+//! died when the kernel closes the peer's end. (Eventfds passed to the peer would share
+//! their open file description with it, so a hostile peer could make them blocking and
+//! stall our thread; our end of a socket is ours alone, and `MSG_DONTWAIT` keeps every
+//! call on it non-blocking.)
 //!
 //! Received frames of at least [`IN_PLACE_MIN`] bytes are handed to the runtime in place,
 //! as a `Bytes` that keeps the frame's ring space until dropped; smaller frames are copied

@@ -61,12 +61,21 @@ impl ShmListener {
         let (stream, _) = self.listener.accept().await?;
         let socket = OwnedFd::from(stream.into_std()?);
         let credentials = sys::peer_credentials(socket.as_fd())?;
-        let region = handoff::offer_region(socket.as_fd(), self.ring_capacity)?;
+        let (region, space) = handoff::offer_region(socket.as_fd(), self.ring_capacity)?;
         let peer = format!(
             "shm://{} (client pid {}, uid {})",
             self.name, credentials.pid, credentials.uid
         );
-        transport(Side::Server, region, socket, peer, Some(credentials))
+        transport(
+            Side::Server,
+            region,
+            Bells {
+                data: socket,
+                space,
+            },
+            peer,
+            Some(credentials),
+        )
     }
 }
 
@@ -81,7 +90,7 @@ pub async fn connect(name: &str) -> io::Result<Transport> {
     })?;
     stream.set_nonblocking(true)?;
     let stream = UnixStream::from_std(stream)?;
-    let region = tokio::time::timeout(SETUP_TIMEOUT, receive_region(&stream))
+    let (region, space) = tokio::time::timeout(SETUP_TIMEOUT, receive_region(&stream))
         .await
         .map_err(|_| {
             io::Error::new(
@@ -89,11 +98,17 @@ pub async fn connect(name: &str) -> io::Result<Transport> {
                 format!("shm://{name} sent no setup message within {SETUP_TIMEOUT:?}"),
             )
         })??;
-    let socket = OwnedFd::from(stream.into_std()?);
-    transport(Side::Client, region, socket, format!("shm://{name}"), None)
+    let data = OwnedFd::from(stream.into_std()?);
+    transport(
+        Side::Client,
+        region,
+        Bells { data, space },
+        format!("shm://{name}"),
+        None,
+    )
 }
 
-async fn receive_region(stream: &UnixStream) -> io::Result<Region> {
+async fn receive_region(stream: &UnixStream) -> io::Result<(Region, OwnedFd)> {
     loop {
         stream.readable().await?;
         match stream.try_io(Interest::READABLE, || {
@@ -105,20 +120,29 @@ async fn receive_region(stream: &UnixStream) -> io::Result<Region> {
     }
 }
 
+/// A connection's two doorbell sockets (see [`lanner_shm::handoff`]): `data` carries
+/// "a record was published" rings, on which the receiving half sleeps; `space` carries
+/// "ring space was released" rings, on which the sending half waits.
+struct Bells {
+    data: OwnedFd,
+    space: OwnedFd,
+}
+
 fn transport(
     side: Side,
     region: Region,
-    socket: OwnedFd,
+    bells: Bells,
     peer: String,
     credentials: Option<PeerCredentials>,
 ) -> io::Result<Transport> {
-    let source_waiter = Waiter::new(socket.try_clone()?)?;
-    let sink_waiter = Waiter::new(socket.try_clone()?)?;
-    let bell = Arc::new(Doorbell::new(socket));
-    let (producer, consumer) = region.split(side, bell, IN_PLACE_MIN);
+    let source_waiter = Waiter::new(bells.data.try_clone()?)?;
+    let sink_waiter = Waiter::new(bells.space.try_clone()?)?;
+    let data = Arc::new(Doorbell::new(bells.data));
+    let space = Arc::new(Doorbell::new(bells.space));
+    let (producer, consumer) = region.split(side, data.clone(), space.clone(), IN_PLACE_MIN);
     Ok(Transport {
         sink: Box::new(ShmSink::new(producer, sink_waiter)),
-        source: Box::new(ShmSource::new(consumer, source_waiter)),
+        source: Box::new(ShmSource::new(consumer, source_waiter, [data, space])),
         peer,
         credentials,
     })

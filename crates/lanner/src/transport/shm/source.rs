@@ -1,10 +1,12 @@
 //! Receiving frames from the incoming ring.
 
 use std::io;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
 use lanner_proto::{FrameError, HANDSHAKE_MAX_FRAME_SIZE};
+use lanner_shm::doorbell::Doorbell;
 use lanner_shm::{Consumer, Record};
 
 use super::ring_error;
@@ -24,16 +26,23 @@ pub(super) struct ShmSource {
     assembling: Option<BytesMut>,
     max_frame_size: u32,
     empty_polls: u32,
+    /// Both doorbells, to hang up when the connection ends here.
+    doorbells: [Arc<Doorbell>; 2],
 }
 
 impl ShmSource {
-    pub(super) fn new(consumer: Consumer, waiter: Waiter) -> ShmSource {
+    pub(super) fn new(
+        consumer: Consumer,
+        waiter: Waiter,
+        doorbells: [Arc<Doorbell>; 2],
+    ) -> ShmSource {
         ShmSource {
             consumer,
             waiter,
             assembling: None,
             max_frame_size: HANDSHAKE_MAX_FRAME_SIZE,
             empty_polls: 0,
+            doorbells,
         }
     }
 
@@ -111,9 +120,11 @@ impl ShmSource {
 
 impl Drop for ShmSource {
     fn drop(&mut self) {
-        // The connection is over on this side: let the peer know now, not when the last
-        // received payload (which keeps the doorbell alive) is dropped.
-        self.waiter.hang_up();
+        // The connection is over on this side: let the peer's halves know now, not when
+        // the last received payload (which keeps a doorbell alive) is dropped.
+        for doorbell in &self.doorbells {
+            doorbell.hang_up();
+        }
     }
 }
 

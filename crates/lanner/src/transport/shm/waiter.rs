@@ -12,9 +12,8 @@ use tokio::net::UnixStream;
 #[derive(Debug)]
 pub(super) struct PeerGone;
 
-/// One registration of the connection's socket (the doorbell) with the reactor. The
-/// source and the sink each have their own, on a duplicate descriptor, since a
-/// registration wakes one task.
+/// A doorbell socket registered with the reactor, for the one half of the connection that
+/// sleeps on it (the source on the data doorbell, the sink on the space doorbell).
 #[derive(Debug)]
 pub(super) struct Waiter {
     socket: UnixStream,
@@ -29,43 +28,32 @@ impl Waiter {
         })
     }
 
-    /// Ready(Ok) once the peer rang (or on a spurious wake-up: the caller re-checks its
-    /// ring either way); Ready(Err) once the peer has gone; Pending, with the waker
-    /// registered, otherwise.
+    /// Ready(Ok) once the socket was readable (the peer rang, for this half or the other
+    /// one: the caller re-checks its ring either way); Ready(Err) once the peer has gone;
+    /// Pending, with the waker registered, otherwise.
     pub(super) fn poll_rung(&self, cx: &mut Context<'_>) -> Poll<Result<(), PeerGone>> {
-        loop {
-            match self.socket.poll_read_ready(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Err(_)) => return Poll::Ready(Err(PeerGone)),
-                Poll::Ready(Ok(())) => {}
-            }
-            // Drain to WouldBlock, so that the reactor's readiness is cleared, remembering
-            // what was found.
-            let mut drained = Drained::Quiet;
-            let result = self.socket.try_io(Interest::READABLE, || {
-                drained = doorbell::drain(self.socket.as_fd())?;
-                match drained {
-                    Drained::PeerGone => Ok(()),
-                    Drained::Rung | Drained::Quiet => Err(io::ErrorKind::WouldBlock.into()),
-                }
-            });
-            match (drained, result) {
-                (Drained::PeerGone, _) => return Poll::Ready(Err(PeerGone)),
-                (_, Err(e)) if e.kind() != io::ErrorKind::WouldBlock => {
-                    return Poll::Ready(Err(PeerGone));
-                }
-                (Drained::Rung, _) => return Poll::Ready(Ok(())),
-                // A spurious wake-up: poll again, which registers the waker.
-                (Drained::Quiet, _) => {}
-            }
+        match self.socket.poll_read_ready(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(Err(_)) => return Poll::Ready(Err(PeerGone)),
+            Poll::Ready(Ok(())) => {}
         }
-    }
-
-    /// Tells the peer this side is done: it sees end of file at once, whatever other
-    /// descriptors of the socket are still open here (held received payloads keep one).
-    pub(super) fn hang_up(&self) {
-        // Fails only if the socket is already disconnected.
-        let _ = lanner_shm::sys::shutdown(self.socket.as_fd());
+        // Drain to WouldBlock, so that the reactor's readiness is cleared, remembering
+        // whether the peer hung up.
+        let mut drained = Drained::Quiet;
+        let result = self.socket.try_io(Interest::READABLE, || {
+            drained = doorbell::drain(self.socket.as_fd())?;
+            match drained {
+                Drained::PeerGone => Ok(()),
+                Drained::Rung | Drained::Quiet => Err(io::ErrorKind::WouldBlock.into()),
+            }
+        });
+        match (drained, result) {
+            (Drained::PeerGone, _) => Poll::Ready(Err(PeerGone)),
+            (_, Err(e)) if e.kind() != io::ErrorKind::WouldBlock => Poll::Ready(Err(PeerGone)),
+            // Even when nothing was left to drain (a liveness check may have drained the
+            // ring): the caller re-checks its ring either way.
+            (Drained::Rung | Drained::Quiet, _) => Poll::Ready(Ok(())),
+        }
     }
 
     /// Checks without waiting whether the peer has gone (consuming any rings: callers
