@@ -217,23 +217,11 @@ fn killing_the_server_fails_a_large_call_in_flight_with_unavailable() {
             .unwrap();
         let completed = Arc::new(AtomicUsize::new(0));
         // 5 MiB echoes go in pieces both ways, so the kill lands in the middle of one.
-        let caller = tokio::spawn({
-            let echo = echo.clone();
-            let completed = completed.clone();
-            async move {
-                let sent = payload(5 << 20, 1);
-                for _ in 0..100_000 {
-                    match echo.echo(sent.clone()).await {
-                        Ok(echoed) => {
-                            assert!(echoed == sent, "an echo came back different");
-                            completed.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Err(error) => return Some(error),
-                    }
-                }
-                None
-            }
-        });
+        let caller = tokio::spawn(echo_until_failure(
+            echo.clone(),
+            payload(5 << 20, 1),
+            completed.clone(),
+        ));
         let deadline = Instant::now() + 2 * PATIENCE;
         while completed.load(Ordering::Relaxed) < 1 {
             assert!(
@@ -251,18 +239,42 @@ fn killing_the_server_fails_a_large_call_in_flight_with_unavailable() {
             .expect("the caller does not panic")
             .expect("the calls stop succeeding");
         assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
-        let start = Instant::now();
-        let next = tokio::time::timeout(PATIENCE, echo.echo(payload(1 << 20, 0)))
-            .await
-            .expect("a call after the kill fails instead of hanging");
-        let error = next.expect_err("a call to a dead server fails");
-        assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
-        assert!(
-            start.elapsed() < Duration::from_secs(1),
-            "a call to a dead server took {:?}",
-            start.elapsed()
-        );
+        a_call_to_the_dead_server_fails_fast(&echo).await;
     });
+}
+
+/// Echoes `sent` again and again, counting successes, until a call fails (its error) or
+/// 100,000 calls succeeded (`None`).
+async fn echo_until_failure(
+    echo: EchoProxy,
+    sent: Bytes,
+    completed: Arc<AtomicUsize>,
+) -> Option<lanner::Error> {
+    for _ in 0..100_000 {
+        match echo.echo(sent.clone()).await {
+            Ok(echoed) => {
+                assert!(echoed == sent, "an echo came back different");
+                completed.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(error) => return Some(error),
+        }
+    }
+    None
+}
+
+/// After the server died, a new call fails with `Unavailable` at once.
+async fn a_call_to_the_dead_server_fails_fast(echo: &EchoProxy) {
+    let start = Instant::now();
+    let next = tokio::time::timeout(PATIENCE, echo.echo(payload(1 << 20, 0)))
+        .await
+        .expect("a call after the kill fails instead of hanging");
+    let error = next.expect_err("a call to a dead server fails");
+    assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "a call to a dead server took {:?}",
+        start.elapsed()
+    );
 }
 
 #[test]
@@ -278,21 +290,11 @@ fn killing_the_server_fails_every_call_in_flight_with_unavailable() {
         // frames half written, some replies half received).
         let tasks: Vec<_> = (0..16)
             .map(|task| {
-                let echo = echo.clone();
-                let completed = completed.clone();
-                tokio::spawn(async move {
-                    let sent = payload(1 << 20, task);
-                    for _ in 0..100_000 {
-                        match echo.echo(sent.clone()).await {
-                            Ok(echoed) => {
-                                assert!(echoed == sent, "an echo came back different");
-                                completed.fetch_add(1, Ordering::Relaxed);
-                            }
-                            Err(error) => return Some(error),
-                        }
-                    }
-                    None
-                })
+                tokio::spawn(echo_until_failure(
+                    echo.clone(),
+                    payload(1 << 20, task),
+                    completed.clone(),
+                ))
             })
             .collect();
         let deadline = Instant::now() + PATIENCE;
@@ -310,17 +312,7 @@ fn killing_the_server_fails_every_call_in_flight_with_unavailable() {
                 .expect("the calls stop succeeding");
             assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
         }
-        let start = Instant::now();
-        let next = tokio::time::timeout(PATIENCE, echo.echo(payload(1 << 20, 0)))
-            .await
-            .expect("a call after the kill fails instead of hanging");
-        let error = next.expect_err("a call to a dead server fails");
-        assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
-        assert!(
-            start.elapsed() < Duration::from_secs(1),
-            "a call to a dead server took {:?}",
-            start.elapsed()
-        );
+        a_call_to_the_dead_server_fails_fast(&echo).await;
     });
 }
 

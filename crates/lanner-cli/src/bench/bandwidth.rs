@@ -10,9 +10,8 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use serde::Serialize;
 
 use super::raw_client::RawClient;
+use super::setup::Setup;
 use super::{BenchArgs, Env};
-use crate::placement::pin_current_thread;
-use crate::server_process::ServerProcess;
 use crate::services::{Echo, EchoProxy};
 
 /// Calls in flight at once on the Lanner side.
@@ -47,19 +46,13 @@ struct Report {
 
 /// Runs the benchmark and prints the report.
 pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
-    let (client_cpu, server_cpu) = args.placement.cpus();
-    if let Some(cpu) = client_cpu {
-        pin_current_thread(cpu)?;
-    }
+    let Setup {
+        server: _server,
+        runtime,
+        echo,
+        mut raw,
+    } = Setup::start(args)?;
     let spin = args.spin();
-    let server = ServerProcess::spawn(args.transport, server_cpu, spin)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let client = lanner::Client::with_options(lanner::ConnectionOptions::default().with_spin(spin));
-    let echo: EchoProxy =
-        runtime.block_on(client.connect::<EchoProxy>(&format!("{}/echo", server.lanner)))?;
-    let mut raw = RawClient::connect(&server.raw, spin)?;
     let per_side = Duration::from_secs_f64(args.secs.max(BLOCK.as_secs_f64()));
     let mut rows = Vec::new();
     for &size in &args.sizes {

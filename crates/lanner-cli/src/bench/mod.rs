@@ -13,6 +13,7 @@ pub mod bandwidth;
 pub mod idle;
 pub mod pingpong;
 pub mod raw_client;
+pub mod setup;
 pub mod stats;
 
 /// Benchmark workloads.

@@ -8,12 +8,10 @@ use bytes::Bytes;
 use serde::Serialize;
 
 use super::idle::{self, IdleCpu};
-use super::raw_client::RawClient;
+use super::setup::Setup;
 use super::stats::{Percentiles, percentiles};
 use super::{BenchArgs, Env};
-use crate::placement::pin_current_thread;
-use crate::server_process::ServerProcess;
-use crate::services::{Echo, EchoProxy};
+use crate::services::Echo;
 
 /// Iterations per alternating block, at most; at least 16 blocks per side so that both
 /// sides see the same machine conditions even for large sizes.
@@ -106,19 +104,13 @@ pub fn measure(
     warmup: usize,
     idle_secs: f64,
 ) -> Result<(Vec<Row>, Option<IdleCpu>), Box<dyn std::error::Error>> {
-    let (client_cpu, server_cpu) = args.placement.cpus();
-    if let Some(cpu) = client_cpu {
-        pin_current_thread(cpu)?;
-    }
+    let Setup {
+        server,
+        runtime,
+        echo,
+        mut raw,
+    } = Setup::start(args)?;
     let spin = args.spin();
-    let server = ServerProcess::spawn(args.transport, server_cpu, spin)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let client = lanner::Client::with_options(lanner::ConnectionOptions::default().with_spin(spin));
-    let url = format!("{}/echo", server.lanner);
-    let echo: EchoProxy = runtime.block_on(client.connect::<EchoProxy>(&url))?;
-    let mut raw = RawClient::connect(&server.raw, spin)?;
     let mut rows = Vec::new();
     for &size in sizes {
         let cap = (MAX_BYTES_PER_SIZE / size.max(1)).max(100);
