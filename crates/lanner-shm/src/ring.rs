@@ -375,11 +375,6 @@ impl Consumer {
         self.memory().capacity() as u64
     }
 
-    /// True if a record may be waiting (a cheap check of the producer's position).
-    pub fn has_pending(&self) -> bool {
-        self.read != self.tail || self.memory().tail().load(Ordering::Relaxed) != self.read
-    }
-
     /// Reads `tail`. A value that goes backwards or more than a ring ahead of what we
     /// released is a protocol violation.
     fn refresh_tail(&mut self) -> Result<(), RingError> {

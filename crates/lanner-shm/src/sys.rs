@@ -537,28 +537,6 @@ pub fn peer_credentials(socket: BorrowedFd<'_>) -> io::Result<PeerCredentials> {
     })
 }
 
-/// Checks without blocking whether the peer of stream socket `socket` has closed its end:
-/// `Ok(true)` if a peeking read (`MSG_PEEK | MSG_DONTWAIT`) sees end of file or
-/// `ECONNRESET`, `Ok(false)` if data is pending or the read would block.
-///
-/// Pending data counts as open: the close shows once the data is consumed. A peer that only
-/// shut down its writing half counts as closed. Other errors pass through.
-pub fn peer_closed(socket: BorrowedFd<'_>) -> io::Result<bool> {
-    let mut byte = 0u8;
-    loop {
-        match recv_peek(socket, &mut byte) {
-            Ok(0) => return Ok(true),
-            Ok(_) => return Ok(false),
-            Err(e) => match e.kind() {
-                io::ErrorKind::WouldBlock => return Ok(false),
-                io::ErrorKind::ConnectionReset => return Ok(true),
-                io::ErrorKind::Interrupted => continue,
-                _ => return Err(annotate(e, format_args!("peeking at socket"))),
-            },
-        }
-    }
-}
-
 /// Sends `data` without ever blocking, whatever the socket's flags (`MSG_DONTWAIT`), and
 /// without raising `SIGPIPE` if the peer is gone (`MSG_NOSIGNAL`).
 pub fn send_nonblocking(socket: BorrowedFd<'_>, data: &[u8]) -> io::Result<usize> {
@@ -595,20 +573,6 @@ pub fn shutdown(socket: BorrowedFd<'_>) -> io::Result<()> {
     // SAFETY: shutdown takes a descriptor number and no memory.
     let ret = unsafe { libc::shutdown(socket.as_raw_fd(), libc::SHUT_RDWR) };
     cvt(ret).map(drop)
-}
-
-fn recv_peek(socket: BorrowedFd<'_>, byte: &mut u8) -> io::Result<usize> {
-    // SAFETY: `byte` is valid for a write of 1 byte, the length passed; MSG_PEEK leaves the
-    // data queued.
-    let ret = unsafe {
-        libc::recv(
-            socket.as_raw_fd(),
-            ptr::from_mut(byte).cast::<c_void>(),
-            1,
-            libc::MSG_PEEK | libc::MSG_DONTWAIT,
-        )
-    };
-    cvt_size(ret)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -959,33 +923,6 @@ mod tests {
         let err = recv_with_fds(b.as_fd(), &mut [0u8; 4]).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
         assert!(all_writers_closed(&mut read_end), "a received copy leaked");
-    }
-
-    #[test]
-    fn peer_closed_tracks_the_other_end() {
-        let (a, b) = UnixStream::pair().unwrap();
-        assert!(!peer_closed(a.as_fd()).unwrap());
-        (&b).write_all(b"pending").unwrap();
-        assert!(
-            !peer_closed(a.as_fd()).unwrap(),
-            "pending data counts as open"
-        );
-        assert_eq!(recv_with_fds(a.as_fd(), &mut [0u8; 16]).unwrap().0, 7);
-        drop(b);
-        assert!(peer_closed(a.as_fd()).unwrap());
-        assert!(
-            peer_closed(a.as_fd()).unwrap(),
-            "the check does not consume anything"
-        );
-    }
-
-    #[test]
-    fn peer_closed_sees_a_reset() {
-        let (a, b) = UnixStream::pair().unwrap();
-        // Closing `b` with unread data resets the connection for `a`.
-        (&a).write_all(b"unread").unwrap();
-        drop(b);
-        assert!(peer_closed(a.as_fd()).unwrap());
     }
 
     #[test]
