@@ -57,39 +57,41 @@ impl Listener {
             Listener::Tcp(listener) => Endpoint::Tcp(listener.local_addr()?.to_string()),
             Listener::Unix(_, path) => Endpoint::Unix(path.clone()),
             Listener::Shm(listener) => Endpoint::Shm(listener.name().to_owned()),
-            Listener::Mem(listener) => Endpoint::Mem(listener_name(listener)),
+            Listener::Mem(listener) => Endpoint::Mem(listener.name().to_owned()),
         })
     }
 
-    /// The next incoming connection.
+    /// The next incoming connection. A connection whose setup fails (the client hung up
+    /// already, say) is logged and skipped, so that one bad client cannot hold up the
+    /// others: only a failure of the listener itself is an error.
     pub async fn accept(&mut self) -> io::Result<Transport> {
         match self {
-            Listener::Tcp(listener) => {
+            Listener::Tcp(listener) => loop {
                 let (stream, _) = listener.accept().await?;
-                tcp::from_stream(stream)
-            }
-            Listener::Unix(listener, path) => {
+                match tcp::from_stream(stream) {
+                    Ok(transport) => return Ok(transport),
+                    Err(error) => tracing::info!(%error, "TCP connection setup failed"),
+                }
+            },
+            Listener::Unix(listener, path) => loop {
                 let (stream, _) = listener.accept().await?;
-                let credentials = lanner_shm::sys::peer_credentials(stream.as_fd())?;
-                Ok(unix::from_stream(
-                    stream,
-                    format!(
-                        "unix://{} (client pid {}, uid {})",
-                        path.display(),
-                        credentials.pid,
-                        credentials.uid
-                    ),
-                    Some(credentials),
-                ))
-            }
+                match lanner_shm::sys::peer_credentials(stream.as_fd()) {
+                    Ok(credentials) => {
+                        let peer = format!(
+                            "unix://{} (client pid {}, uid {})",
+                            path.display(),
+                            credentials.pid,
+                            credentials.uid
+                        );
+                        return Ok(unix::from_stream(stream, peer, Some(credentials)));
+                    }
+                    Err(error) => tracing::info!(%error, "Unix connection setup failed"),
+                }
+            },
             Listener::Shm(listener) => listener.accept().await,
             Listener::Mem(listener) => listener.accept().await,
         }
     }
-}
-
-fn listener_name(listener: &MemListener) -> String {
-    listener.name().to_owned()
 }
 
 impl Drop for Listener {

@@ -56,9 +56,22 @@ impl ShmListener {
         &self.name
     }
 
-    /// The next connection: creates its region and hands it to the client.
+    /// The next connection: creates its region and hands it to the client. A client that
+    /// fails its setup (it hung up already, say) is logged and skipped: only a failure of
+    /// the listener itself is an error.
     pub async fn accept(&mut self) -> io::Result<Transport> {
-        let (stream, _) = self.listener.accept().await?;
+        loop {
+            let (stream, _) = self.listener.accept().await?;
+            match self.set_up(stream) {
+                Ok(transport) => return Ok(transport),
+                Err(error) => {
+                    tracing::info!(name = %self.name, %error, "shared-memory setup failed")
+                }
+            }
+        }
+    }
+
+    fn set_up(&self, stream: UnixStream) -> io::Result<Transport> {
         let socket = OwnedFd::from(stream.into_std()?);
         let credentials = sys::peer_credentials(socket.as_fd())?;
         let (region, space) = handoff::offer_region(socket.as_fd(), self.ring_capacity)?;
