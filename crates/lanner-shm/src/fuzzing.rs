@@ -38,7 +38,7 @@ const LAPS: usize = 4;
 ///
 /// Missing bytes read as zero. Two passes run over the same ring:
 ///
-/// 1. [`hostile_consumer`]: one pass until `Ok(None)` or an error;
+/// 1. a consumer over the hostile ring as given: one pass until `Ok(None)` or an error;
 /// 2. the same bytes, with the driver playing the producer: it publishes `tail` more bytes
 ///    per lap (four laps), so the consumer wraps around and meets the bytes at other
 ///    offsets, while the driver holds some in-place records across laps (whose space a

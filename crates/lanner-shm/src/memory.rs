@@ -164,13 +164,16 @@ impl RingMemory {
     /// Copies `dst.len()` bytes out of the data area at `offset`.
     pub(crate) fn read(&self, offset: usize, dst: &mut [u8]) {
         self.check_range(offset, dst.len());
-        copy_from_shared(self.data.wrapping_add(offset), dst);
+        // SAFETY: the range lies in the data area (just checked), alive as long as `self`.
+        unsafe { copy_from_shared(self.data.wrapping_add(offset), dst) }
     }
 
     /// Copies `src` into the data area at `offset`.
     pub(crate) fn write(&self, offset: usize, src: &[u8]) {
         self.check_range(offset, src.len());
-        copy_to_shared(self.data.wrapping_add(offset), src);
+        // SAFETY: the range lies in the data area (just checked), alive as long as `self`;
+        // callers write only ranges this side owns under the ring protocol.
+        unsafe { copy_to_shared(self.data.wrapping_add(offset), src) }
     }
 
     /// The data bytes at `offset..offset + len`, for a record this side owns until the
@@ -187,18 +190,23 @@ impl RingMemory {
 #[repr(C, align(64))]
 struct Line([u8; 64]);
 
-/// Copies `dst.len()` bytes from shared memory at `src`.
-pub(crate) fn copy_from_shared(src: *const u8, dst: &mut [u8]) {
-    // SAFETY: callers pass a pointer valid for `dst.len()` bytes (checked by
-    // `check_range` or by the region layout). The peer may write those bytes concurrently;
-    // a byte copy then yields some mix of old and new bytes, which callers validate.
+/// Copies `dst.len()` bytes from shared memory at `src`. The peer may write those bytes
+/// concurrently; the copy then holds some mix of old and new bytes, which callers validate.
+///
+/// # Safety
+/// `src` must be valid for reads of `dst.len()` bytes.
+pub(crate) unsafe fn copy_from_shared(src: *const u8, dst: &mut [u8]) {
+    // SAFETY: per the contract; `dst` is a distinct, private buffer.
     unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) }
 }
 
 /// Copies `src` into shared memory at `dst`.
-pub(crate) fn copy_to_shared(dst: *mut u8, src: &[u8]) {
-    // SAFETY: callers pass a pointer valid for `src.len()` bytes that this side owns under
-    // the ring protocol (a reservation, or the header before the peer has the region).
+///
+/// # Safety
+/// `dst` must be valid for writes of `src.len()` bytes that this side owns (a reservation
+/// under the ring protocol, or a header the peer does not have yet).
+pub(crate) unsafe fn copy_to_shared(dst: *mut u8, src: &[u8]) {
+    // SAFETY: per the contract; `src` is a distinct, private buffer.
     unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) }
 }
 

@@ -160,12 +160,14 @@ impl Region {
         header[..8].copy_from_slice(&magic.to_le_bytes());
         header[8..12].copy_from_slice(&version.to_le_bytes());
         header[12..16].copy_from_slice(&capacity.to_le_bytes());
-        memory::copy_to_shared(self.mapping.as_ptr(), &header);
+        // SAFETY: the mapping is at least a page long and not shared with the peer yet.
+        unsafe { memory::copy_to_shared(self.mapping.as_ptr(), &header) }
     }
 
     fn read_header(&self) -> (u64, u32, u32) {
         let mut header = [0u8; 16];
-        memory::copy_from_shared(self.mapping.as_ptr(), &mut header);
+        // SAFETY: the mapping is at least a page long and lives as long as `self`.
+        unsafe { memory::copy_from_shared(self.mapping.as_ptr(), &mut header) }
         let word = |range: std::ops::Range<usize>| {
             let mut bytes = [0u8; 4];
             bytes.copy_from_slice(&header[range]);

@@ -184,32 +184,26 @@ where
     C: ValueCodec,
     E: Serialize,
 {
-    let (status, encoded) = match result {
+    let encoded = match result {
         Ok(value) => {
             let mut message = MessageBuilder::response(Status::Ok);
-            (Status::Ok, C::encode(value, &mut message).map(|()| message))
+            C::encode(value, &mut message)
+                .map(|()| message)
+                .map_err(|e| ("result", e))
         }
         Err(app_error) => {
             let mut message = MessageBuilder::response(Status::AppError);
-            (
-                Status::AppError,
-                encode_inline(&app_error, &mut message).map(|()| message),
-            )
+            encode_inline(&app_error, &mut message)
+                .map(|()| message)
+                .map_err(|e| ("error", e))
         }
     };
     match encoded {
         Ok(message) => Reply(message),
-        Err(e) => {
-            let what = if status == Status::Ok {
-                "result"
-            } else {
-                "error"
-            };
-            Reply::status(
-                Status::Internal,
-                &format!("the method's {what} could not be encoded: {}", e.message()),
-            )
-        }
+        Err((what, e)) => Reply::status(
+            Status::Internal,
+            &format!("the method's {what} could not be encoded: {}", e.message()),
+        ),
     }
 }
 

@@ -2,6 +2,7 @@
 //! reply in a slot of the pending-call table (no channel allocated per call).
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::future::poll_fn;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
@@ -109,13 +110,14 @@ impl Connection {
     /// The reply to `call_id` if it has arrived (removing the call), else registers `cx`.
     fn poll_reply(&self, call_id: u64, cx: &mut Context<'_>) -> Poll<Result<Response, Error>> {
         let mut state = self.state();
-        let Some(call) = state.pending.get_mut(&call_id) else {
+        let Entry::Occupied(mut entry) = state.pending.entry(call_id) else {
             return Poll::Ready(Err(Error::unavailable("the call is no longer outstanding")));
         };
-        if call.reply.is_some() {
-            let reply = state.pending.remove(&call_id).and_then(|call| call.reply);
-            return Poll::Ready(reply.unwrap_or_else(|| Err(Error::unavailable("no reply"))));
+        if let Some(reply) = entry.get_mut().reply.take() {
+            entry.remove();
+            return Poll::Ready(reply);
         }
+        let call = entry.get_mut();
         match &call.waker {
             Some(waker) if waker.will_wake(cx.waker()) => {}
             _ => call.waker = Some(cx.waker().clone()),
@@ -126,8 +128,12 @@ impl Connection {
     /// Takes the reply to `call_id` if it has arrived (removing the call).
     pub(super) fn take_reply(&self, call_id: u64) -> Option<Result<Response, Error>> {
         let mut state = self.state();
-        state.pending.get(&call_id)?.reply.as_ref()?;
-        state.pending.remove(&call_id).and_then(|call| call.reply)
+        let Entry::Occupied(mut entry) = state.pending.entry(call_id) else {
+            return None;
+        };
+        let reply = entry.get_mut().reply.take()?;
+        entry.remove();
+        Some(reply)
     }
 }
 

@@ -20,13 +20,12 @@ pub(crate) async fn connect(
     options: &ConnectionOptions,
 ) -> Result<Arc<Connection>, Error> {
     let Transport {
-        sink,
+        mut sink,
         mut source,
         peer,
-        credentials: _,
+        ..
     } = transport;
     let (mut proto, hello) = lanner_proto::Connection::client(options.limits());
-    let mut sink = sink;
     send(sink.as_mut(), hello, &peer).await?;
     let frame = receive(source.as_mut(), options, &peer)
         .await?
@@ -59,13 +58,12 @@ pub(crate) async fn accept(
     names: Arc<NameRegistry>,
 ) -> Result<Arc<Connection>, Error> {
     let Transport {
-        sink,
+        mut sink,
         mut source,
         peer,
-        credentials: _,
+        ..
     } = transport;
     let mut proto = lanner_proto::Connection::server(options.limits());
-    let mut sink = sink;
     let received = receive(source.as_mut(), options, &peer)
         .await?
         .and_then(|frame| proto.handle_frame(frame));
