@@ -55,8 +55,8 @@ impl Client {
     }
 
     /// Resolves an object URL (`tcp://host:port/name`, `unix:///path/name`,
-    /// `mem://endpoint/name`) to a reference: one round trip on the endpoint's shared
-    /// connection (opened if needed).
+    /// `shm://endpoint/name`, `mem://endpoint/name`) to a reference: one round trip on the
+    /// endpoint's shared connection (opened if needed).
     pub async fn resolve(&self, url: &str) -> Result<ObjectRef, Error> {
         let url = ObjectUrl::parse(url)?;
         let connection = self.connection(&url.endpoint).await?;

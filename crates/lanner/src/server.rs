@@ -88,7 +88,8 @@ impl Server {
     }
 
     /// Starts accepting connections on `endpoint` (`tcp://host:port`, `unix:///path`,
-    /// `mem://name`). Runs until the returned [`Listening`] is dropped or closed.
+    /// `shm://name`, `mem://name`). Runs until the returned [`Listening`] is dropped or
+    /// closed.
     pub async fn listen(&self, endpoint: &str) -> Result<Listening, Error> {
         let endpoint = Endpoint::parse(endpoint)?;
         let mut listener = Listener::bind(&endpoint)
