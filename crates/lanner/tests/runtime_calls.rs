@@ -6,17 +6,11 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use lanner::{Bytes, Client, Proxy, Server};
+use lanner::{Bytes, Proxy, Server};
 
 #[tokio::test]
 async fn typed_results_round_trip() {
-    let service = Arc::new(Service::default());
-    let (_server, _listening) = serve(
-        "calls-typed-results",
-        Server::new(),
-        service_object(&service),
-    )
-    .await;
+    let (_server, _listening, _service) = serve_service("calls-typed-results", Server::new()).await;
     let calc: CalculatorProxy = lanner::connect(&url("calls-typed-results")).await.unwrap();
 
     assert_eq!(calc.add(2, 3).await, Ok(5));
@@ -48,9 +42,7 @@ async fn typed_results_round_trip() {
 
 #[tokio::test]
 async fn typed_application_errors_arrive_as_the_declared_type() {
-    let service = Arc::new(Service::default());
-    let (_server, _listening) =
-        serve("calls-app-errors", Server::new(), service_object(&service)).await;
+    let (_server, _listening, _service) = serve_service("calls-app-errors", Server::new()).await;
     let calc: CalculatorProxy = lanner::connect(&url("calls-app-errors")).await.unwrap();
 
     assert_eq!(
@@ -93,9 +85,7 @@ async fn sum_all(calc: &impl Calculator, values: &[i64]) -> Result<i64, CalcErro
 
 #[tokio::test]
 async fn code_against_the_trait_works_locally_and_remotely() {
-    let service = Arc::new(Service::default());
-    let (_server, _listening) =
-        serve("calls-generic", Server::new(), service_object(&service)).await;
+    let (_server, _listening, service) = serve_service("calls-generic", Server::new()).await;
     let calc: CalculatorProxy = lanner::connect(&url("calls-generic")).await.unwrap();
 
     let values = [10, -3, 250, 7];
@@ -111,9 +101,7 @@ const SIZES: [usize; 9] = [0, 1, 2, 255, 4096, 65_535, 65_537, 1 << 20, 4 << 20]
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bytes_arguments_and_results_round_trip_exactly() {
-    let service = Arc::new(Service::default());
-    let (_server, _listening) =
-        serve("calls-bytes-echo", Server::new(), service_object(&service)).await;
+    let (_server, _listening, _service) = serve_service("calls-bytes-echo", Server::new()).await;
     let blobs: BlobsProxy = lanner::connect(&url("calls-bytes-echo")).await.unwrap();
 
     for (index, size) in SIZES.into_iter().enumerate() {
@@ -141,9 +129,7 @@ async fn bytes_arguments_and_results_round_trip_exactly() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn several_bytes_arguments_mix_with_inline_arguments() {
-    let service = Arc::new(Service::default());
-    let (_server, _listening) =
-        serve("calls-bytes-mix", Server::new(), service_object(&service)).await;
+    let (_server, _listening, _service) = serve_service("calls-bytes-mix", Server::new()).await;
     let blobs: BlobsProxy = lanner::connect(&url("calls-bytes-mix")).await.unwrap();
 
     let cases: [(&str, usize, u8, usize, u32, usize); 7] = [
@@ -180,42 +166,32 @@ async fn several_bytes_arguments_mix_with_inline_arguments() {
 async fn many_concurrent_callers_all_get_their_own_answers() {
     const TASKS: i64 = 64;
     const CALLS: i64 = 200;
-    let service = Arc::new(Service::default());
-    let (_server, _listening) =
-        serve("calls-concurrent", Server::new(), service_object(&service)).await;
-    // One client: every task shares one connection.
-    let client = Client::new();
-    let calc: CalculatorProxy = client.connect(&url("calls-concurrent")).await.unwrap();
+    let (_server, _listening, service) = serve_service("calls-concurrent", Server::new()).await;
+    // One connection, shared by every task.
+    let calc: CalculatorProxy = connect("calls-concurrent").await;
     let control: ControlProxy = calc.query().unwrap();
 
-    let mut tasks = Vec::new();
-    for task in 0..TASKS {
-        let calc = calc.clone();
-        let control = control.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut checked = 0u32;
-            for call in 0..CALLS {
-                let a = task * 1_000_000 + call;
-                match call % 3 {
-                    0 => assert_eq!(calc.add(a, call * 7).await, Ok(a + call * 7)),
-                    1 => {
-                        let value = (task as u64) << 32 | call as u64;
-                        assert_eq!(control.echo(value).await, Ok(value));
-                    }
-                    _ => assert_eq!(
-                        calc.divide(a, 0).await,
-                        Err(CalcError::DivideByZero { dividend: a })
-                    ),
+    let proxies = (calc, control.clone());
+    let tasks = spawn_each(&proxies, 0..TASKS, |(calc, control), task| async move {
+        let mut checked = 0u32;
+        for call in 0..CALLS {
+            let a = task * 1_000_000 + call;
+            match call % 3 {
+                0 => assert_eq!(calc.add(a, call * 7).await, Ok(a + call * 7)),
+                1 => {
+                    let value = (task as u64) << 32 | call as u64;
+                    assert_eq!(control.echo(value).await, Ok(value));
                 }
-                checked += 1;
+                _ => assert_eq!(
+                    calc.divide(a, 0).await,
+                    Err(CalcError::DivideByZero { dividend: a })
+                ),
             }
-            checked
-        }));
-    }
-    let mut total = 0;
-    for task in tasks {
-        total += task.await.expect("caller task panicked");
-    }
+            checked += 1;
+        }
+        checked
+    });
+    let total: u32 = await_all(tasks).await.into_iter().sum();
     assert_eq!(total, (TASKS * CALLS) as u32);
     // Every echo ran exactly once on the server.
     let echoes = (0..CALLS).filter(|call| call % 3 == 1).count() as u64 * TASKS as u64;
@@ -225,36 +201,22 @@ async fn many_concurrent_callers_all_get_their_own_answers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_bulk_calls_do_not_mix_up_payloads() {
-    let service = Arc::new(Service::default());
-    let (_server, _listening) = serve(
-        "calls-concurrent-bulk",
-        Server::new(),
-        service_object(&service),
-    )
-    .await;
-    let blobs: BlobsProxy = Client::new()
-        .connect(&url("calls-concurrent-bulk"))
-        .await
-        .unwrap();
+    let (_server, _listening, _service) =
+        serve_service("calls-concurrent-bulk", Server::new()).await;
+    let blobs: BlobsProxy = connect("calls-concurrent-bulk").await;
 
-    let mut tasks = Vec::new();
-    for task in 0..16u8 {
-        let blobs = blobs.clone();
-        tasks.push(tokio::spawn(async move {
-            for call in 0..20usize {
-                let size = (usize::from(task) * 7_919 + call * 104_729) % (300 << 10);
-                let data = pattern(size, task ^ call as u8);
-                let echoed = blobs.echo(data.clone()).await.unwrap();
-                assert!(
-                    echoed == data,
-                    "task {task} call {call}: {size} bytes differ"
-                );
-            }
-        }));
-    }
-    for task in tasks {
-        task.await.expect("caller task panicked");
-    }
+    let tasks = spawn_each(&blobs, 0..16u8, |blobs, task| async move {
+        for call in 0..20usize {
+            let size = (usize::from(task) * 7_919 + call * 104_729) % (300 << 10);
+            let data = pattern(size, task ^ call as u8);
+            let echoed = blobs.echo(data.clone()).await.unwrap();
+            assert!(
+                echoed == data,
+                "task {task} call {call}: {size} bytes differ"
+            );
+        }
+    });
+    await_all(tasks).await;
 }
 
 /// Parameter names that the generated code also uses for its own variables.
@@ -307,10 +269,7 @@ impl Shadowing for Shadowed {
 async fn parameters_may_have_any_name() {
     let object = lanner::Object::new(ShadowingStub::new(Arc::new(Shadowed)));
     let (_server, _listening) = serve("calls-param-names", Server::new(), object).await;
-    let proxy: ShadowingProxy = Client::new()
-        .connect(&url("calls-param-names"))
-        .await
-        .unwrap();
+    let proxy: ShadowingProxy = connect("calls-param-names").await;
     assert_eq!(
         proxy
             .everything(

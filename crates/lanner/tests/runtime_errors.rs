@@ -52,54 +52,47 @@ impl Picker for NextPicker {
 async fn values_that_cannot_be_encoded_or_decoded_fail_their_call_only() {
     let object = Object::new(PickerStub::new(Arc::new(NextPicker)));
     let (_server, _listening) = serve("errors-encoding", Server::new(), object).await;
-    let picker: PickerProxy = Client::new()
-        .connect(&url("errors-encoding"))
-        .await
-        .unwrap();
+    let picker: PickerProxy = connect("errors-encoding").await;
 
     assert_eq!(picker.next(Picky(1)).await, Ok(Picky(2)));
 
-    // The caller cannot encode its argument: nothing is sent.
-    let error = picker.next(Picky(13)).await.unwrap_err();
-    assert_error(
-        &error,
-        ErrorKind::InvalidArgument,
-        "arguments of next: could not encode",
-    );
-
-    // The callee cannot decode the argument.
-    let error = picker.next(Picky(7)).await.unwrap_err();
-    assert_error(
-        &error,
-        ErrorKind::InvalidArgument,
-        "arguments of next: could not decode",
-    );
-
-    // The callee cannot encode its result.
-    let error = picker.next(Picky(12)).await.unwrap_err();
-    assert_error(
-        &error,
-        ErrorKind::Internal,
-        "the method's result could not be encoded",
-    );
-
-    // The caller cannot decode the result.
-    let error = picker.next(Picky(6)).await.unwrap_err();
-    assert_error(
-        &error,
-        ErrorKind::InvalidArgument,
-        "result of next: could not decode",
-    );
+    for (value, kind, prefix) in [
+        // The caller cannot encode its argument: nothing is sent.
+        (
+            13,
+            ErrorKind::InvalidArgument,
+            "arguments of next: could not encode",
+        ),
+        // The callee cannot decode the argument.
+        (
+            7,
+            ErrorKind::InvalidArgument,
+            "arguments of next: could not decode",
+        ),
+        // The callee cannot encode its result.
+        (
+            12,
+            ErrorKind::Internal,
+            "the method's result could not be encoded",
+        ),
+        // The caller cannot decode the result.
+        (
+            6,
+            ErrorKind::InvalidArgument,
+            "result of next: could not decode",
+        ),
+    ] {
+        let error = picker.next(Picky(value)).await.unwrap_err();
+        assert_error(&error, kind, prefix);
+    }
 
     assert_eq!(picker.next(Picky(100)).await, Ok(Picky(101)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panicking_method_is_an_internal_error_and_the_connection_survives() {
-    let service = Arc::new(Service::default());
-    let (_server, _listening) =
-        serve("errors-panic", Server::new(), service_object(&service)).await;
-    let control: ControlProxy = Client::new().connect(&url("errors-panic")).await.unwrap();
+    let (_server, _listening, _service) = serve_service("errors-panic", Server::new()).await;
+    let control: ControlProxy = connect("errors-panic").await;
 
     // Panics while first polled (on the connection's reader) ...
     let error = control.panic_now("boom now".into()).await.unwrap_err();
@@ -130,29 +123,21 @@ async fn a_panicking_method_is_an_internal_error_and_the_connection_survives() {
     }
 
     // Panics among concurrent calls fail only their own call.
-    let mut tasks = Vec::new();
-    for i in 0..40u64 {
-        let control = control.clone();
-        tasks.push(tokio::spawn(async move {
-            if i % 4 == 0 {
-                let error = control.panic_now(format!("p{i}")).await.unwrap_err();
-                assert_eq!(error.message(), format!("the method panicked: p{i}"));
-            } else {
-                assert_eq!(control.echo(i).await, Ok(i));
-            }
-        }));
-    }
-    for task in tasks {
-        task.await.unwrap();
-    }
+    let tasks = spawn_each(&control, 0..40u64, |control, i| async move {
+        if i % 4 == 0 {
+            let error = control.panic_now(format!("p{i}")).await.unwrap_err();
+            assert_eq!(error.message(), format!("the method panicked: p{i}"));
+        } else {
+            assert_eq!(control.echo(i).await, Ok(i));
+        }
+    });
+    await_all(tasks).await;
     assert_eq!(calc.add(20, 22).await, Ok(42));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_result_larger_than_the_client_accepts_fails_the_call_not_the_connection() {
-    let service = Arc::new(Service::default());
-    let (_server, _listening) =
-        serve("errors-big-result", Server::new(), service_object(&service)).await;
+    let (_server, _listening, _service) = serve_service("errors-big-result", Server::new()).await;
     let client = Client::with_options(ConnectionOptions::default().with_max_frame_size(64 * 1024));
     let blobs: BlobsProxy = client.connect(&url("errors-big-result")).await.unwrap();
 
@@ -181,17 +166,12 @@ async fn a_result_larger_than_the_client_accepts_fails_the_call_not_the_connecti
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_larger_than_the_server_accepts_fails_locally() {
-    let service = Arc::new(Service::default());
     let server = Server::with_options(ConnectionOptions::default().with_max_frame_size(64 * 1024));
-    let (_server, _listening) = serve("errors-big-request", server, service_object(&service)).await;
-    let blobs: BlobsProxy = Client::new()
-        .connect(&url("errors-big-request"))
-        .await
-        .unwrap();
+    let (_server, _listening, _service) = serve_service("errors-big-request", server).await;
+    let blobs: BlobsProxy = connect("errors-big-request").await;
 
     let error = blobs.digest(pattern(1 << 20, 1)).await.unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::InvalidArgument);
-    assert!(error.message().contains("65536"), "{error}");
+    assert_error_contains(&error, ErrorKind::InvalidArgument, "65536");
     // Large inline arguments are measured the same way.
     let calc: CalculatorProxy = blobs.query().unwrap();
     let error = calc.stats(vec![1; 100_000], None).await.unwrap_err();
@@ -217,8 +197,7 @@ async fn malformed_urls_are_invalid_arguments() {
         "tcp://127.0.0.1/obj",
     ] {
         let error = client.resolve(url).await.unwrap_err();
-        assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{url}: {error}");
-        assert!(error.message().contains(url), "{url}: {error}");
+        assert_error_contains(&error, ErrorKind::InvalidArgument, url);
     }
     let error = Server::new().listen("mem://").await.unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidArgument);
@@ -230,19 +209,16 @@ async fn connecting_where_nobody_listens_is_unavailable() {
         .resolve("mem://errors-nobody-listens/obj")
         .await
         .unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::Unavailable);
-    assert!(
-        error
-            .message()
-            .contains("nothing listens on mem://errors-nobody-listens"),
-        "{error}"
+    assert_error_contains(
+        &error,
+        ErrorKind::Unavailable,
+        "nothing listens on mem://errors-nobody-listens",
     );
 }
 
 #[tokio::test]
 async fn listening_on_a_mem_name_already_in_use_fails_clearly() {
-    let service = Arc::new(Service::default());
-    let (server, listening) = serve("errors-in-use", Server::new(), service_object(&service)).await;
+    let (server, listening, _service) = serve_service("errors-in-use", Server::new()).await;
 
     let error = Server::new()
         .listen("mem://errors-in-use")
@@ -258,37 +234,30 @@ async fn listening_on_a_mem_name_already_in_use_fails_clearly() {
     assert!(error.message().contains("already in use"), "{error}");
 
     // The first listener is unaffected.
-    let control: ControlProxy = Client::new().connect(&url("errors-in-use")).await.unwrap();
+    let control: ControlProxy = connect("errors-in-use").await;
     assert_eq!(control.echo(9).await, Ok(9));
 
     // Once `close` returns the name is free again.
     listening.close().await;
     let again = server.listen("mem://errors-in-use").await.unwrap();
     assert_eq!(again.endpoint().to_string(), "mem://errors-in-use");
-    let control: ControlProxy = Client::new().connect(&url("errors-in-use")).await.unwrap();
+    let control: ControlProxy = connect("errors-in-use").await;
     assert_eq!(control.echo(10).await, Ok(10));
 
     // A dropped listener releases its name too, once the runtime cancels its task.
     drop(again);
-    let mut third = None;
-    for _ in 0..200 {
-        match server.listen("mem://errors-in-use").await {
-            Ok(listening) => {
-                third = Some(listening);
-                break;
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
-        }
-    }
+    let third = retry(async || server.listen("mem://errors-in-use").await.ok()).await;
     assert!(third.is_some(), "mem://errors-in-use never became free");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_closed_tcp_listener_releases_its_port_at_once() {
-    let service = Arc::new(Service::default());
-    let server = Server::new();
-    server.publish("obj", service_object(&service));
-    let listening = server.listen("tcp://127.0.0.1:0").await.unwrap();
+    let (server, listening) = serve_at(
+        "tcp://127.0.0.1:0",
+        Server::new(),
+        service_object(&Arc::default()),
+    )
+    .await;
     let endpoint = listening.endpoint().to_string();
     assert!(!endpoint.ends_with(":0"), "{endpoint}");
     let control: ControlProxy = Client::new()
@@ -306,39 +275,26 @@ async fn a_closed_tcp_listener_releases_its_port_at_once() {
 
 #[tokio::test]
 async fn connecting_to_a_closed_mem_listener_says_nothing_listens() {
-    let service = Arc::new(Service::default());
-    let (_server, listening) =
-        serve("errors-closed-mem", Server::new(), service_object(&service)).await;
+    let (_server, listening, _service) = serve_service("errors-closed-mem", Server::new()).await;
     listening.close().await;
     let error = Client::new()
         .resolve(&url("errors-closed-mem"))
         .await
         .unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::Unavailable);
     // Today: "... mem://errors-closed-mem stopped listening", because the registry entry
     // outlives the listener (its `Drop` checks `is_closed()` on a sender whose receiver,
     // a field of the listener being dropped, is still open).
-    assert!(
-        error
-            .message()
-            .contains("nothing listens on mem://errors-closed-mem"),
-        "{error}"
+    assert_error_contains(
+        &error,
+        ErrorKind::Unavailable,
+        "nothing listens on mem://errors-closed-mem",
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn open_connections_outlive_the_server_and_its_listener() {
-    let service = Arc::new(Service::default());
-    let (server, listening) = serve(
-        "errors-server-dropped",
-        Server::new(),
-        service_object(&service),
-    )
-    .await;
-    let calc: CalculatorProxy = Client::new()
-        .connect(&url("errors-server-dropped"))
-        .await
-        .unwrap();
+    let (server, listening, _service) = serve_service("errors-server-dropped", Server::new()).await;
+    let calc: CalculatorProxy = connect("errors-server-dropped").await;
     assert_eq!(calc.add(1, 1).await, Ok(2));
 
     drop(listening);
@@ -348,17 +304,19 @@ async fn open_connections_outlive_the_server_and_its_listener() {
     assert_eq!(calc.add(2, 2).await, Ok(4));
     let client = Client::new();
     // New connections are refused once the accept task has stopped.
-    let mut refused = None;
-    for _ in 0..200 {
-        match client.resolve(&url("errors-server-dropped")).await {
-            Err(error) => {
-                refused = Some(error);
-                break;
-            }
-            Ok(_) => tokio::time::sleep(Duration::from_millis(5)).await,
-        }
-    }
+    let refused = retry(async || client.resolve(&url("errors-server-dropped")).await.err()).await;
     let error = refused.expect("a new connection was still accepted after the listener closed");
     assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
     assert_eq!(calc.add(3, 3).await, Ok(6));
+}
+
+/// Runs `attempt` until it returns `Some`, at most 200 times, 5 ms apart.
+async fn retry<T>(mut attempt: impl AsyncFnMut() -> Option<T>) -> Option<T> {
+    for _ in 0..200 {
+        if let Some(value) = attempt().await {
+            return Some(value);
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    None
 }

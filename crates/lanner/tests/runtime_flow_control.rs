@@ -4,16 +4,19 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use lanner::{Client, ConnectionOptions, Proxy, Server};
+use lanner::{ConnectionOptions, Proxy, Server};
+
+/// A server granting each connection `credits` calls in flight.
+fn server_with_credits(credits: u32) -> Server {
+    Server::with_options(ConnectionOptions::default().with_credits(credits))
+}
 
 async fn slow_method_does_not_block_others(endpoint: &str) {
-    let service = Arc::new(Service::default());
-    let (_server, _listening) = serve(endpoint, Server::new(), service_object(&service)).await;
-    let control: ControlProxy = Client::new().connect(&url(endpoint)).await.unwrap();
+    let (_server, _listening, service) = serve_service(endpoint, Server::new()).await;
+    let control: ControlProxy = connect(endpoint).await;
 
     let slow = {
         let control = control.clone();
@@ -55,21 +58,16 @@ async fn a_slow_method_does_not_block_other_calls_current_thread() {
 async fn callers_wait_for_credits_and_never_exceed_them() {
     const CALLS: u64 = 50;
     const MILLIS: u64 = 20;
-    let service = Arc::new(Service::default());
-    let server = Server::with_options(ConnectionOptions::default().with_credits(2));
-    let (_server, _listening) = serve("flow-credits", server, service_object(&service)).await;
-    let control: ControlProxy = Client::new().connect(&url("flow-credits")).await.unwrap();
+    let (_server, _listening, service) =
+        serve_service("flow-credits", server_with_credits(2)).await;
+    let control: ControlProxy = connect("flow-credits").await;
 
     let started = Instant::now();
-    let mut tasks = Vec::new();
-    for token in 0..CALLS {
-        let control = control.clone();
-        tasks.push(tokio::spawn(async move {
-            control.sleep_ms(MILLIS, token).await
-        }));
-    }
-    for (token, task) in tasks.into_iter().enumerate() {
-        assert_eq!(task.await.unwrap(), Ok(token as u64));
+    let tasks = spawn_each(&control, 0..CALLS, |control, token| async move {
+        control.sleep_ms(MILLIS, token).await
+    });
+    for (token, result) in await_all(tasks).await.into_iter().enumerate() {
+        assert_eq!(result, Ok(token as u64));
     }
     let elapsed = started.elapsed();
     assert_eq!(service.completed(), CALLS);
@@ -86,31 +84,18 @@ async fn callers_wait_for_credits_and_never_exceed_them() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn credits_are_granted_per_connection() {
-    let service = Arc::new(Service::default());
-    let server = Server::with_options(ConnectionOptions::default().with_credits(2));
-    let (_server, _listening) = serve(
-        "flow-credits-per-connection",
-        server,
-        service_object(&service),
-    )
-    .await;
+    let (_server, _listening, service) =
+        serve_service("flow-credits-per-connection", server_with_credits(2)).await;
 
     let mut tasks = Vec::new();
     for client in 0..2u64 {
-        let control: ControlProxy = Client::new()
-            .connect(&url("flow-credits-per-connection"))
-            .await
-            .unwrap();
-        for call in 0..6u64 {
-            let control = control.clone();
-            let token = client * 100 + call;
-            tasks.push(tokio::spawn(async move {
-                (token, control.sleep_ms(100, token).await)
-            }));
-        }
+        let control: ControlProxy = connect("flow-credits-per-connection").await;
+        let tokens = (0..6u64).map(|call| client * 100 + call);
+        tasks.extend(spawn_each(&control, tokens, |control, token| async move {
+            (token, control.sleep_ms(100, token).await)
+        }));
     }
-    for task in tasks {
-        let (token, result) = task.await.unwrap();
+    for (token, result) in await_all(tasks).await {
         assert_eq!(result, Ok(token));
     }
     assert_eq!(service.completed(), 12);
@@ -119,10 +104,8 @@ async fn credits_are_granted_per_connection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_caller_that_gives_up_does_not_break_the_connection() {
-    let service = Arc::new(Service::default());
-    let (_server, _listening) =
-        serve("flow-give-up", Server::new(), service_object(&service)).await;
-    let control: ControlProxy = Client::new().connect(&url("flow-give-up")).await.unwrap();
+    let (_server, _listening, service) = serve_service("flow-give-up", Server::new()).await;
+    let control: ControlProxy = connect("flow-give-up").await;
 
     // Dropped while waiting for the reply, alone on the connection ...
     let gave_up = tokio::time::timeout(Duration::from_millis(20), control.sleep_ms(200, 1)).await;
@@ -130,15 +113,11 @@ async fn a_caller_that_gives_up_does_not_break_the_connection() {
     assert_eq!(control.echo(2).await, Ok(2));
 
     // ... and among other calls.
-    let mut abandoned = Vec::new();
-    for token in 0..10 {
-        let control = control.clone();
-        abandoned.push(tokio::spawn(async move {
-            tokio::time::timeout(Duration::from_millis(20), control.sleep_ms(150, token)).await
-        }));
-    }
-    for task in abandoned {
-        assert!(task.await.unwrap().is_err());
+    let abandoned = spawn_each(&control, 0..10, |control, token| async move {
+        tokio::time::timeout(Duration::from_millis(20), control.sleep_ms(150, token)).await
+    });
+    for result in await_all(abandoned).await {
+        assert!(result.is_err());
     }
     for i in 0..50 {
         assert_eq!(control.echo(i).await, Ok(i));
@@ -153,14 +132,9 @@ async fn a_caller_that_gives_up_does_not_break_the_connection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abandoned_calls_return_their_credits() {
-    let service = Arc::new(Service::default());
-    let server = Server::with_options(ConnectionOptions::default().with_credits(2));
-    let (_server, _listening) =
-        serve("flow-give-up-credits", server, service_object(&service)).await;
-    let control: ControlProxy = Client::new()
-        .connect(&url("flow-give-up-credits"))
-        .await
-        .unwrap();
+    let (_server, _listening, service) =
+        serve_service("flow-give-up-credits", server_with_credits(2)).await;
+    let control: ControlProxy = connect("flow-give-up-credits").await;
 
     // Two abandoned calls hold both credits until the server answers them ...
     for token in 0..2 {
@@ -174,46 +148,28 @@ async fn abandoned_calls_return_their_credits() {
     assert_eq!(service.completed(), 0);
 
     // Once the abandoned calls are answered their credits return and calls flow again.
-    let result = tokio::time::timeout(Duration::from_secs(5), async {
-        let mut tasks = Vec::new();
-        for token in 0..20u64 {
-            let control = control.clone();
-            tasks.push(tokio::spawn(
-                async move { control.sleep_ms(5, token).await },
-            ));
-        }
-        let mut tokens = Vec::new();
-        for task in tasks {
-            tokens.push(task.await.unwrap().unwrap());
-        }
-        tokens
-    })
-    .await
-    .expect("calls stalled: credits of abandoned calls were not returned");
-    assert_eq!(result, (0..20).collect::<Vec<u64>>());
+    let tasks = spawn_each(&control, 0..20u64, |control, token| async move {
+        control.sleep_ms(5, token).await
+    });
+    let results = tokio::time::timeout(Duration::from_secs(5), await_all(tasks))
+        .await
+        .expect("calls stalled: credits of abandoned calls were not returned");
+    assert_eq!(results, (0..20).map(Ok).collect::<Vec<_>>());
     assert_eq!(service.max_active(), 2);
     assert_eq!(control.echo(6).await, Ok(6));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zero_credits_are_clamped_to_one() {
-    let service = Arc::new(Service::default());
-    let server = Server::with_options(ConnectionOptions::default().with_credits(0));
-    let (_server, _listening) = serve("flow-zero-credits", server, service_object(&service)).await;
-    let control: ControlProxy = Client::new()
-        .connect(&url("flow-zero-credits"))
-        .await
-        .unwrap();
+    let (_server, _listening, service) =
+        serve_service("flow-zero-credits", server_with_credits(0)).await;
+    let control: ControlProxy = connect("flow-zero-credits").await;
 
-    let mut tasks = Vec::new();
-    for token in 0..8u64 {
-        let control = control.clone();
-        tasks.push(tokio::spawn(
-            async move { control.sleep_ms(10, token).await },
-        ));
-    }
-    for (token, task) in tasks.into_iter().enumerate() {
-        assert_eq!(task.await.unwrap(), Ok(token as u64));
+    let tasks = spawn_each(&control, 0..8u64, |control, token| async move {
+        control.sleep_ms(10, token).await
+    });
+    for (token, result) in await_all(tasks).await.into_iter().enumerate() {
+        assert_eq!(result, Ok(token as u64));
     }
     assert_eq!(service.max_active(), 1);
     assert_eq!(service.completed(), 8);

@@ -5,9 +5,10 @@
 mod common;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use common::*;
-use lanner::{Client, ErrorKind, Server};
+use lanner::{Client, ErrorKind, Listening, Server};
 
 /// A fresh `shm://` name per test (abstract socket names are per network namespace, and
 /// test binaries may run side by side).
@@ -15,22 +16,16 @@ fn endpoint(test: &str) -> String {
     format!("shm://lanner-test-{}-{test}", std::process::id())
 }
 
-async fn serve_shm(test: &str) -> (Server, lanner::Listening, Arc<Service>, String) {
-    let service = Arc::new(Service::default());
-    let server = Server::new();
-    server.publish("obj", service_object(&service));
-    let listening = server.listen(&endpoint(test)).await.expect("listen on shm");
-    (
-        server,
-        listening,
-        service,
-        format!("{}/obj", endpoint(test)),
-    )
+/// A `Service` served on [`endpoint`]`(test)`, and the URL of its object.
+async fn serve_shm(test: &str) -> (Server, Listening, String) {
+    let object = service_object(&Arc::default());
+    let (server, listening) = serve_at(&endpoint(test), Server::new(), object).await;
+    (server, listening, format!("{}/obj", endpoint(test)))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_and_typed_errors_work_over_shared_memory() {
-    let (_server, listening, _service, url) = serve_shm("calls").await;
+    let (_server, listening, url) = serve_shm("calls").await;
     assert_eq!(listening.endpoint().to_string(), endpoint("calls"));
     let calc: CalculatorProxy = Client::new().connect(&url).await.unwrap();
     assert_eq!(calc.add(40, 2).await, Ok(42));
@@ -42,7 +37,7 @@ async fn calls_and_typed_errors_work_over_shared_memory() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn payloads_of_every_size_round_trip_through_the_rings() {
-    let (_server, _listening, _service, url) = serve_shm("payloads").await;
+    let (_server, _listening, url) = serve_shm("payloads").await;
     let blobs: BlobsProxy = Client::new().connect(&url).await.unwrap();
     // Sizes around the in-place threshold, across many ring wrap-arounds, and larger
     // than half the ring (sent in pieces).
@@ -59,29 +54,21 @@ async fn payloads_of_every_size_round_trip_through_the_rings() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_callers_share_one_shared_memory_connection() {
-    let (_server, _listening, _service, url) = serve_shm("concurrent").await;
-    let client = Client::new();
-    let blobs: BlobsProxy = client.connect(&url).await.unwrap();
-    let tasks: Vec<_> = (0..16u8)
-        .map(|task| {
-            let blobs = blobs.clone();
-            tokio::spawn(async move {
-                for i in 0..50usize {
-                    let payload = pattern((i * 977 + usize::from(task) * 131) % 200_000, task);
-                    let echoed = blobs.echo(payload.clone()).await.unwrap();
-                    assert!(echoed == payload, "task {task} call {i}");
-                }
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap();
-    }
+    let (_server, _listening, url) = serve_shm("concurrent").await;
+    let blobs: BlobsProxy = Client::new().connect(&url).await.unwrap();
+    let tasks = spawn_each(&blobs, 0..16u8, |blobs, task| async move {
+        for i in 0..50usize {
+            let payload = pattern((i * 977 + usize::from(task) * 131) % 200_000, task);
+            let echoed = blobs.echo(payload.clone()).await.unwrap();
+            assert!(echoed == payload, "task {task} call {i}");
+        }
+    });
+    await_all(tasks).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_payload_stays_intact_while_the_ring_moves_on() {
-    let (_server, _listening, _service, url) = serve_shm("held").await;
+    let (_server, _listening, url) = serve_shm("held").await;
     let blobs: BlobsProxy = Client::new().connect(&url).await.unwrap();
     let kept = blobs.echo(pattern(100_000, 1)).await.unwrap();
     for round in 0..20u8 {
@@ -97,38 +84,28 @@ async fn connecting_to_a_name_nobody_serves_is_unavailable() {
         .connect::<CalculatorProxy>(&format!("{}/obj", endpoint("nobody")))
         .await
         .unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
-    assert!(error.message().contains("nothing listens"), "{error}");
+    assert_error_contains(&error, ErrorKind::Unavailable, "nothing listens");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_listener_on_the_same_name_is_refused() {
-    let (_server, _listening, _service, _url) = serve_shm("twice").await;
+    let (_server, _listening, _url) = serve_shm("twice").await;
     let error = Server::new().listen(&endpoint("twice")).await.unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_large_concurrent_calls_never_stall() {
-    let (_server, _listening, _service, url) = serve_shm("stall").await;
+    let (_server, _listening, url) = serve_shm("stall").await;
     let blobs: BlobsProxy = Client::new().connect(&url).await.unwrap();
-    let tasks: Vec<_> = (0..16u8)
-        .map(|task| {
-            let blobs = blobs.clone();
-            tokio::spawn(async move {
-                for i in 0..40u8 {
-                    let payload = pattern(1 << 20, task ^ i);
-                    let echoed = blobs.echo(payload.clone()).await.unwrap();
-                    assert!(echoed == payload);
-                }
-            })
-        })
-        .collect();
-    let all = futures_util::future::join_all(tasks);
-    let results = tokio::time::timeout(std::time::Duration::from_secs(60), all)
+    let tasks = spawn_each(&blobs, 0..16u8, |blobs, task| async move {
+        for i in 0..40u8 {
+            let payload = pattern(1 << 20, task ^ i);
+            let echoed = blobs.echo(payload.clone()).await.unwrap();
+            assert!(echoed == payload);
+        }
+    });
+    tokio::time::timeout(Duration::from_secs(60), await_all(tasks))
         .await
         .expect("16 tasks × 40 calls of 1 MiB stalled");
-    for result in results {
-        result.unwrap();
-    }
 }

@@ -4,12 +4,14 @@
 // Shared by several test crates, each of which uses only some of it; none has a public API.
 #![allow(dead_code, unreachable_pub)]
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-use lanner::{Bytes, Listening, Object, Server};
+use lanner::{Bytes, Client, Listening, Object, Proxy, Server};
 use serde::{Deserialize, Serialize};
+use tokio::task::JoinHandle;
 
 /// The application error of [`Calculator`]: typed variants plus the transport's errors.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -273,19 +275,63 @@ pub fn service_object(service: &Arc<Service>) -> Object {
         .with(ControlStub::new(service.clone()))
 }
 
-/// A server publishing `object` as `obj`, listening on `mem://<endpoint>`.
-pub async fn serve(endpoint: &str, server: Server, object: Object) -> (Server, Listening) {
+/// A server publishing `object` as `obj`, listening on `endpoint` (a URL of any transport).
+pub async fn serve_at(endpoint: &str, server: Server, object: Object) -> (Server, Listening) {
     server.publish("obj", object);
     let listening = server
-        .listen(&format!("mem://{endpoint}"))
+        .listen(endpoint)
         .await
-        .expect("listen on a fresh mem endpoint");
+        .unwrap_or_else(|error| panic!("listen on {endpoint}: {error}"));
     (server, listening)
+}
+
+/// A server publishing `object` as `obj`, listening on `mem://<endpoint>`.
+pub async fn serve(endpoint: &str, server: Server, object: Object) -> (Server, Listening) {
+    serve_at(&format!("mem://{endpoint}"), server, object).await
+}
+
+/// Like [`serve`], with the [`service_object`] of a fresh [`Service`], which it also returns.
+pub async fn serve_service(endpoint: &str, server: Server) -> (Server, Listening, Arc<Service>) {
+    let service = Arc::new(Service::default());
+    let (server, listening) = serve(endpoint, server, service_object(&service)).await;
+    (server, listening, service)
 }
 
 /// The URL of the object `serve` published.
 pub fn url(endpoint: &str) -> String {
     format!("mem://{endpoint}/obj")
+}
+
+/// A proxy for the object `serve` published, over a new client's connection.
+pub async fn connect<P: Proxy>(endpoint: &str) -> P {
+    Client::new()
+        .connect(&url(endpoint))
+        .await
+        .unwrap_or_else(|error| panic!("connect to {}: {error}", url(endpoint)))
+}
+
+/// Runs `call(proxy.clone(), item)` on a task of its own for every item.
+pub fn spawn_each<P, I, F, Fut>(proxy: &P, items: I, call: F) -> Vec<JoinHandle<Fut::Output>>
+where
+    P: Clone,
+    I: IntoIterator,
+    F: Fn(P, I::Item) -> Fut,
+    Fut: Future + Send + 'static,
+    Fut::Output: Send + 'static,
+{
+    items
+        .into_iter()
+        .map(|item| tokio::spawn(call(proxy.clone(), item)))
+        .collect()
+}
+
+/// The outputs of `tasks`, in order; a task that panicked fails the test.
+pub async fn await_all<T>(tasks: Vec<JoinHandle<T>>) -> Vec<T> {
+    let mut outputs = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        outputs.push(task.await.expect("a spawned task panicked"));
+    }
+    outputs
 }
 
 /// Asserts that `error` is of `kind` and its message starts with `prefix`.
@@ -295,5 +341,15 @@ pub fn assert_error(error: &lanner::Error, kind: lanner::ErrorKind, prefix: &str
     assert!(
         error.message().starts_with(prefix),
         "expected a message starting with {prefix:?}, got {error}"
+    );
+}
+
+/// Asserts that `error` is of `kind` and its message contains `part`.
+#[track_caller]
+pub fn assert_error_contains(error: &lanner::Error, kind: lanner::ErrorKind, part: &str) {
+    assert_eq!(error.kind(), kind, "{error}");
+    assert!(
+        error.message().contains(part),
+        "expected a message containing {part:?}, got {error}"
     );
 }
