@@ -26,10 +26,7 @@ fn expand_trait(interface: &Interface) -> TokenStream {
         let attrs = &method.attrs;
         let name = &method.ident;
         let output = &method.output;
-        let params = method.params.iter().map(|p| {
-            let (ident, ty) = (&p.ident, &p.ty);
-            quote! { #ident: #ty }
-        });
+        let params = typed_params(method);
         quote! {
             #(#attrs)*
             fn #name(&self, #(#params),*)
@@ -42,6 +39,14 @@ fn expand_trait(interface: &Interface) -> TokenStream {
             #(#methods)*
         }
     }
+}
+
+/// The method's parameters as declared, `name: Type`, without the receiver.
+fn typed_params(method: &Method) -> impl Iterator<Item = TokenStream> + '_ {
+    method.params.iter().map(|p| {
+        let (ident, ty) = (&p.ident, &p.ty);
+        quote! { #ident: #ty }
+    })
 }
 
 /// A variable of the generated code. Mixed-site hygiene keeps it apart from the user's
@@ -101,29 +106,16 @@ fn expand_proxy(interface: &Interface) -> TokenStream {
         let output = &method.output;
         let err = &method.err;
         let codec = codec(method);
-        let params = method.params.iter().map(|p| {
-            let (ident, ty) = (&p.ident, &p.ty);
-            quote! { #ident: #ty }
-        });
-        let inline: Vec<_> = method
-            .params
-            .iter()
-            .filter(|p| !p.is_bulk())
-            .map(|p| &p.ident)
-            .collect();
-        let bulk: Vec<_> = method
-            .params
-            .iter()
-            .filter(|p| p.is_bulk())
-            .map(|p| &p.ident)
-            .collect();
+        let params = typed_params(method);
+        let inline = method.inline_params().map(|p| &p.ident);
+        let bulk: Vec<_> = method.bulk_params().map(|p| &p.ident).collect();
         let bulk_count = bulk.len();
         let error_check = quote_spanned! {err.span()=>
             let _: fn() = ::lanner::__private::assert_remote_error::<#err>;
         };
         // Named here so that an argument type that cannot travel is reported at its
         // declaration rather than at the attribute.
-        let argument_checks = method.params.iter().filter(|p| !p.is_bulk()).map(|p| {
+        let argument_checks = method.inline_params().map(|p| {
             let ty = &p.ty;
             quote_spanned! {ty.span()=>
                 let _: fn() = ::lanner::__private::assert_argument::<#ty>;
@@ -195,61 +187,50 @@ fn expand_stub(interface: &Interface) -> TokenStream {
         local("methods"),
         local("ordinal"),
     );
-    let arms = interface
-        .methods
-        .iter()
-        .enumerate()
-        .map(|(ordinal, method)| {
-            let ordinal = ordinal as u16;
-            let index = usize::from(ordinal);
-            let name = &method.ident;
-            let err = &method.err;
-            let codec = codec(method);
-            let inline: Vec<_> = method.params.iter().filter(|p| !p.is_bulk()).collect();
-            let inline_idents: Vec<_> = inline.iter().map(|p| &p.ident).collect();
-            let inline_types: Vec<_> = inline.iter().map(|p| &p.ty).collect();
-            let bulk = method
-                .params
-                .iter()
-                .filter(|p| p.is_bulk())
-                .enumerate()
-                .map(|(segment, p)| {
-                    let ident = &p.ident;
-                    quote! {
-                        let #ident = match #call.segment(#segment) {
-                            ::core::result::Result::Ok(segment) => segment,
-                            ::core::result::Result::Err(error) => {
-                                let reply = ::lanner::__private::Reply::error(&error);
-                                return ::lanner::__private::Box::pin(async move { reply });
-                            }
-                        };
-                    }
-                });
-            let args = method.params.iter().map(|p| &p.ident);
-            // Spanned at the method (arguments) and at its result type (the reply) so that type
-            // errors point into the trait, not at the attribute.
-            let arguments = quote_spanned! {name.span()=>
-                ::lanner::__private::arguments(&#call, &#methods[#index])
-            };
-            let run = quote_spanned! {method.ok.span()=>
-                ::lanner::__private::Box::pin(async move {
-                    ::lanner::__private::reply::<#codec, #err>(#this.#name(#(#args),*).await)
-                })
-            };
+    let arms = interface.methods.iter().enumerate().map(|(index, method)| {
+        let ordinal = index as u16;
+        let name = &method.ident;
+        let err = &method.err;
+        let codec = codec(method);
+        let inline_idents = method.inline_params().map(|p| &p.ident);
+        let inline_types = method.inline_params().map(|p| &p.ty);
+        let bulk = method.bulk_params().enumerate().map(|(segment, p)| {
+            let ident = &p.ident;
             quote! {
-                #ordinal => {
-                    let (#(#inline_idents,)*): (#(#inline_types,)*) =
-                        match #arguments {
-                            ::core::result::Result::Ok(args) => args,
-                            ::core::result::Result::Err(reply) => {
-                                return ::lanner::__private::Box::pin(async move { reply });
-                            }
-                        };
-                    #(#bulk)*
-                    #run
-                }
+                let #ident = match #call.segment(#segment) {
+                    ::core::result::Result::Ok(segment) => segment,
+                    ::core::result::Result::Err(error) => {
+                        let reply = ::lanner::__private::Reply::error(&error);
+                        return ::lanner::__private::Box::pin(async move { reply });
+                    }
+                };
             }
         });
+        let args = method.params.iter().map(|p| &p.ident);
+        // Spanned at the method (arguments) and at its result type (the reply) so that type
+        // errors point into the trait, not at the attribute.
+        let arguments = quote_spanned! {name.span()=>
+            ::lanner::__private::arguments(&#call, &#methods[#index])
+        };
+        let run = quote_spanned! {method.ok.span()=>
+            ::lanner::__private::Box::pin(async move {
+                ::lanner::__private::reply::<#codec, #err>(#this.#name(#(#args),*).await)
+            })
+        };
+        quote! {
+            #ordinal => {
+                let (#(#inline_idents,)*): (#(#inline_types,)*) =
+                    match #arguments {
+                        ::core::result::Result::Ok(args) => args,
+                        ::core::result::Result::Err(reply) => {
+                            return ::lanner::__private::Box::pin(async move { reply });
+                        }
+                    };
+                #(#bulk)*
+                #run
+            }
+        }
+    });
     let trait_name = trait_ident.to_string();
     let doc = format!(
         "Server stub for [`{trait_name}`]: serves any `T: {trait_name}`. Put it in a \

@@ -2,7 +2,7 @@
 
 use quote::ToTokens;
 use syn::{
-    FnArg, GenericArgument, Ident, ItemTrait, Pat, PathArguments, ReturnType, TraitItem,
+    FnArg, GenericArgument, Generics, Ident, ItemTrait, Pat, PathArguments, ReturnType, TraitItem,
     TraitItemFn, Type,
 };
 
@@ -44,10 +44,20 @@ impl Method {
     pub(crate) fn returns_bulk(&self) -> bool {
         is_bytes(&self.ok)
     }
+
+    /// The parameters encoded together in the inline part, in declaration order.
+    pub(crate) fn inline_params(&self) -> impl Iterator<Item = &Param> {
+        self.params.iter().filter(|p| !p.is_bulk())
+    }
+
+    /// The parameters sent as bulk segments, in declaration order.
+    pub(crate) fn bulk_params(&self) -> impl Iterator<Item = &Param> {
+        self.params.iter().filter(|p| p.is_bulk())
+    }
 }
 
 /// A type spelled `Bytes` (any path ending in `Bytes`, without generics) is a bulk payload.
-pub(crate) fn is_bytes(ty: &Type) -> bool {
+fn is_bytes(ty: &Type) -> bool {
     match ty {
         Type::Path(path) if path.qself.is_none() => path
             .path
@@ -69,18 +79,7 @@ fn canonical(tokens: &impl ToTokens) -> String {
 
 impl Interface {
     pub(crate) fn from_trait(item: ItemTrait, options: Options) -> syn::Result<Interface> {
-        if !item.generics.params.is_empty() {
-            return Err(syn::Error::new_spanned(
-                &item.generics,
-                "a lanner interface cannot be generic: its id must be fixed",
-            ));
-        }
-        if let Some(where_clause) = &item.generics.where_clause {
-            return Err(syn::Error::new_spanned(
-                where_clause,
-                "a lanner interface cannot have a `where` clause",
-            ));
-        }
+        reject_generics(&item.generics, "a lanner interface", "its id must be fixed")?;
         if let Some(bound) = item.supertraits.first() {
             return Err(syn::Error::new_spanned(
                 bound,
@@ -155,18 +154,11 @@ impl Method {
                 "a remote method cannot be `unsafe`",
             ));
         }
-        if !sig.generics.params.is_empty() {
-            return Err(syn::Error::new_spanned(
-                &sig.generics,
-                "lanner interface methods cannot be generic: every call must have fixed types",
-            ));
-        }
-        if let Some(where_clause) = &sig.generics.where_clause {
-            return Err(syn::Error::new_spanned(
-                where_clause,
-                "lanner interface methods cannot have a `where` clause",
-            ));
-        }
+        reject_generics(
+            &sig.generics,
+            "lanner interface methods",
+            "every call must have fixed types",
+        )?;
         if let Some(variadic) = &sig.variadic {
             return Err(syn::Error::new_spanned(
                 variadic,
@@ -245,6 +237,24 @@ impl Method {
             signature,
         })
     }
+}
+
+/// `subject` (the interface or its methods) may have neither generic parameters nor a
+/// `where` clause; `why` says what generics would break.
+fn reject_generics(generics: &Generics, subject: &str, why: &str) -> syn::Result<()> {
+    if !generics.params.is_empty() {
+        return Err(syn::Error::new_spanned(
+            generics,
+            format!("{subject} cannot be generic: {why}"),
+        ));
+    }
+    if let Some(where_clause) = &generics.where_clause {
+        return Err(syn::Error::new_spanned(
+            where_clause,
+            format!("{subject} cannot have a `where` clause"),
+        ));
+    }
+    Ok(())
 }
 
 const RETURN_TYPE: &str = "lanner interface methods must return `Result<T, E>` where `E: From<lanner::Error>` (use `lanner::Error` itself if the method has no errors of its own)";

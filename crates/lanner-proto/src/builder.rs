@@ -171,28 +171,11 @@ impl InlineWriter<'_> {
     pub fn put_slice(&mut self, bytes: &[u8]) {
         self.buf.extend_from_slice(bytes);
     }
-
-    /// Reserves room for `additional` more bytes.
-    pub fn reserve(&mut self, additional: usize) {
-        self.buf.reserve(additional);
-    }
-}
-
-impl Extend<u8> for InlineWriter<'_> {
-    fn extend<T: IntoIterator<Item = u8>>(&mut self, iter: T) {
-        self.buf.extend(iter);
-    }
-}
-
-impl<'a> Extend<&'a u8> for InlineWriter<'_> {
-    fn extend<T: IntoIterator<Item = &'a u8>>(&mut self, iter: T) {
-        self.buf.extend(iter.into_iter().copied());
-    }
 }
 
 impl std::io::Write for InlineWriter<'_> {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.buf.extend_from_slice(bytes);
+        self.put_slice(bytes);
         Ok(bytes.len())
     }
 

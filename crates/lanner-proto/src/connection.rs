@@ -25,6 +25,8 @@ use crate::status::Status;
 /// The largest frame accepted before the handshake completes. Handshake frames are tiny;
 /// this keeps an unauthenticated peer from making us reserve a large buffer.
 pub const HANDSHAKE_MAX_FRAME_SIZE: u32 = 4096;
+const _: () = assert!(HANDSHAKE_MAX_FRAME_SIZE as usize >= HELLO_LEN);
+const _: () = assert!(HANDSHAKE_MAX_FRAME_SIZE as usize >= WELCOME_LEN);
 
 /// Which side of the connection this is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,9 +143,7 @@ impl Connection {
     pub fn max_incoming_frame_size(&self) -> u32 {
         match self.state {
             State::Open => self.local.max_frame_size,
-            _ => HANDSHAKE_MAX_FRAME_SIZE
-                .max(HELLO_LEN as u32)
-                .max(WELCOME_LEN as u32),
+            _ => HANDSHAKE_MAX_FRAME_SIZE,
         }
     }
 

@@ -4,16 +4,15 @@
 //! crates. The drivers assert the properties the fuzzers check; they panic on a violation,
 //! which is how a fuzzer reports one.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 use crate::builder::MessageBuilder;
 use crate::connection::{Connection, Event};
 use crate::error::{ProtocolError, SendError};
 use crate::frame::{self, Frame, Hello, REQUEST_FIXED_LEN, RESPONSE_FIXED_LEN, Welcome};
-use crate::harness::{Pair, Peer, wire_bytes};
-use crate::limits::{Limits, PROTOCOL_VERSION};
+use crate::harness::{Pair, Peer};
+use crate::limits::{Limits, MAX_REASON_LEN, PROTOCOL_VERSION};
 use crate::payload::Payload;
-use crate::splitter::FrameSplitter;
 use crate::status::Status;
 
 /// `Frame::decode` on arbitrary bytes: never panics, and whatever it accepts is
@@ -34,7 +33,7 @@ pub fn frame_decode(data: &[u8]) {
         }
         Frame::Close(close) => {
             assert_eq!(header.segments, 0);
-            assert!(close.reason.len() <= 1024);
+            assert!(close.reason.len() <= MAX_REASON_LEN);
         }
         _ => assert_eq!(header.segments, 0),
     }
@@ -53,8 +52,14 @@ pub fn stream_split(input: &[u8]) {
     let mut chunks = Chunks::new(seed);
 
     // Fresh connections.
-    drive(Connection::server(SMALL), data, &mut chunks);
-    drive(Connection::client(SMALL).0, data, &mut chunks);
+    drive(
+        &mut Peer::new(Connection::server(SMALL)),
+        chunks.reads(data),
+    );
+    drive(
+        &mut Peer::new(Connection::client(SMALL).0),
+        chunks.reads(data),
+    );
 
     // Right after a valid handshake frame in the same stream.
     let hello = frame::encode_hello(&Hello {
@@ -63,21 +68,26 @@ pub fn stream_split(input: &[u8]) {
         limits: SMALL,
     });
     drive(
-        Connection::server(SMALL),
-        &with_prefix(&hello, data),
-        &mut chunks,
+        &mut Peer::new(Connection::server(SMALL)),
+        chunks.reads(&with_prefix(&hello, data)),
     );
     let welcome = frame::encode_welcome(&Welcome {
         version: PROTOCOL_VERSION,
         limits: SMALL,
     });
     drive(
-        Connection::client(SMALL).0,
-        &with_prefix(&welcome, data),
-        &mut chunks,
+        &mut Peer::new(Connection::client(SMALL).0),
+        chunks.reads(&with_prefix(&welcome, data)),
     );
 
     // Both ends of an open pair, each with a call outstanding towards the other.
+    let mut pair = busy_pair();
+    drive_per_read(&mut pair.server, chunks.reads(data));
+    drive_per_read(&mut pair.client, chunks.reads(data));
+}
+
+/// An open pair with small limits and one call outstanding in each direction.
+pub(crate) fn busy_pair() -> Pair {
     let mut pair = Pair::connected_with(SMALL, SMALL);
     pair.client_call(MessageBuilder::request(1, 0, 0, 0))
         .expect("a fresh pair has credit");
@@ -88,19 +98,26 @@ pub fn stream_split(input: &[u8]) {
         .send_request(MessageBuilder::request(2, 0, 0, 0))
         .map_err(|(error, _)| error)
         .expect("a fresh pair has credit");
-    pair.client.inject(&wire_bytes(out));
+    pair.client.inject(&out.into_contiguous());
     let _ = pair.client.receive_all();
-    drive_peer(&mut pair.server, data, &mut chunks);
-    drive_peer(&mut pair.client, data, &mut chunks);
+    pair
 }
 
-fn check_payload(payload: &Payload, fixed_len: usize, frame_len: usize) {
+/// Asserts that a decoded payload accounts for every byte of its frame of `frame_len`
+/// bytes, whose fixed part is `fixed_len` bytes, and that its accessors agree.
+pub(crate) fn check_payload(payload: &Payload, fixed_len: usize, frame_len: usize) {
     let bulk: usize = payload.segments().map(|s| s.len()).sum();
     assert_eq!(payload.inline().len(), payload.inline_slice().len());
     assert_eq!(
         fixed_len + payload.inline_slice().len() + 4 * payload.segment_count() + bulk,
         frame_len,
         "payload parts do not add up to the frame"
+    );
+    assert!(
+        payload
+            .segments()
+            .enumerate()
+            .all(|(i, segment)| payload.segment(i) == Some(segment))
     );
     assert!(payload.segment(payload.segment_count()).is_none());
 }
@@ -130,6 +147,19 @@ impl Chunks {
         self.state ^= self.state >> 17;
         self.state ^= self.state << 5;
         1 + (self.state as usize) % self.max.min(1 << 20)
+    }
+
+    /// `stream` cut into reads of the next chunk sizes.
+    fn reads<'a>(&'a mut self, stream: &'a [u8]) -> impl Iterator<Item = &'a [u8]> + 'a {
+        let mut rest = stream;
+        std::iter::from_fn(move || {
+            if rest.is_empty() {
+                return None;
+            }
+            let (read, tail) = rest.split_at(self.next().min(rest.len()));
+            rest = tail;
+            Some(read)
+        })
     }
 }
 
@@ -170,7 +200,7 @@ fn react(conn: &mut Connection, event: Event) {
         let out = conn
             .send_response(request.call_id, reply)
             .expect("answering an accepted request on an open connection succeeds");
-        let bytes = wire_bytes(out);
+        let bytes = out.into_contiguous();
         assert!(bytes.len() <= max as usize);
         let Ok(Frame::Response(response)) = Frame::decode(bytes) else {
             panic!("the answer does not decode as a response");
@@ -188,35 +218,26 @@ fn react(conn: &mut Connection, event: Event) {
     }
 }
 
-/// Feeds `stream` to `conn` in chunks through a splitter, as a runtime's read loop would.
-fn drive(mut conn: Connection, stream: &[u8], chunks: &mut Chunks) {
-    let mut buf = BytesMut::new();
-    let mut at = 0;
-    while at < stream.len() {
-        let end = at.saturating_add(chunks.next()).min(stream.len());
-        buf.extend_from_slice(&stream[at..end]);
-        at = end;
-        loop {
-            let splitter = FrameSplitter::new(conn.max_incoming_frame_size());
-            match splitter.split(&mut buf) {
-                Ok(Some(frame)) => match conn.handle_frame(frame) {
-                    Ok(event) => react(&mut conn, event),
-                    Err(error) => return check_error(&error),
-                },
-                Ok(None) => break,
-                Err(error) => return check_error(&error.into()),
+/// Feeds `reads` to `peer` as a runtime's read loop would, reacting to each frame's event
+/// before the next frame is split off. Stops at the first protocol error.
+pub(crate) fn drive<'a>(peer: &mut Peer, reads: impl IntoIterator<Item = &'a [u8]>) {
+    for read in reads {
+        peer.inject(read);
+        while let Some(result) = peer.receive_next() {
+            match result {
+                Ok((_, event)) => react(&mut peer.conn, event),
+                Err(error) => return check_error(&error),
             }
         }
     }
 }
 
-/// Feeds `stream` to one harness peer in chunks.
-fn drive_peer(peer: &mut Peer, stream: &[u8], chunks: &mut Chunks) {
-    let mut at = 0;
-    while at < stream.len() {
-        let end = at.saturating_add(chunks.next()).min(stream.len());
-        peer.inject(&stream[at..end]);
-        at = end;
+/// Like [`drive`], but each read is processed whole before its events are reacted to (as
+/// [`Peer::receive_all`] does), so a reaction may find a later frame of the same read
+/// already applied.
+fn drive_per_read<'a>(peer: &mut Peer, reads: impl IntoIterator<Item = &'a [u8]>) {
+    for read in reads {
+        peer.inject(read);
         for event in peer.receive_all() {
             match event {
                 Ok(event) => react(&mut peer.conn, event),

@@ -11,7 +11,6 @@ use crate::builder::MessageBuilder;
 use crate::connection::{Connection, Event};
 use crate::error::{ProtocolError, SendError};
 use crate::limits::Limits;
-use crate::out_frame::OutFrame;
 use crate::splitter::FrameSplitter;
 
 /// One end of the pair: its state machine plus the bytes in flight towards it.
@@ -24,7 +23,8 @@ pub struct Peer {
 }
 
 impl Peer {
-    fn new(conn: Connection) -> Peer {
+    /// A peer around `conn` with an empty inbox.
+    pub fn new(conn: Connection) -> Peer {
         let splitter = FrameSplitter::new(conn.max_incoming_frame_size());
         Peer {
             conn,
@@ -43,26 +43,31 @@ impl Peer {
         self.inbox.len()
     }
 
+    /// Splits the next complete frame off the inbox and processes it; `None` if no complete
+    /// frame is waiting. The event comes with the frame it was decoded from (its payload
+    /// is a slice of that frame). After an error, stop: the connection is broken.
+    pub fn receive_next(&mut self) -> Option<Result<(Bytes, Event), ProtocolError>> {
+        self.splitter
+            .set_max_frame_size(self.conn.max_incoming_frame_size());
+        match self.splitter.split(&mut self.inbox) {
+            Ok(Some(frame)) => Some(
+                self.conn
+                    .handle_frame(frame.clone())
+                    .map(|event| (frame, event)),
+            ),
+            Ok(None) => None,
+            Err(error) => Some(Err(error.into())),
+        }
+    }
+
     /// Processes every complete frame in the inbox, in order, stopping at the first error.
     pub fn receive_all(&mut self) -> Vec<Result<Event, ProtocolError>> {
         let mut events = Vec::new();
-        loop {
-            self.splitter
-                .set_max_frame_size(self.conn.max_incoming_frame_size());
-            match self.splitter.split(&mut self.inbox) {
-                Ok(Some(frame)) => {
-                    let event = self.conn.handle_frame(frame);
-                    let failed = event.is_err();
-                    events.push(event);
-                    if failed {
-                        break;
-                    }
-                }
-                Ok(None) => break,
-                Err(error) => {
-                    events.push(Err(error.into()));
-                    break;
-                }
+        while let Some(result) = self.receive_next() {
+            let failed = result.is_err();
+            events.push(result.map(|(_, event)| event));
+            if failed {
+                break;
             }
         }
         events
@@ -80,11 +85,6 @@ pub struct Pair {
     pub client_sent: VecDeque<Bytes>,
     /// Frames the server sent.
     pub server_sent: VecDeque<Bytes>,
-}
-
-/// Flattens an outgoing frame into wire bytes.
-pub fn wire_bytes(frame: OutFrame) -> Bytes {
-    frame.into_contiguous()
 }
 
 impl Pair {
@@ -107,7 +107,7 @@ impl Pair {
     pub fn connected_with(client_limits: Limits, server_limits: Limits) -> Pair {
         let mut pair = Pair::new(client_limits, server_limits);
         pair.handshake()
-            .expect("handshake between two default peers succeeds");
+            .expect("handshake between two fresh peers succeeds");
         pair
     }
 
@@ -133,7 +133,7 @@ impl Pair {
     /// The client sends a request; its bytes land in the server's inbox.
     pub fn client_call(&mut self, request: MessageBuilder) -> Result<u64, SendError> {
         let (call_id, frame) = self.client.conn.send_request(request).map_err(|(e, _)| e)?;
-        let bytes = wire_bytes(frame);
+        let bytes = frame.into_contiguous();
         self.server.inject(&bytes);
         self.client_sent.push_back(bytes);
         Ok(call_id)
@@ -145,7 +145,11 @@ impl Pair {
         call_id: u64,
         response: MessageBuilder,
     ) -> Result<(), SendError> {
-        let bytes = wire_bytes(self.server.conn.send_response(call_id, response)?);
+        let bytes = self
+            .server
+            .conn
+            .send_response(call_id, response)?
+            .into_contiguous();
         self.client.inject(&bytes);
         self.server_sent.push_back(bytes);
         Ok(())

@@ -73,11 +73,6 @@ impl OutFrame {
                 .sum::<usize>()
     }
 
-    /// True once everything has been written.
-    pub fn is_done(&self) -> bool {
-        self.head.bytes().is_empty() && self.bulk[self.next_bulk..].iter().all(Bytes::is_empty)
-    }
-
     /// Fills `slices` with the unwritten segments, in order. Returns how many were filled
     /// and how many bytes they hold; the byte count equals [`OutFrame::remaining`] unless
     /// there were more segments than slices.

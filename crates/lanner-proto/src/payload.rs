@@ -25,22 +25,17 @@ impl Payload {
         segments: u16,
     ) -> Result<Payload, FrameError> {
         check_segment_count(segments)?;
-        let available = frame.len().saturating_sub(start);
         let table_len = usize::from(segments) * 4;
-        let overflow = FrameError::InlineOverflow {
-            inline_len,
-            segments,
-            available,
-        };
-        let inline_end = start
+        let table_end = start
             .checked_add(inline_len as usize)
-            .ok_or_else(|| overflow.clone())?;
-        let table_end = inline_end
-            .checked_add(table_len)
-            .ok_or_else(|| overflow.clone())?;
-        if table_end > frame.len() {
-            return Err(overflow);
-        }
+            .and_then(|inline_end| inline_end.checked_add(table_len))
+            .filter(|&table_end| table_end <= frame.len())
+            .ok_or_else(|| FrameError::InlineOverflow {
+                inline_len,
+                segments,
+                available: frame.len().saturating_sub(start),
+            })?;
+        let inline_end = table_end - table_len;
         let declared: u64 = (0..usize::from(segments))
             .map(|i| u64::from(le_u32(&frame, inline_end + i * 4)))
             .sum();
@@ -59,16 +54,6 @@ impl Payload {
         })
     }
 
-    /// Builds a payload of inline bytes only (for tests and local short-circuits).
-    pub fn from_inline(inline: Bytes) -> Payload {
-        Payload {
-            inline_end: inline.len(),
-            frame: inline,
-            inline_start: 0,
-            segments: 0,
-        }
-    }
-
     /// The inline part: the small values, encoded once.
     pub fn inline(&self) -> Bytes {
         self.frame.slice(self.inline_start..self.inline_end)
@@ -85,19 +70,33 @@ impl Payload {
     }
 
     /// The bulk segment at `index`, as a slice of the received frame; `None` if absent.
+    /// Only the table is read to find it: the segments before it are not sliced.
     pub fn segment(&self, index: usize) -> Option<Bytes> {
-        self.segments().nth(index)
+        if index >= self.segment_count() {
+            return None;
+        }
+        let start = self.bulk_start() + (0..index).map(|i| self.segment_len(i)).sum::<usize>();
+        Some(self.frame.slice(start..start + self.segment_len(index)))
     }
 
     /// All bulk segments in order.
     pub fn segments(&self) -> impl Iterator<Item = Bytes> + '_ {
-        let table = self.inline_end;
-        let mut offset = table + self.segment_count() * 4;
+        let mut offset = self.bulk_start();
         (0..self.segment_count()).map(move |i| {
-            let len = le_u32(&self.frame, table + i * 4) as usize;
+            let len = self.segment_len(i);
             let segment = self.frame.slice(offset..offset + len);
             offset += len;
             segment
         })
+    }
+
+    /// Length of segment `i`, from the table that follows the inline part.
+    fn segment_len(&self, i: usize) -> usize {
+        le_u32(&self.frame, self.inline_end + i * 4) as usize
+    }
+
+    /// Where the first bulk segment starts: after the inline part and the table.
+    fn bulk_start(&self) -> usize {
+        self.inline_end + self.segment_count() * 4
     }
 }

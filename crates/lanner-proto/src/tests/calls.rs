@@ -2,13 +2,11 @@
 
 use bytes::Bytes;
 
-use super::{
-    StreamReceiver, all_ok, is_within, limits, offset_in, raw_response, request, response,
-};
+use super::{all_ok, is_within, limits, offset_in, raw_response, request, response};
 use crate::connection::Event;
 use crate::error::{ProtocolError, SendError};
 use crate::frame::{self, Close, Frame, REQUEST_FIXED_LEN, RESPONSE_FIXED_LEN};
-use crate::harness::{Pair, wire_bytes};
+use crate::harness::Pair;
 use crate::limits::{Limits, MAX_BULK_SEGMENTS};
 use crate::payload::Payload;
 use crate::status::Status;
@@ -136,17 +134,13 @@ fn request_payload_with_bulk_segments_round_trips_without_copies() {
         .send_request(builder)
         .map_err(|(e, _)| e)
         .unwrap();
-    let wire = wire_bytes(out);
+    let wire = out.into_contiguous();
     assert_eq!(wire.len(), REQUEST_FIXED_LEN + inline.len() + 20 + 71_003);
 
-    // Receive through our own splitter so that the frame the payload points into is known.
-    let mut server = StreamReceiver::new(std::mem::replace(
-        &mut pair.server.conn,
-        crate::Connection::server(Limits::default()),
-    ));
-    let mut events = server.feed(&wire);
-    assert_eq!(events.len(), 1);
-    let (frame, event) = events.remove(0).unwrap();
+    // Receive frame by frame so that the frame the payload points into is known.
+    pair.server.inject(&wire);
+    let (frame, event) = pair.server.receive_next().unwrap().unwrap();
+    assert!(pair.server.receive_next().is_none(), "exactly one event");
     assert_eq!(frame, wire);
     let Event::Request(request) = event else {
         panic!("expected a request, got {event:?}");
@@ -183,14 +177,9 @@ fn response_payload_with_bulk_segments_round_trips_without_copies() {
     assert_eq!(&*slices[1], &first[..]);
     assert_eq!(&*slices[2], &second[..]);
 
-    let mut client = StreamReceiver::new(std::mem::replace(
-        &mut pair.client.conn,
-        crate::Connection::server(Limits::default()),
-    ));
-    let wire = wire_bytes(out);
-    let mut events = client.feed(&wire);
-    let (frame, event) = events.remove(0).unwrap();
-    assert!(events.is_empty());
+    pair.client.inject(&out.into_contiguous());
+    let (frame, event) = pair.client.receive_next().unwrap().unwrap();
+    assert!(pair.client.receive_next().is_none(), "exactly one event");
     let Event::Response(response) = event else {
         panic!("expected a response, got {event:?}");
     };
@@ -203,8 +192,8 @@ fn response_payload_with_bulk_segments_round_trips_without_copies() {
 
 #[test]
 fn payload_slices_share_the_harness_receive_buffer() {
-    // Through the harness (whose buffer we cannot see), the parts must still be adjacent
-    // slices of one allocation: inline, then the 4-byte lengths, then each segment.
+    // Through `receive_all` (which does not return the frame), the parts must still be
+    // adjacent slices of one allocation: inline, then the 4-byte lengths, then each segment.
     let mut pair = Pair::connected();
     let bulk: [&[u8]; 3] = [b"first", b"second!", b"third segment"];
     pair.client_call(request(3, 0, 0, 0, b"abc", &bulk))

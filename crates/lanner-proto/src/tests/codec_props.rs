@@ -10,7 +10,8 @@ use proptest::prelude::*;
 use crate::builder::MessageBuilder;
 use crate::connection::{Connection, Event};
 use crate::frame::{self, Frame, HEADER_LEN, REQUEST_FIXED_LEN, RESPONSE_FIXED_LEN};
-use crate::harness::{Pair, wire_bytes};
+use crate::fuzzing::{self, busy_pair, check_payload};
+use crate::harness::{Pair, Peer};
 use crate::limits::Limits;
 use crate::out_frame::OutFrame;
 use crate::payload::Payload;
@@ -68,7 +69,7 @@ fn fill(builder: &mut MessageBuilder, message: &Message) {
 /// `step`-byte partial writes.
 fn write_vectored(mut out: OutFrame, step: usize) -> Vec<u8> {
     let mut wire = Vec::new();
-    while !out.is_done() {
+    while out.remaining() > 0 {
         let mut slices = [std::io::IoSlice::new(&[]); 4];
         let (filled, bytes) = out.io_slices(&mut slices);
         assert!(filled > 0, "an unfinished frame has something to write");
@@ -120,15 +121,6 @@ fn assert_payload_eq(payload: &Payload, message: &Message) {
     assert_eq!(segments, message.bulk);
 }
 
-/// Checks that a decoded payload accounts for every byte of its frame.
-fn assert_payload_fills(payload: &Payload, fixed_len: usize, frame_len: usize) {
-    let bulk: usize = payload.segments().map(|s| s.len()).sum();
-    assert_eq!(
-        fixed_len + payload.inline_slice().len() + 4 * payload.segment_count() + bulk,
-        frame_len
-    );
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
@@ -151,7 +143,7 @@ proptest! {
             prop_assert_eq!(out.remaining() as u64, expected_len);
             // The vectored path and the contiguous path give the same bytes.
             let vectored = write_vectored(out.clone(), step);
-            prop_assert_eq!(&vectored[..], &wire_bytes(out)[..]);
+            prop_assert_eq!(&vectored[..], &out.into_contiguous()[..]);
             let header = frame::read_header(&vectored).unwrap();
             prop_assert_eq!(header.len as usize, vectored.len());
             prop_assert_eq!(usize::from(header.segments), message.bulk.len());
@@ -171,7 +163,7 @@ proptest! {
             prop_assert_eq!(request.method, message.method);
             prop_assert_eq!(request.fingerprint, message.fingerprint);
             assert_payload_eq(&request.payload, message);
-            assert_payload_fills(&request.payload, REQUEST_FIXED_LEN, frame.len());
+            check_payload(&request.payload, REQUEST_FIXED_LEN, frame.len());
 
             // The receiving state machine sees the same request.
             match pair.server.conn.handle_frame(frame.clone()) {
@@ -195,7 +187,7 @@ proptest! {
         fill(&mut builder, &message);
         prop_assert_eq!(builder.status(), Some(status));
         let out = pair.server.conn.send_response(call_id, builder).unwrap();
-        let wire = wire_bytes(out);
+        let wire = out.into_contiguous();
         let frames = split_in_chunks(&wire, &sizes, Limits::default().max_frame_size);
         prop_assert_eq!(frames.len(), 1);
         let Ok(Frame::Response(response)) = Frame::decode(frames[0].clone()) else {
@@ -205,7 +197,7 @@ proptest! {
         prop_assert_eq!(response.status, status);
         prop_assert_eq!(response.credits, 1);
         assert_payload_eq(&response.payload, &message);
-        assert_payload_fills(&response.payload, RESPONSE_FIXED_LEN, wire.len());
+        check_payload(&response.payload, RESPONSE_FIXED_LEN, wire.len());
         match pair.client.conn.handle_frame(frames[0].clone()) {
             Ok(Event::Response(seen)) => prop_assert_eq!(seen, response),
             other => panic!("client did not accept the response: {other:?}"),
@@ -301,17 +293,8 @@ proptest! {
 /// consistent. Panics (fails) only on a decoder panic or an inconsistency.
 pub(super) fn exercise(bytes: &[u8]) {
     // The decoder, on the bytes as one frame.
+    fuzzing::frame_decode(bytes);
     let decoded = Frame::decode(Bytes::copy_from_slice(bytes));
-    if let Ok(frame) = &decoded {
-        let header = frame::read_header(bytes).unwrap();
-        assert_eq!(header.len as usize, bytes.len());
-        assert_eq!(header.kind, frame.kind());
-        match frame {
-            Frame::Request(r) => assert_payload_fills(&r.payload, REQUEST_FIXED_LEN, bytes.len()),
-            Frame::Response(r) => assert_payload_fills(&r.payload, RESPONSE_FIXED_LEN, bytes.len()),
-            _ => assert_eq!(header.segments, 0),
-        }
-    }
 
     // The splitter, on the bytes as a stream: it yields whole frames whose lengths add up
     // to what it consumed, and stops at an error or when more bytes are needed.
@@ -363,7 +346,7 @@ pub(super) fn exercise(bytes: &[u8]) {
         }
     }
     for conn in connections() {
-        drive_stream(conn, bytes);
+        fuzzing::drive(&mut Peer::new(conn), [bytes]);
     }
 }
 
@@ -372,51 +355,8 @@ pub(super) fn exercise(bytes: &[u8]) {
 fn connections() -> Vec<Connection> {
     let server = Connection::server(Limits::default());
     let (client, _) = Connection::client(Limits::default());
-    let mut pair = Pair::connected_with(
-        Limits {
-            max_frame_size: 4096,
-            credits: 2,
-        },
-        Limits {
-            max_frame_size: 4096,
-            credits: 2,
-        },
-    );
-    pair.client_call(MessageBuilder::request(1, 0, 0, 0))
-        .unwrap();
-    let _ = pair.server.receive_all();
-    let (_, out) = pair
-        .server
-        .conn
-        .send_request(MessageBuilder::request(1, 0, 0, 0))
-        .map_err(|(e, _)| e)
-        .unwrap();
-    pair.client.inject(&wire_bytes(out));
-    let _ = pair.client.receive_all();
+    let pair = busy_pair();
     vec![server, client, pair.server.conn, pair.client.conn]
-}
-
-/// Feeds `bytes` as a stream to `conn`, answering any request it accepts, until an error.
-fn drive_stream(mut conn: Connection, bytes: &[u8]) {
-    let mut buf = BytesMut::from(bytes);
-    loop {
-        let splitter = FrameSplitter::new(conn.max_incoming_frame_size());
-        match splitter.split(&mut buf) {
-            Ok(Some(frame)) => match conn.handle_frame(frame) {
-                Ok(Event::Request(request)) => {
-                    let mut reply = MessageBuilder::response(Status::Ok);
-                    reply.inline().put_slice(request.payload.inline_slice());
-                    for segment in request.payload.segments() {
-                        reply.push_segment(segment);
-                    }
-                    conn.send_response(request.call_id, reply).unwrap();
-                }
-                Ok(_) => {}
-                Err(_) => break,
-            },
-            Ok(None) | Err(_) => break,
-        }
-    }
 }
 
 #[test]

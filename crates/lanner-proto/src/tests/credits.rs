@@ -4,7 +4,7 @@ use super::{all_ok, assert_close_frame, limits, raw_request, raw_response, reque
 use crate::connection::Event;
 use crate::error::{ProtocolError, SendError};
 use crate::frame::{self, Frame, FrameKind};
-use crate::harness::{Pair, wire_bytes};
+use crate::harness::Pair;
 use crate::limits::Limits;
 use crate::status::Status;
 
@@ -15,6 +15,19 @@ fn small_request(tag: u8) -> crate::MessageBuilder {
 /// A pair whose server allows the client `credits` outstanding requests.
 fn pair_with_server_credits(credits: u32) -> Pair {
     Pair::connected_with(Limits::default(), limits(1 << 20, credits))
+}
+
+/// A misbehaving client sends request `call_id` while its whole window of `window`
+/// requests is in use: the server rejects it as a credit violation.
+fn assert_over_window(pair: &mut Pair, call_id: u64, window: u32) {
+    pair.server.inject(&raw_request(call_id, b"", &[]));
+    assert_eq!(
+        pair.server.receive_all(),
+        vec![Err(ProtocolError::CreditViolation {
+            in_flight: window,
+            window,
+        })]
+    );
 }
 
 #[test]
@@ -161,14 +174,7 @@ fn an_answered_request_frees_its_slot_in_the_window() {
     let events = all_ok(pair.server.receive_all());
     assert!(matches!(&events[..], [Event::Request(r)] if r.call_id == first + 1));
     // And a second unanswered one is over the window again.
-    pair.server.inject(&raw_request(first + 2, b"", &[]));
-    assert_eq!(
-        pair.server.receive_all(),
-        vec![Err(ProtocolError::CreditViolation {
-            in_flight: 1,
-            window: 1,
-        })]
-    );
+    assert_over_window(&mut pair, first + 2, 1);
 }
 
 #[test]
@@ -179,14 +185,7 @@ fn a_granted_credit_widens_the_receivers_window() {
     pair.server.inject(&raw_request(11, b"", &[]));
     let events = all_ok(pair.server.receive_all());
     assert_eq!(events.len(), 2);
-    pair.server.inject(&raw_request(12, b"", &[]));
-    assert_eq!(
-        pair.server.receive_all(),
-        vec![Err(ProtocolError::CreditViolation {
-            in_flight: 2,
-            window: 2,
-        })]
-    );
+    assert_over_window(&mut pair, 12, 2);
 }
 
 #[test]
@@ -213,7 +212,7 @@ fn the_server_can_call_the_client_within_the_clients_window() {
         pair.server.conn.send_request(small_request(10)),
         Err((SendError::NoCredits, _))
     ));
-    pair.client.inject(&wire_bytes(frame));
+    pair.client.inject(&frame.into_contiguous());
     let events = all_ok(pair.client.receive_all());
     assert!(matches!(&events[..], [Event::Request(r)] if r.call_id == call_id));
     let reply = pair
@@ -221,7 +220,7 @@ fn the_server_can_call_the_client_within_the_clients_window() {
         .conn
         .send_response(call_id, response(Status::Ok, b"pong", &[]))
         .unwrap();
-    pair.server.inject(&wire_bytes(reply));
+    pair.server.inject(&reply.into_contiguous());
     let events = all_ok(pair.server.receive_all());
     assert!(matches!(&events[..], [Event::Response(r)] if r.call_id == call_id));
     assert_eq!(pair.server.conn.send_credits(), 1);

@@ -42,6 +42,26 @@ fn response_fields(inline_len: u32) -> BytesMut {
     body
 }
 
+/// The fixed fields of a REQUEST or RESPONSE (`kind`), with the given inline length.
+fn fields(kind: u8, inline_len: u32) -> BytesMut {
+    match kind {
+        REQUEST => request_fields(inline_len),
+        _ => response_fields(inline_len),
+    }
+}
+
+/// A REQUEST or RESPONSE frame carrying `inline`, a segment table of `lengths` and then
+/// `bulk`, which need not add up to the table.
+fn payload_frame(kind: u8, inline: &[u8], lengths: &[u32], bulk: &[u8]) -> Bytes {
+    let mut body = fields(kind, inline.len() as u32);
+    body.put_slice(inline);
+    for &len in lengths {
+        body.put_u32_le(len);
+    }
+    body.put_slice(bulk);
+    raw_frame(kind, lengths.len() as u16, &body)
+}
+
 #[test]
 fn truncated_header() {
     for len in 0..HEADER_LEN {
@@ -168,20 +188,15 @@ fn segments_on_frames_that_carry_none() {
 #[test]
 fn too_many_segments() {
     for count in [MAX_BULK_SEGMENTS + 1, u16::MAX] {
-        assert_rejected(
-            raw_frame(REQUEST, count, &request_fields(0)),
-            FrameError::TooManySegments {
-                count,
-                max: MAX_BULK_SEGMENTS,
-            },
-        );
-        assert_rejected(
-            raw_frame(RESPONSE, count, &response_fields(0)),
-            FrameError::TooManySegments {
-                count,
-                max: MAX_BULK_SEGMENTS,
-            },
-        );
+        for kind in [REQUEST, RESPONSE] {
+            assert_rejected(
+                raw_frame(kind, count, &fields(kind, 0)),
+                FrameError::TooManySegments {
+                    count,
+                    max: MAX_BULK_SEGMENTS,
+                },
+            );
+        }
     }
 }
 
@@ -228,52 +243,29 @@ fn segment_table_running_past_the_end() {
 
 #[test]
 fn bulk_lengths_that_do_not_add_up() {
-    // Two segments of 5 declared, 9 bytes present.
-    let mut body = response_fields(0);
-    body.put_u32_le(5);
-    body.put_u32_le(5);
-    body.put_slice(&[0; 9]);
-    assert_rejected(
-        raw_frame(RESPONSE, 2, &body),
-        FrameError::BulkMismatch {
-            declared: 10,
-            available: 9,
-        },
-    );
-    // Fewer declared than present: trailing garbage after the last segment.
-    let mut body = request_fields(1);
-    body.put_u8(b'i');
-    body.put_u32_le(4);
-    body.put_slice(b"abcdEXTRA");
-    assert_rejected(
-        raw_frame(REQUEST, 1, &body),
-        FrameError::BulkMismatch {
-            declared: 4,
-            available: 9,
-        },
-    );
-    // Lengths that would overflow 32 bits when added.
-    let mut body = request_fields(0);
-    for _ in 0..4 {
-        body.put_u32_le(u32::MAX);
+    let cases = [
+        // Two segments of 5 declared, 9 bytes present.
+        (payload_frame(RESPONSE, b"", &[5, 5], &[0; 9]), 10, 9),
+        // Fewer declared than present: trailing garbage after the last segment.
+        (payload_frame(REQUEST, b"i", &[4], b"abcdEXTRA"), 4, 9),
+        // Lengths that would overflow 32 bits when added.
+        (
+            payload_frame(REQUEST, b"", &[u32::MAX; 4], b""),
+            4 * u64::from(u32::MAX),
+            0,
+        ),
+        // No segments declared but bytes after the inline data.
+        (payload_frame(REQUEST, b"", &[], b"junk"), 0, 4),
+    ];
+    for (frame, declared, available) in cases {
+        assert_rejected(
+            frame,
+            FrameError::BulkMismatch {
+                declared,
+                available,
+            },
+        );
     }
-    assert_rejected(
-        raw_frame(REQUEST, 4, &body),
-        FrameError::BulkMismatch {
-            declared: 4 * u64::from(u32::MAX),
-            available: 0,
-        },
-    );
-    // No segments declared but bytes after the inline data.
-    let mut body = request_fields(0);
-    body.put_slice(b"junk");
-    assert_rejected(
-        raw_frame(REQUEST, 0, &body),
-        FrameError::BulkMismatch {
-            declared: 0,
-            available: 4,
-        },
-    );
 }
 
 #[test]
@@ -383,11 +375,8 @@ fn a_malformed_frame_once_open_breaks_the_connection() {
 fn valid_frames_of_each_kind_decode() {
     // The positive counterpart of the cases above, so that the builders of malformed
     // frames are known to differ from valid ones only in the field under test.
-    let mut body = request_fields(2);
-    body.put_slice(b"hi");
-    body.put_u32_le(3);
-    body.put_slice(b"abc");
-    let Frame::Request(request) = Frame::decode(raw_frame(REQUEST, 1, &body)).unwrap() else {
+    let frame = payload_frame(REQUEST, b"hi", &[3], b"abc");
+    let Frame::Request(request) = Frame::decode(frame).unwrap() else {
         panic!("expected a request");
     };
     assert_eq!(
@@ -403,8 +392,7 @@ fn valid_frames_of_each_kind_decode() {
     assert_eq!(request.payload.inline_slice(), b"hi");
     assert_eq!(request.payload.segment(0).as_deref(), Some(&b"abc"[..]));
 
-    let Frame::Response(response) =
-        Frame::decode(raw_frame(RESPONSE, 0, &response_fields(0))).unwrap()
+    let Frame::Response(response) = Frame::decode(payload_frame(RESPONSE, b"", &[], b"")).unwrap()
     else {
         panic!("expected a response");
     };

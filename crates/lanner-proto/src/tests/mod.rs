@@ -19,7 +19,6 @@ use crate::connection::{Connection, Event};
 use crate::error::{FrameError, ProtocolError};
 use crate::frame::{Frame, HEADER_LEN};
 use crate::limits::Limits;
-use crate::splitter::FrameSplitter;
 use crate::status::Status;
 
 /// Limits with the given frame size and credits.
@@ -39,17 +38,19 @@ pub(super) fn request(
     inline: &[u8],
     bulk: &[&[u8]],
 ) -> MessageBuilder {
-    let mut builder = MessageBuilder::request(object, slot, method, fingerprint);
-    builder.inline().put_slice(inline);
-    for segment in bulk {
-        builder.push_segment(Bytes::copy_from_slice(segment));
-    }
-    builder
+    with_payload(
+        MessageBuilder::request(object, slot, method, fingerprint),
+        inline,
+        bulk,
+    )
 }
 
 /// A response builder with `inline` data and `bulk` segments.
 pub(super) fn response(status: Status, inline: &[u8], bulk: &[&[u8]]) -> MessageBuilder {
-    let mut builder = MessageBuilder::response(status);
+    with_payload(MessageBuilder::response(status), inline, bulk)
+}
+
+fn with_payload(mut builder: MessageBuilder, inline: &[u8], bulk: &[&[u8]]) -> MessageBuilder {
     builder.inline().put_slice(inline);
     for segment in bulk {
         builder.push_segment(Bytes::copy_from_slice(segment));
@@ -129,48 +130,6 @@ pub(super) fn assert_rejected(frame: Bytes, expected: FrameError) {
         client.handle_frame(frame),
         Err(ProtocolError::Frame(expected))
     );
-}
-
-/// A stream receiver outside the harness: a connection, its splitter and a receive buffer,
-/// so tests can keep the split frame (to check where payload slices point) or feed bytes
-/// in chosen chunks.
-pub(super) struct StreamReceiver {
-    pub(super) conn: Connection,
-    pub(super) buf: BytesMut,
-}
-
-impl StreamReceiver {
-    pub(super) fn new(conn: Connection) -> StreamReceiver {
-        StreamReceiver {
-            conn,
-            buf: BytesMut::new(),
-        }
-    }
-
-    /// Appends `bytes` and processes every complete frame, stopping at the first error.
-    /// Returns each event with the frame it came from.
-    pub(super) fn feed(&mut self, bytes: &[u8]) -> Vec<Result<(Bytes, Event), ProtocolError>> {
-        self.buf.extend_from_slice(bytes);
-        let mut out = Vec::new();
-        loop {
-            let splitter = FrameSplitter::new(self.conn.max_incoming_frame_size());
-            match splitter.split(&mut self.buf) {
-                Ok(Some(frame)) => match self.conn.handle_frame(frame.clone()) {
-                    Ok(event) => out.push(Ok((frame, event))),
-                    Err(error) => {
-                        out.push(Err(error));
-                        break;
-                    }
-                },
-                Ok(None) => break,
-                Err(error) => {
-                    out.push(Err(error.into()));
-                    break;
-                }
-            }
-        }
-        out
-    }
 }
 
 /// True if `inner` lies entirely within `outer`'s memory.

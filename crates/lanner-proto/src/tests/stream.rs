@@ -3,11 +3,11 @@
 
 use bytes::{BufMut, BytesMut};
 
-use super::{StreamReceiver, all_ok, limits, raw_frame_with_len, request, response};
+use super::{all_ok, limits, raw_frame_with_len, request, response};
 use crate::connection::{Connection, Event, HANDSHAKE_MAX_FRAME_SIZE};
 use crate::error::{FrameError, ProtocolError};
 use crate::frame::{FrameKind, HEADER_LEN};
-use crate::harness::{Pair, wire_bytes};
+use crate::harness::{Pair, Peer};
 use crate::limits::Limits;
 use crate::splitter::FrameSplitter;
 use crate::status::Status;
@@ -56,11 +56,11 @@ fn the_splitter_reports_too_large_without_consuming_or_reserving() {
 
 #[test]
 fn before_the_handshake_only_small_frames_are_accepted() {
-    let mut server = StreamReceiver::new(Connection::server(limits(1 << 20, 4)));
+    let mut server = Peer::new(Connection::server(limits(1 << 20, 4)));
     let header = raw_frame_with_len(HANDSHAKE_MAX_FRAME_SIZE + 1, FrameKind::Hello as u8, 0, &[]);
-    let events = server.feed(&header);
+    server.inject(&header);
     assert_eq!(
-        events,
+        server.receive_all(),
         vec![Err(ProtocolError::Frame(FrameError::TooLarge {
             len: u64::from(HANDSHAKE_MAX_FRAME_SIZE) + 1,
             max: HANDSHAKE_MAX_FRAME_SIZE,
@@ -68,43 +68,41 @@ fn before_the_handshake_only_small_frames_are_accepted() {
     );
 }
 
+/// Feeds `wire` to `peer` one byte per read, asserting that nothing happens before the
+/// last byte; returns the events of the last byte.
+fn feed_byte_by_byte(peer: &mut Peer, wire: &[u8]) -> Vec<Event> {
+    let (last, head) = wire.split_last().expect("a frame is not empty");
+    for (i, byte) in head.iter().enumerate() {
+        peer.inject(&[*byte]);
+        let events = all_ok(peer.receive_all());
+        assert!(
+            events.is_empty(),
+            "event after {} of {} bytes",
+            i + 1,
+            wire.len()
+        );
+    }
+    peer.inject(&[*last]);
+    all_ok(peer.receive_all())
+}
+
 #[test]
 fn a_frame_fed_one_byte_at_a_time_still_decodes() {
     // The handshake, byte by byte, in both directions.
     let mut pair = Pair::new(Limits::default(), Limits::default());
     // The harness put the HELLO in the server's inbox whole; let the harness's server
-    // consume it (its state machine is replaced below) and feed a fresh one byte by byte.
+    // consume it, then put a fresh server in its place and feed it the HELLO byte by byte.
     assert_eq!(pair.server.receive_all().len(), 1);
-    let mut server = StreamReceiver::new(Connection::server(Limits::default()));
+    pair.server = Peer::new(Connection::server(Limits::default()));
     let hello = pair.client_sent[0].clone();
-    let mut welcome = None;
-    for (i, byte) in hello.iter().enumerate() {
-        let events = server.feed(&[*byte]);
-        if i + 1 < hello.len() {
-            assert!(
-                events.is_empty(),
-                "event after {} of {} bytes",
-                i + 1,
-                hello.len()
-            );
-        } else {
-            let [Ok((_, Event::Accepted { welcome: w }))] = &events[..] else {
-                panic!("expected Accepted, got {events:?}");
-            };
-            welcome = Some(w.clone());
-        }
-    }
-    let welcome = welcome.unwrap();
-    for (i, byte) in welcome.iter().enumerate() {
-        pair.client.inject(&[*byte]);
-        let events = all_ok(pair.client.receive_all());
-        if i + 1 < welcome.len() {
-            assert!(events.is_empty());
-        } else {
-            assert_eq!(events, vec![Event::Established]);
-        }
-    }
-    pair.server.conn = server.conn;
+    let events = feed_byte_by_byte(&mut pair.server, &hello);
+    let [Event::Accepted { welcome }] = &events[..] else {
+        panic!("expected Accepted, got {events:?}");
+    };
+    assert_eq!(
+        feed_byte_by_byte(&mut pair.client, welcome),
+        vec![Event::Established]
+    );
 
     // Then a request with bulk segments, one byte per read.
     let bulk: [&[u8]; 3] = [b"one", b"", b"three three"];
@@ -114,21 +112,7 @@ fn a_frame_fed_one_byte_at_a_time_still_decodes() {
         .send_request(request(5, 1, 2, 3, b"inline", &bulk))
         .map_err(|(e, _)| e)
         .unwrap();
-    let wire = wire_bytes(out);
-    let mut received = Vec::new();
-    for (i, byte) in wire.iter().enumerate() {
-        pair.server.inject(&[*byte]);
-        let events = all_ok(pair.server.receive_all());
-        if i + 1 < wire.len() {
-            assert!(
-                events.is_empty(),
-                "event after {} of {} bytes",
-                i + 1,
-                wire.len()
-            );
-        }
-        received.extend(events);
-    }
+    let received = feed_byte_by_byte(&mut pair.server, &out.into_contiguous());
     let [Event::Request(request)] = &received[..] else {
         panic!("expected one request, got {received:?}");
     };
@@ -154,7 +138,7 @@ fn several_frames_in_one_read_are_all_processed_in_order() {
             .map_err(|(e, _)| e)
             .unwrap();
         ids.push(id);
-        wire.extend_from_slice(&wire_bytes(out));
+        wire.extend_from_slice(&out.into_contiguous());
     }
     // Everything plus the first half of a credit frame in one read.
     let credit = pair.client.conn.grant_credits(2);
