@@ -43,7 +43,7 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
         busy_poll: false,
         json: true,
     };
-    let (rows, _) = measure(&bench, &bench.sizes, bench.iters, bench.warmup, 0.0)?;
+    let (rows, _) = measure(&bench, 0.0)?;
     print_table(&rows);
     println!(
         "(wait strategy: {}; full benchmark: lanner bench pingpong --transport {})",

@@ -1,124 +1,144 @@
 //! The raw baseline: the same payload ping-ponged over the same socket with no Lanner code.
 //!
 //! Written with the same care as Lanner: `TCP_NODELAY`, one vectored write per message
-//! (4-byte length + payload), a receive buffer sized once, and the same wait strategy
+//! (4-byte header word + payload), reads of at least [`MIN_READ`] bytes into a buffer kept
+//! across messages (so a small message arrives whole in one system call and a large one is
+//! read straight into place, as Lanner's stream transport does), and the same wait strategy
 //! (poll the non-blocking socket for the spin budget, then sleep in `poll(2)`).
 //!
-//! A message whose length word has [`ONE_WAY`] set is taken without an answer (the
-//! bandwidth benchmark streams those, then one ordinary message to learn that all arrived).
+//! A message's header word is its payload length; one with [`ONE_WAY`] set is taken
+//! without an answer (the bandwidth benchmark streams those, then one ordinary message to
+//! learn that all arrived). The shared-memory baseline uses the same header word.
 
 use std::io::{self, IoSlice, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::ops::Range;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// Length-word flag of a message the echo server takes without answering.
-pub const ONE_WAY: u32 = 1 << 31;
+/// Header-word flag of a message the echo server takes without answering.
+pub(crate) const ONE_WAY: u32 = 1 << 31;
 
-/// A connected raw stream, either kind.
-pub enum RawStream {
+/// Bytes of a message's header word.
+pub(crate) const HEADER_LEN: usize = 4;
+
+/// Read at least this much at a time (Lanner's stream transport reads as much).
+const MIN_READ: usize = 64 * 1024;
+
+/// Empty polls between two clock reads while spinning (Lanner reads its clock every 8
+/// tries as well).
+const POLLS_PER_CLOCK_READ: u32 = 8;
+
+/// The header word of a message of `len` payload bytes; `flags` is 0 or [`ONE_WAY`].
+pub(crate) fn header(len: usize, flags: u32) -> [u8; HEADER_LEN] {
+    (len as u32 | flags).to_le_bytes()
+}
+
+/// Decodes a header word: (payload length, one-way).
+pub(crate) fn decode_header(word: [u8; HEADER_LEN]) -> (usize, bool) {
+    let word = u32::from_le_bytes(word);
+    ((word & !ONE_WAY) as usize, word & ONE_WAY != 0)
+}
+
+/// The spin half of the spin-then-sleep wait strategy: poll until the spin budget has
+/// passed since the last progress, then sleep. The clock is read only every
+/// [`POLLS_PER_CLOCK_READ`] empty polls, and not at all when the data is already there.
+pub(crate) struct SpinBudget {
+    spin: Duration,
+    deadline: Option<Instant>,
+    polls: u32,
+    spent: bool,
+}
+
+impl SpinBudget {
+    /// A full budget of `spin`.
+    pub(crate) fn new(spin: Duration) -> SpinBudget {
+        SpinBudget {
+            spin,
+            deadline: None,
+            polls: 0,
+            spent: spin.is_zero(),
+        }
+    }
+
+    /// Progress was made, or the waiter woke up: the budget starts again.
+    pub(crate) fn restart(&mut self) {
+        *self = SpinBudget::new(self.spin);
+    }
+
+    /// After a poll that found nothing: true to poll again, false to sleep.
+    pub(crate) fn keep_spinning(&mut self) -> bool {
+        if self.spent {
+            return false;
+        }
+        self.polls = self.polls.wrapping_add(1);
+        if self.polls % POLLS_PER_CLOCK_READ == 0 {
+            let now = Instant::now();
+            match self.deadline {
+                None => self.deadline = Some(now + self.spin),
+                Some(deadline) if now >= deadline => {
+                    self.spent = true;
+                    return false;
+                }
+                Some(_) => {}
+            }
+        }
+        std::hint::spin_loop();
+        true
+    }
+}
+
+/// A connected socket, either kind.
+enum Socket {
     /// TCP with `TCP_NODELAY`.
     Tcp(TcpStream),
     /// Unix stream socket.
     Unix(UnixStream),
 }
 
-impl RawStream {
-    /// Connects to a `tcp://host:port` or `unix:///path` endpoint.
-    pub fn connect(endpoint: &str) -> io::Result<RawStream> {
-        let stream = if let Some(address) = endpoint.strip_prefix("tcp://") {
-            let stream = TcpStream::connect(address)?;
-            stream.set_nodelay(true)?;
-            RawStream::Tcp(stream)
-        } else if let Some(path) = endpoint.strip_prefix("unix://") {
-            RawStream::Unix(UnixStream::connect(path)?)
-        } else {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("raw baseline cannot use {endpoint}"),
-            ));
-        };
-        stream.set_nonblocking(true)?;
-        Ok(stream)
-    }
-
-    fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+impl Socket {
+    fn fd(&self) -> i32 {
         match self {
-            RawStream::Tcp(s) => s.set_nonblocking(on),
-            RawStream::Unix(s) => s.set_nonblocking(on),
+            Socket::Tcp(s) => s.as_raw_fd(),
+            Socket::Unix(s) => s.as_raw_fd(),
         }
     }
 
-    fn fd(&self) -> i32 {
+    fn set_nonblocking(&self) -> io::Result<()> {
         match self {
-            RawStream::Tcp(s) => s.as_raw_fd(),
-            RawStream::Unix(s) => s.as_raw_fd(),
+            Socket::Tcp(s) => s.set_nonblocking(true),
+            Socket::Unix(s) => s.set_nonblocking(true),
         }
     }
 
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
-            RawStream::Tcp(s) => s.read(buf),
-            RawStream::Unix(s) => s.read(buf),
+            Socket::Tcp(s) => s.read(buf),
+            Socket::Unix(s) => s.read(buf),
         }
     }
 
     fn write_vectored(&mut self, slices: &[IoSlice<'_>]) -> io::Result<usize> {
         match self {
-            RawStream::Tcp(s) => s.write_vectored(slices),
-            RawStream::Unix(s) => s.write_vectored(slices),
+            Socket::Tcp(s) => s.write_vectored(slices),
+            Socket::Unix(s) => s.write_vectored(slices),
         }
     }
 
-    /// Reads exactly `buf.len()` bytes: spin on the non-blocking socket for `spin` after
-    /// the last progress, then sleep in poll(2).
-    pub fn read_exact_spin(&mut self, buf: &mut [u8], spin: Duration) -> io::Result<()> {
-        let mut filled = 0;
-        let mut spin_until = Instant::now() + spin;
-        while filled < buf.len() {
-            match self.read(&mut buf[filled..]) {
-                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-                Ok(n) => {
-                    filled += n;
-                    spin_until = Instant::now() + spin;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    if Instant::now() < spin_until {
-                        std::hint::spin_loop();
-                    } else {
-                        poll_fd(self.fd(), libc::POLLIN)?;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
-    }
-
-    /// Writes a length-prefixed message with vectored writes, waiting in poll(2) when the
-    /// socket is full.
-    pub fn write_message(&mut self, payload: &[u8]) -> io::Result<()> {
-        self.write_flagged(payload, 0)
-    }
-
-    /// Writes a message the server takes without answering.
-    pub fn write_one_way(&mut self, payload: &[u8]) -> io::Result<()> {
-        self.write_flagged(payload, ONE_WAY)
-    }
-
-    fn write_flagged(&mut self, payload: &[u8], flags: u32) -> io::Result<()> {
-        let header = (payload.len() as u32 | flags).to_le_bytes();
-        let total = header.len() + payload.len();
+    /// Writes a message (header word, then `payload`) with vectored writes, waiting in
+    /// poll(2) when the socket is full.
+    fn write_message(&mut self, payload: &[u8], flags: u32) -> io::Result<()> {
+        let header = header(payload.len(), flags);
+        let total = HEADER_LEN + payload.len();
         let mut written = 0;
         while written < total {
-            let slices = if written < header.len() {
+            let slices = if written < HEADER_LEN {
                 [IoSlice::new(&header[written..]), IoSlice::new(payload)]
             } else {
                 [
-                    IoSlice::new(&payload[written - header.len()..]),
+                    IoSlice::new(&payload[written - HEADER_LEN..]),
                     IoSlice::new(&[]),
                 ]
             };
@@ -134,20 +154,138 @@ impl RawStream {
         }
         Ok(())
     }
+}
 
-    /// One round trip: send `payload`, receive the echo into `reply` (resized to fit).
-    pub fn round_trip(
-        &mut self,
-        payload: &[u8],
-        reply: &mut Vec<u8>,
-        spin: Duration,
-    ) -> io::Result<()> {
-        self.write_message(payload)?;
-        let mut header = [0u8; 4];
-        self.read_exact_spin(&mut header, spin)?;
-        let len = u32::from_le_bytes(header) as usize;
-        reply.resize(len, 0);
-        self.read_exact_spin(reply, spin)
+/// Received bytes not yet taken as messages: `buffer[start..end]`.
+#[derive(Default)]
+struct Inbox {
+    buffer: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl Inbox {
+    /// Takes the next message if it is all in: (one-way, payload range in `buffer`).
+    /// Otherwise makes room for the rest of it and returns None.
+    fn take(&mut self) -> Option<(bool, Range<usize>)> {
+        let pending = &self.buffer[self.start..self.end];
+        let need = match pending.first_chunk::<HEADER_LEN>() {
+            Some(&word) => {
+                let (len, one_way) = decode_header(word);
+                let total = HEADER_LEN + len;
+                if pending.len() >= total {
+                    let payload = self.start + HEADER_LEN..self.start + total;
+                    self.start += total;
+                    return Some((one_way, payload));
+                }
+                total
+            }
+            None => HEADER_LEN,
+        };
+        self.make_room(need);
+        None
+    }
+
+    /// Makes room for a message of `need` bytes from `start`, and at least [`MIN_READ`].
+    /// Moves the received part of the message only when it does not fit where it is.
+    fn make_room(&mut self, need: usize) {
+        if self.start == self.end {
+            (self.start, self.end) = (0, 0);
+        }
+        let need = need.max(MIN_READ);
+        if self.buffer.len() - self.start < need {
+            self.buffer.copy_within(self.start..self.end, 0);
+            (self.start, self.end) = (0, self.end - self.start);
+            if self.buffer.len() < need {
+                self.buffer.resize(need, 0);
+            }
+        }
+    }
+}
+
+/// A connected raw stream, either kind, with its receive buffer.
+pub struct RawStream {
+    socket: Socket,
+    inbox: Inbox,
+    /// How long to poll the socket before sleeping.
+    spin: Duration,
+}
+
+impl RawStream {
+    fn new(socket: Socket, spin: Duration) -> io::Result<RawStream> {
+        socket.set_nonblocking()?;
+        Ok(RawStream {
+            socket,
+            inbox: Inbox::default(),
+            spin,
+        })
+    }
+
+    /// Connects to a `tcp://host:port` or `unix:///path` endpoint; waits poll for `spin`
+    /// before sleeping.
+    pub fn connect(endpoint: &str, spin: Duration) -> io::Result<RawStream> {
+        let socket = if let Some(address) = endpoint.strip_prefix("tcp://") {
+            let stream = TcpStream::connect(address)?;
+            stream.set_nodelay(true)?;
+            Socket::Tcp(stream)
+        } else if let Some(path) = endpoint.strip_prefix("unix://") {
+            Socket::Unix(UnixStream::connect(path)?)
+        } else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("raw baseline cannot use {endpoint}"),
+            ));
+        };
+        RawStream::new(socket, spin)
+    }
+
+    /// Receives the next message: (one-way, payload range in the inbox's buffer). Spins
+    /// on the non-blocking socket for the spin budget after the last progress, then
+    /// sleeps in poll(2).
+    fn receive(&mut self) -> io::Result<(bool, Range<usize>)> {
+        let mut budget = SpinBudget::new(self.spin);
+        loop {
+            if let Some(message) = self.inbox.take() {
+                return Ok(message);
+            }
+            let inbox = &mut self.inbox;
+            match self.socket.read(&mut inbox.buffer[inbox.end..]) {
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Ok(n) => {
+                    inbox.end += n;
+                    budget.restart();
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if !budget.keep_spinning() {
+                        poll_fd(self.socket.fd(), libc::POLLIN)?;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Writes a message the server takes without answering.
+    pub fn write_one_way(&mut self, payload: &[u8]) -> io::Result<()> {
+        self.socket.write_message(payload, ONE_WAY)
+    }
+
+    /// One round trip: send `payload`, receive the echo; returns the echo's length.
+    pub fn round_trip(&mut self, payload: &[u8]) -> io::Result<usize> {
+        self.socket.write_message(payload, 0)?;
+        let (_, echo) = self.receive()?;
+        Ok(echo.len())
+    }
+
+    /// Serves one echo connection until the peer goes away.
+    fn echo(mut self) -> io::Result<()> {
+        loop {
+            let (one_way, request) = self.receive()?;
+            if !one_way {
+                self.socket.write_message(&self.inbox.buffer[request], 0)?;
+            }
+        }
     }
 }
 
@@ -201,18 +339,16 @@ impl RawListener {
     /// Serves echo connections forever, one thread each.
     pub fn serve(self, spin: Duration) {
         loop {
-            let stream = match &self {
-                RawListener::Tcp(l) => l.accept().map(|(s, _)| {
-                    let _ = s.set_nodelay(true);
-                    RawStream::Tcp(s)
+            let socket = match &self {
+                RawListener::Tcp(l) => l.accept().and_then(|(s, _)| {
+                    s.set_nodelay(true)?;
+                    Ok(Socket::Tcp(s))
                 }),
-                RawListener::Unix(l, _) => l.accept().map(|(s, _)| RawStream::Unix(s)),
+                RawListener::Unix(l, _) => l.accept().map(|(s, _)| Socket::Unix(s)),
             };
-            match stream {
-                Ok(stream) => {
-                    std::thread::spawn(move || {
-                        let _ = echo_connection(stream, spin);
-                    });
+            match socket {
+                Ok(socket) => {
+                    std::thread::spawn(move || RawStream::new(socket, spin)?.echo());
                 }
                 Err(error) => {
                     eprintln!("raw accept failed: {error}");
@@ -231,17 +367,35 @@ impl Drop for RawListener {
     }
 }
 
-fn echo_connection(mut stream: RawStream, spin: Duration) -> io::Result<()> {
-    stream.set_nonblocking(true)?;
-    let mut buffer = Vec::new();
-    loop {
-        let mut header = [0u8; 4];
-        stream.read_exact_spin(&mut header, spin)?;
-        let word = u32::from_le_bytes(header);
-        buffer.resize((word & !ONE_WAY) as usize, 0);
-        stream.read_exact_spin(&mut buffer, spin)?;
-        if word & ONE_WAY == 0 {
-            stream.write_message(&buffer)?;
-        }
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_messages_arrive_together_and_large_ones_in_place() {
+        let (client, server) = UnixStream::pair().unwrap();
+        let spin = Duration::from_micros(50);
+        let mut client = RawStream::new(Socket::Unix(client), spin).unwrap();
+        let mut server = RawStream::new(Socket::Unix(server), spin).unwrap();
+        client.write_one_way(b"first").unwrap();
+        client.socket.write_message(b"", 0).unwrap();
+        let large = vec![7u8; 3 * MIN_READ + 5];
+        let writer = std::thread::spawn(move || {
+            client.write_one_way(&large).unwrap();
+            client
+        });
+        let (one_way, first) = server.receive().unwrap();
+        assert!(one_way);
+        assert_eq!(&server.inbox.buffer[first], b"first");
+        let (one_way, empty) = server.receive().unwrap();
+        assert!(!one_way && empty.is_empty());
+        let (one_way, large) = server.receive().unwrap();
+        assert!(one_way);
+        assert_eq!(large.len(), 3 * MIN_READ + 5);
+        assert!(server.inbox.buffer[large].iter().all(|&b| b == 7));
+        let mut client = writer.join().unwrap();
+        std::thread::spawn(move || server.echo());
+        assert_eq!(client.round_trip(&[1, 2, 3]).unwrap(), 3);
+        assert_eq!(client.round_trip(&[]).unwrap(), 0);
     }
 }

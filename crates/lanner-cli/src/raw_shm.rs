@@ -2,29 +2,32 @@
 //! (`lanner-shm`, set up the same way, same 4 MiB capacity) with no Lanner code.
 //!
 //! Written with the same care as Lanner's transport: a message is one ring record built in
-//! place from the payload; a received record of at least 16 KiB is read in place, smaller
-//! ones are copied out (as Lanner does); the echo server copies a request into its
-//! outgoing ring. Same wait strategy: poll the ring (for a record, or for room) for the
-//! spin budget, then announce sleep on the ring's flag and wait in `poll(2)` on the
-//! socket until the peer rings.
+//! place (the stream baseline's 4-byte header word, then the payload); a received record
+//! of at least 16 KiB is read in place, smaller ones are copied out (as Lanner does); the
+//! echo server copies a request record into its outgoing ring. Same wait strategy: poll
+//! the ring (for a record, or for room) for the spin budget, then announce sleep on the
+//! ring's flag and wait in `poll(2)` on the doorbell until the peer rings.
 //!
-//! A record sent with the ring's `more` flag is taken without an answer (the bandwidth
-//! benchmark streams those, then one ordinary record to learn that all arrived).
+//! A message whose header word has [`ONE_WAY`] set is taken without an answer (the
+//! bandwidth benchmark streams those, then one ordinary message to learn that all
+//! arrived). The flag is in the record, not the ring's `more` flag: `lanner-shm` copies
+//! every `more` record out, which would make the server copy what Lanner reads in place.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use bytes::Bytes;
 use lanner::transport::shm::{DEFAULT_RING_CAPACITY, IN_PLACE_MIN};
 use lanner_shm::doorbell::{self, Doorbell};
 use lanner_shm::handoff;
 use lanner_shm::region::Side;
-use lanner_shm::{Consumer, Producer, Record};
+use lanner_shm::{Consumer, Producer};
 
-use crate::raw::poll_fd;
+use crate::raw::{HEADER_LEN, ONE_WAY, SpinBudget, decode_header, header, poll_fd};
 
 fn address(name: &str) -> io::Result<SocketAddr> {
     SocketAddr::from_abstract_name(format!("lanner-raw-shm/{name}").as_bytes())
@@ -92,61 +95,56 @@ impl RawShm {
         }
     }
 
-    /// Sends `payload` as one record, built in place in the ring.
-    pub fn send(&mut self, payload: &[u8]) -> io::Result<()> {
-        self.send_flagged(payload, false)
-    }
-
-    /// Sends a record the server takes without answering.
+    /// Sends a message the server takes without answering.
     pub fn send_one_way(&mut self, payload: &[u8]) -> io::Result<()> {
-        self.send_flagged(payload, true)
+        self.send(&header(payload.len(), ONE_WAY), payload)
     }
 
-    fn send_flagged(&mut self, payload: &[u8], one_way: bool) -> io::Result<()> {
-        let spin_until = Instant::now() + self.spin;
+    /// Sends `head` and `body` as one record, built in place in the ring.
+    fn send(&mut self, head: &[u8], body: &[u8]) -> io::Result<()> {
+        let len = head.len() + body.len();
+        let mut budget = SpinBudget::new(self.spin);
         loop {
-            if let Some(mut reservation) = self
-                .producer
-                .try_reserve(payload.len())
-                .map_err(ring_error)?
-            {
-                reservation.write(0, payload);
-                reservation.commit(one_way);
+            if let Some(mut reservation) = self.producer.try_reserve(len).map_err(ring_error)? {
+                reservation.write(0, head);
+                reservation.write(head.len(), body);
+                reservation.commit(false);
                 return Ok(());
             }
-            if Instant::now() < spin_until {
-                std::hint::spin_loop();
-            } else if self
-                .producer
-                .prepare_wait(payload.len())
-                .map_err(ring_error)?
-            {
+            if !budget.keep_spinning() && self.producer.prepare_wait(len).map_err(ring_error)? {
                 RawShm::sleep(&self.space)?;
+                budget.restart();
             }
         }
     }
 
-    /// Receives one record: poll for the spin budget after the last progress, then sleep.
-    pub fn receive(&mut self) -> io::Result<Record> {
-        let spin = self.spin;
-        let mut spin_until = Instant::now() + spin;
+    /// Receives one message: (one-way, the record with its header word). Polls for the
+    /// spin budget, then sleeps.
+    fn receive(&mut self) -> io::Result<(bool, Bytes)> {
+        let mut budget = SpinBudget::new(self.spin);
         loop {
             if let Some(record) = self.consumer.try_recv().map_err(ring_error)? {
-                return Ok(record);
+                let (_, one_way) = record
+                    .bytes
+                    .first_chunk::<HEADER_LEN>()
+                    .map(|word| decode_header(*word))
+                    .ok_or_else(|| {
+                        io::Error::new(io::ErrorKind::InvalidData, "a record without a header word")
+                    })?;
+                return Ok((one_way, record.bytes));
             }
-            if Instant::now() < spin_until {
-                std::hint::spin_loop();
-            } else if self.consumer.prepare_sleep().map_err(ring_error)? {
+            if !budget.keep_spinning() && self.consumer.prepare_sleep().map_err(ring_error)? {
                 RawShm::sleep(&self.data)?;
-                spin_until = Instant::now() + spin;
+                budget.restart();
             }
         }
     }
 
     /// One round trip; returns the length of the echo.
     pub fn round_trip(&mut self, payload: &[u8]) -> io::Result<usize> {
-        self.send(payload)?;
-        Ok(self.receive()?.bytes.len())
+        self.send(&header(payload.len(), 0), payload)?;
+        let (_, echo) = self.receive()?;
+        Ok(echo.len() - HEADER_LEN)
     }
 }
 
@@ -193,9 +191,10 @@ fn echo_connection(stream: UnixStream, spin: Duration) -> io::Result<()> {
     stream.set_nonblocking(true)?;
     let mut end = RawShm::new(Side::Server, offer, stream.into(), spin)?;
     loop {
-        let request = end.receive()?;
-        if !request.more {
-            end.send(&request.bytes)?;
+        let (one_way, request) = end.receive()?;
+        if !one_way {
+            // The request record, header word and all, is the echo.
+            end.send(&[], &request)?;
         }
     }
 }

@@ -65,9 +65,7 @@ impl ServerProcess {
             stdin,
         })
     }
-}
 
-impl ServerProcess {
     /// Kills the server abruptly (SIGKILL) and reaps it.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

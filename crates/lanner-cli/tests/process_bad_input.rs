@@ -11,11 +11,10 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use lanner::Proxy;
-use lanner_cli::server_process::ServerProcess;
-use lanner_cli::services::{Calculator, CalculatorProxy, EchoProxy};
+use lanner_cli::services::{CalculatorProxy, EchoProxy};
 use lanner_proto::frame::{self, Frame};
-use lanner_proto::{FrameSplitter, Hello, Limits, MessageBuilder, Status};
-use support::{STREAM_TRANSPORTS, client, runtime, server};
+use lanner_proto::{FrameSplitter, Hello, Limits, Status};
+use support::{STREAM_TRANSPORTS, client, garbage, hello, request, runtime, server, still_serving};
 
 trait Stream: Read + Write {}
 impl<T: Read + Write> Stream for T {}
@@ -71,36 +70,17 @@ fn expect_close(stream: &mut dyn Stream, status: Status, needle: &str) {
     );
 }
 
-fn hello() -> Bytes {
-    frame::encode_hello(&Hello {
-        version_min: 1,
-        version_max: 1,
-        limits: Limits::default(),
-    })
-}
-
-fn handshake(stream: &mut dyn Stream) -> BytesMut {
+/// A raw connection to `endpoint` that has been through HELLO and WELCOME, and its
+/// receive buffer.
+fn handshaken(endpoint: &str) -> (Box<dyn Stream>, BytesMut) {
+    let mut stream = raw(endpoint);
     stream.write_all(&hello()).unwrap();
     let mut buffer = BytesMut::new();
     assert!(matches!(
-        read_frame(stream, &mut buffer),
+        read_frame(stream.as_mut(), &mut buffer),
         Some(Frame::Welcome(_))
     ));
-    buffer
-}
-
-fn request(object: u64, slot: u16, method: u16, fingerprint: u32, inline: &[u8]) -> Bytes {
-    // Build through a client-role state machine so the call id and lengths are right.
-    let (mut conn, _) = lanner_proto::Connection::client(Limits::default());
-    let welcome = frame::encode_welcome(&lanner_proto::Welcome {
-        version: 1,
-        limits: Limits::default(),
-    });
-    conn.handle_frame(welcome).unwrap();
-    let mut message = MessageBuilder::request(object, slot, method, fingerprint);
-    message.inline().put_slice(inline);
-    let (_, out) = conn.send_request(message).map_err(|(e, _)| e).unwrap();
-    out.into_contiguous()
+    (stream, buffer)
 }
 
 fn expect_response(stream: &mut dyn Stream, buffer: &mut BytesMut, status: Status) -> Bytes {
@@ -117,17 +97,6 @@ fn expect_response(stream: &mut dyn Stream, buffer: &mut BytesMut, status: Statu
         }
         other => panic!("expected a RESPONSE, got {other:?}"),
     }
-}
-
-/// The server still serves a well-behaved client.
-fn still_serving(server: &ServerProcess) {
-    runtime().block_on(async {
-        let calc: CalculatorProxy = client()
-            .connect(&format!("{}/calc", server.lanner))
-            .await
-            .unwrap();
-        assert_eq!(calc.add(2, 2).await, Ok(4));
-    });
 }
 
 fn resolve(stream: &mut dyn Stream, buffer: &mut BytesMut, name: &str) -> u64 {
@@ -196,8 +165,7 @@ fn malformed_frames_after_the_handshake_close_only_that_connection() {
         let server = server(transport);
 
         // Oversized length field.
-        let mut stream = raw(&server.lanner);
-        handshake(stream.as_mut());
+        let (mut stream, _) = handshaken(&server.lanner);
         let mut huge = [0u8; 8];
         huge[0..4].copy_from_slice(&u32::MAX.to_le_bytes());
         huge[4] = 3;
@@ -209,14 +177,12 @@ fn malformed_frames_after_the_handshake_close_only_that_connection() {
         );
 
         // Unknown frame kind.
-        let mut stream = raw(&server.lanner);
-        handshake(stream.as_mut());
+        let (mut stream, _) = handshaken(&server.lanner);
         stream.write_all(&[8, 0, 0, 0, 99, 0, 0, 0]).unwrap();
         expect_close(stream.as_mut(), Status::Protocol, "unknown frame kind 99");
 
         // A request whose bulk table lies about its lengths.
-        let mut stream = raw(&server.lanner);
-        handshake(stream.as_mut());
+        let (mut stream, _) = handshaken(&server.lanner);
         let mut lying = request(5, 0, 0, 0, b"").to_vec();
         lying[6] = 1; // one bulk segment declared ...
         lying.extend_from_slice(&1000u32.to_le_bytes()); // ... of 1000 bytes, none present
@@ -226,8 +192,7 @@ fn malformed_frames_after_the_handshake_close_only_that_connection() {
         expect_close(stream.as_mut(), Status::Protocol, "bulk segment lengths");
 
         // A frame cut short, then the client goes away.
-        let mut stream = raw(&server.lanner);
-        handshake(stream.as_mut());
+        let (mut stream, _) = handshaken(&server.lanner);
         stream
             .write_all(&request(1, 0, 0, 0, b"xyz")[..20])
             .unwrap();
@@ -235,10 +200,7 @@ fn malformed_frames_after_the_handshake_close_only_that_connection() {
 
         // Random garbage.
         let mut stream = raw(&server.lanner);
-        let garbage: Vec<u8> = (0..4096u32)
-            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
-            .collect();
-        let _ = stream.write_all(&garbage);
+        let _ = stream.write_all(&garbage(4096, 13));
         let mut buffer = BytesMut::new();
         let mut frames = 0;
         while read_frame(stream.as_mut(), &mut buffer).is_some() {
@@ -254,8 +216,7 @@ fn malformed_frames_after_the_handshake_close_only_that_connection() {
 fn bad_calls_get_error_replies_and_the_connection_stays_usable() {
     for transport in STREAM_TRANSPORTS {
         let server = server(transport);
-        let mut stream = raw(&server.lanner);
-        let mut buffer = handshake(stream.as_mut());
+        let (mut stream, mut buffer) = handshaken(&server.lanner);
 
         // An object handle never handed to this connection.
         stream

@@ -4,23 +4,18 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use lanner::{ErrorKind, Proxy};
 use lanner_cli::services::{
     CalcError, Calculator, CalculatorProxy, Echo, EchoProxy, Greeter, GreeterProxy,
 };
-use support::{TRANSPORTS, client, runtime, server};
+use support::{TRANSPORTS, client, connect, payload, runtime, server};
 
 #[test]
 fn typed_results_errors_and_a_second_interface() {
     for transport in TRANSPORTS {
         let server = server(transport);
         runtime().block_on(async {
-            let client = client();
-            let calc: CalculatorProxy = client
-                .connect(&format!("{}/calc", server.lanner))
-                .await
-                .unwrap();
+            let calc: CalculatorProxy = connect(&server, "calc").await;
             assert_eq!(calc.add(40, 2).await, Ok(42));
             assert_eq!(calc.divide(84, 2).await, Ok(42));
             assert_eq!(calc.divide(1, 0).await, Err(CalcError::DivisionByZero));
@@ -42,12 +37,9 @@ fn bulk_payloads_round_trip_byte_exact() {
     for transport in TRANSPORTS {
         let server = server(transport);
         runtime().block_on(async {
-            let echo: EchoProxy = client()
-                .connect(&format!("{}/echo", server.lanner))
-                .await
-                .unwrap();
+            let echo: EchoProxy = connect(&server, "echo").await;
             for size in [0usize, 1, 4095, 65536, 1 << 20, 5 << 20] {
-                let payload: Bytes = (0..size).map(|i| (i * 31 % 251) as u8).collect();
+                let payload = payload(size, 0);
                 let echoed = echo.echo(payload.clone()).await.unwrap();
                 assert_eq!(echoed.len(), size);
                 assert!(
@@ -98,10 +90,7 @@ fn a_killed_server_fails_calls_with_unavailable() {
     for transport in TRANSPORTS {
         let mut server = server(transport);
         runtime().block_on(async {
-            let calc: CalculatorProxy = client()
-                .connect(&format!("{}/calc", server.lanner))
-                .await
-                .unwrap();
+            let calc: CalculatorProxy = connect(&server, "calc").await;
             assert_eq!(calc.add(1, 2).await, Ok(3));
             server.kill();
             let start = Instant::now();

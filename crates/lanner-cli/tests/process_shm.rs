@@ -17,25 +17,20 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use lanner::ErrorKind;
 use lanner_cli::server_process::ServerProcess;
-use lanner_cli::services::{Calculator, CalculatorProxy, Echo, EchoProxy};
+use lanner_cli::services::{Echo, EchoProxy};
 use lanner_cli::transport_arg::TransportArg;
-use lanner_proto::frame::{self, Close, Frame};
-use lanner_proto::{Hello, Limits, MessageBuilder, Status};
+use lanner_proto::Status;
+use lanner_proto::frame::{Close, Frame};
 use lanner_shm::doorbell::Doorbell;
 use lanner_shm::handoff;
 use lanner_shm::{Consumer, Producer, Side};
-use support::{client, runtime, server};
-
-/// How long the server gets to react to anything a test does.
-const PATIENCE: Duration = Duration::from_secs(5);
+use support::{
+    PATIENCE, connect, garbage, hello, payload, request, runtime, server, still_serving,
+};
 
 /// Where ring 0 (client → server) lives in the region (see `lanner_shm::region`).
 const RING0_CONTROL: u64 = 256;
 const RING0_DATA: u64 = 4096;
-
-fn payload(len: usize, seed: usize) -> Bytes {
-    (0..len).map(|i| ((i + seed) * 31 % 251) as u8).collect()
-}
 
 /// A connected setup socket to the server's `shm://` endpoint, before any setup message.
 fn setup_socket(server: &ServerProcess) -> UnixStream {
@@ -171,50 +166,11 @@ fn assert_closed_with(close: Option<Close>, status: Status, needle: &str) {
     );
 }
 
-fn hello() -> Bytes {
-    frame::encode_hello(&Hello {
-        version_min: 1,
-        version_max: 1,
-        limits: Limits::default(),
-    })
-}
-
-/// A REQUEST frame with a valid header (built through a client-role state machine).
-fn request(object: u64, inline: &[u8]) -> Vec<u8> {
-    let (mut conn, _) = lanner_proto::Connection::client(Limits::default());
-    let welcome = frame::encode_welcome(&lanner_proto::Welcome {
-        version: 1,
-        limits: Limits::default(),
-    });
-    conn.handle_frame(welcome).unwrap();
-    let mut message = MessageBuilder::request(object, 0, 0, 0);
-    message.inline().put_slice(inline);
-    let (_, out) = conn.send_request(message).map_err(|(e, _)| e).unwrap();
-    out.into_contiguous().to_vec()
-}
-
-/// The server still serves a well-behaved client.
-fn still_serving(server: &ServerProcess) {
-    runtime().block_on(async {
-        let calc: CalculatorProxy = client()
-            .connect(&format!("{}/calc", server.lanner))
-            .await
-            .unwrap();
-        let sum = tokio::time::timeout(PATIENCE, calc.add(2, 2))
-            .await
-            .expect("the server answers a good client");
-        assert_eq!(sum, Ok(4));
-    });
-}
-
 #[test]
 fn killing_the_server_fails_a_large_call_in_flight_with_unavailable() {
     let mut server = server(TransportArg::Shm);
     runtime().block_on(async {
-        let echo: EchoProxy = client()
-            .connect(&format!("{}/echo", server.lanner))
-            .await
-            .unwrap();
+        let echo: EchoProxy = connect(&server, "echo").await;
         let completed = Arc::new(AtomicUsize::new(0));
         // 5 MiB echoes go in pieces both ways, so the kill lands in the middle of one.
         let caller = tokio::spawn(echo_until_failure(
@@ -281,10 +237,7 @@ async fn a_call_to_the_dead_server_fails_fast(echo: &EchoProxy) {
 fn killing_the_server_fails_every_call_in_flight_with_unavailable() {
     let mut server = server(TransportArg::Shm);
     runtime().block_on(async {
-        let echo: EchoProxy = client()
-            .connect(&format!("{}/echo", server.lanner))
-            .await
-            .unwrap();
+        let echo: EchoProxy = connect(&server, "echo").await;
         let completed = Arc::new(AtomicUsize::new(0));
         // Sixteen tasks keep 1 MiB echoes in flight, so the kill lands mid-call (some
         // frames half written, some replies half received).
@@ -322,10 +275,7 @@ fn garbage_records_before_the_handshake_close_only_that_connection() {
 
     // Bytes that are not a Lanner frame at all.
     let mut hostile = Hostile::connect(&server);
-    let garbage: Vec<u8> = (0..4096u32)
-        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
-        .collect();
-    hostile.send_record(&garbage, false);
+    hostile.send_record(&garbage(4096, 13), false);
     let close = hostile.expect_hang_up();
     assert_eq!(close.map(|c| c.status), Some(Status::Protocol));
 
@@ -383,7 +333,7 @@ fn malformed_frames_after_the_handshake_close_only_that_connection() {
     // A request whose length word claims more than the record holds.
     let mut hostile = Hostile::connect(&server);
     hostile.handshake();
-    let mut lying = request(1, b"xyz");
+    let mut lying = request(1, 0, 0, 0, b"xyz").to_vec();
     let len = lying.len() as u32 + 16;
     lying[0..4].copy_from_slice(&len.to_le_bytes());
     hostile.send_record(&lying, false);
@@ -395,7 +345,7 @@ fn malformed_frames_after_the_handshake_close_only_that_connection() {
     // A request fragmented into pieces that add up to more than its length word says.
     let mut hostile = Hostile::connect(&server);
     hostile.handshake();
-    let whole = request(1, &[7u8; 64]);
+    let whole = request(1, 0, 0, 0, &[7u8; 64]);
     hostile.send_record(&whole, true);
     hostile.send_record(&whole, false);
     assert_eq!(
@@ -406,10 +356,7 @@ fn malformed_frames_after_the_handshake_close_only_that_connection() {
     // Random bytes in a record.
     let mut hostile = Hostile::connect(&server);
     hostile.handshake();
-    let garbage: Vec<u8> = (0..65536u32)
-        .map(|i| (i.wrapping_mul(2654435761) >> 11) as u8)
-        .collect();
-    hostile.send_record(&garbage, false);
+    hostile.send_record(&garbage(65536, 11), false);
     assert_eq!(
         hostile.expect_hang_up().map(|c| c.status),
         Some(Status::Protocol)
@@ -483,10 +430,7 @@ fn scribbling_over_the_region_closes_only_that_connection() {
 
     // Garbage over the whole data area, all of it claimed published.
     let mut scribbler = Scribbler::connect(&server);
-    let garbage: Vec<u8> = (0..capacity as u32)
-        .map(|i| (i.wrapping_mul(2654435761) >> 9) as u8)
-        .collect();
-    scribbler.write(RING0_DATA, &garbage);
+    scribbler.write(RING0_DATA, &garbage(capacity as u32, 9));
     scribbler.publish(capacity);
     expect_eof(&mut scribbler.socket);
 
@@ -509,10 +453,7 @@ fn idle_clients_do_not_stop_the_server() {
     let idle = Hostile::connect(&server);
     still_serving(&server);
     runtime().block_on(async {
-        let echo: EchoProxy = client()
-            .connect(&format!("{}/echo", server.lanner))
-            .await
-            .unwrap();
+        let echo: EchoProxy = connect(&server, "echo").await;
         for size in [1usize, 1 << 16, 3 << 20] {
             let sent = payload(size, size);
             let echoed = tokio::time::timeout(PATIENCE, echo.echo(sent.clone()))
@@ -544,10 +485,7 @@ fn idle_clients_do_not_stop_the_server() {
 fn a_held_reply_stays_intact_while_fifty_more_flow() {
     let server = server(TransportArg::Shm);
     runtime().block_on(async {
-        let echo: EchoProxy = client()
-            .connect(&format!("{}/echo", server.lanner))
-            .await
-            .unwrap();
+        let echo: EchoProxy = connect(&server, "echo").await;
         let original = payload(1 << 20, 0);
         let kept = echo.echo(original.clone()).await.unwrap();
         for round in 1..=50 {

@@ -11,11 +11,12 @@ use serde::Serialize;
 
 use super::raw_client::RawClient;
 use super::setup::Setup;
-use super::{BenchArgs, Env};
+use super::stats::{ratio, round1};
+use super::{BenchArgs, Env, RunInfo, print_report};
 use crate::services::{Echo, EchoProxy};
 
 /// Calls in flight at once on the Lanner side.
-pub const WINDOW: usize = 8;
+const WINDOW: usize = 8;
 
 /// Length of one alternating block.
 const BLOCK: Duration = Duration::from_millis(250);
@@ -35,10 +36,8 @@ pub struct Row {
 
 #[derive(Debug, Serialize)]
 struct Report {
-    workload: &'static str,
-    transport: &'static str,
-    placement: &'static str,
-    wait: String,
+    #[serde(flatten)]
+    run: RunInfo,
     window: usize,
     rows: Vec<Row>,
     env: Env,
@@ -52,7 +51,6 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         echo,
         mut raw,
     } = Setup::start(args)?;
-    let spin = args.spin();
     let per_side = Duration::from_secs_f64(args.secs.max(BLOCK.as_secs_f64()));
     let mut rows = Vec::new();
     for &size in &args.sizes {
@@ -62,33 +60,26 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         let payload = Bytes::from(vec![0x5au8; size]);
         let (mut rpc, mut raw_total) = (Transfer::default(), Transfer::default());
         while rpc.elapsed < per_side || raw_total.elapsed < per_side {
-            raw_total.add(raw_block(&mut raw, &payload, spin)?);
+            raw_total.add(raw_block(&mut raw, &payload)?);
             rpc.add(runtime.block_on(rpc_block(&echo, &payload))?);
         }
-        let rpc_mb_s = rpc.mb_s();
-        let raw_mb_s = raw_total.mb_s();
         rows.push(Row {
             size,
-            rpc_mb_s: round1(rpc_mb_s),
-            raw_mb_s: round1(raw_mb_s),
-            ratio: (rpc_mb_s / raw_mb_s.max(f64::MIN_POSITIVE) * 100.0).round() / 100.0,
+            rpc_mb_s: round1(rpc.mb_s()),
+            raw_mb_s: round1(raw_total.mb_s()),
+            ratio: ratio(rpc.mb_s(), raw_total.mb_s()),
         });
     }
     let report = Report {
-        workload: "bandwidth",
-        transport: args.transport.name(),
-        placement: args.placement.name(),
-        wait: args.wait(),
+        run: RunInfo::new("bandwidth", args),
         window: WINDOW,
         rows,
         env: Env::current(),
     };
-    if args.json {
-        println!("{}", serde_json::to_string(&report)?);
-    } else {
+    print_report(args, &report, || {
         println!(
-            "bandwidth over {} (placement {}, wait: {}, {WINDOW} calls in flight)",
-            report.transport, report.placement, report.wait
+            "{}",
+            report.run.title(&format!(", {WINDOW} calls in flight"))
         );
         println!(
             "{:>9}  {:>12}  {:>12}  {:>6}",
@@ -100,7 +91,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
                 row.size, row.rpc_mb_s, row.raw_mb_s, row.ratio
             );
         }
-    }
+    })?;
     Ok(())
 }
 
@@ -123,7 +114,7 @@ impl Transfer {
 }
 
 /// Streams one-way messages for a block, then one round trip to know they all arrived.
-fn raw_block(raw: &mut RawClient, payload: &[u8], spin: Duration) -> std::io::Result<Transfer> {
+fn raw_block(raw: &mut RawClient, payload: &[u8]) -> std::io::Result<Transfer> {
     let start = Instant::now();
     let mut sent = 0u64;
     while start.elapsed() < BLOCK {
@@ -132,7 +123,7 @@ fn raw_block(raw: &mut RawClient, payload: &[u8], spin: Duration) -> std::io::Re
             sent += 1;
         }
     }
-    raw.round_trip(&[], spin)?;
+    raw.round_trip(&[])?;
     Ok(Transfer {
         bytes: sent * payload.len() as u64,
         elapsed: start.elapsed(),
@@ -157,8 +148,4 @@ async fn rpc_block(echo: &EchoProxy, payload: &Bytes) -> Result<Transfer, lanner
         bytes: received,
         elapsed: start.elapsed(),
     })
-}
-
-fn round1(value: f64) -> f64 {
-    (value * 10.0).round() / 10.0
 }

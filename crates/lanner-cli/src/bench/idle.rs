@@ -5,6 +5,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::stats::round1;
+
 /// CPU use of both processes while their connections were open and silent.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct IdleCpu {
@@ -58,10 +60,6 @@ fn ticks_per_second() -> f64 {
     // SAFETY: sysconf has no memory-safety preconditions.
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if ticks > 0 { ticks as f64 } else { 100.0 }
-}
-
-fn round1(value: f64) -> f64 {
-    (value * 10.0).round() / 10.0
 }
 
 #[cfg(test)]

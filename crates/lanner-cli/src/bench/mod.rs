@@ -82,6 +82,49 @@ impl BenchArgs {
     }
 }
 
+/// What every report starts with: the workload and how it ran.
+#[derive(Debug, Serialize)]
+pub struct RunInfo {
+    workload: &'static str,
+    transport: &'static str,
+    placement: &'static str,
+    wait: String,
+}
+
+impl RunInfo {
+    /// `workload` run with `args`.
+    pub fn new(workload: &'static str, args: &BenchArgs) -> RunInfo {
+        RunInfo {
+            workload,
+            transport: args.transport.name(),
+            placement: args.placement.name(),
+            wait: args.wait(),
+        }
+    }
+
+    /// The readable report's first line; `detail` goes inside its parentheses.
+    pub fn title(&self, detail: &str) -> String {
+        format!(
+            "{} over {} (placement {}, wait: {}{detail})",
+            self.workload, self.transport, self.placement, self.wait
+        )
+    }
+}
+
+/// Prints `report` as one JSON object with `--json`, otherwise as `table` prints it.
+pub fn print_report(
+    args: &BenchArgs,
+    report: &impl Serialize,
+    table: impl FnOnce(),
+) -> serde_json::Result<()> {
+    if args.json {
+        println!("{}", serde_json::to_string(report)?);
+    } else {
+        table();
+    }
+    Ok(())
+}
+
 /// The machine and build a result came from.
 #[derive(Debug, Serialize)]
 pub struct Env {

@@ -9,8 +9,8 @@ use serde::Serialize;
 
 use super::idle::{self, IdleCpu};
 use super::setup::Setup;
-use super::stats::{Percentiles, percentiles};
-use super::{BenchArgs, Env};
+use super::stats::{Percentiles, percentiles, ratio, round2};
+use super::{BenchArgs, Env, RunInfo, print_report};
 use crate::services::Echo;
 
 /// Iterations per alternating block, at most; at least 16 blocks per side so that both
@@ -39,10 +39,8 @@ pub struct Row {
 
 #[derive(Debug, Serialize)]
 struct Report {
-    workload: &'static str,
-    transport: &'static str,
-    placement: &'static str,
-    wait: String,
+    #[serde(flatten)]
+    run: RunInfo,
     rows: Vec<Row>,
     /// CPU use of the two processes, connected and silent, after the measurements.
     idle_cpu: IdleCpu,
@@ -54,30 +52,22 @@ const IDLE_SECS: f64 = 1.0;
 
 /// Runs the benchmark and prints the report.
 pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
-    let (rows, idle_cpu) = measure(args, &args.sizes, args.iters, args.warmup, IDLE_SECS)?;
+    let (rows, idle_cpu) = measure(args, IDLE_SECS)?;
     let idle_cpu = idle_cpu.ok_or("idle CPU was not measured")?;
     let report = Report {
-        workload: "pingpong",
-        transport: args.transport.name(),
-        placement: args.placement.name(),
-        wait: args.wait(),
+        run: RunInfo::new("pingpong", args),
         rows,
         idle_cpu,
         env: Env::current(),
     };
-    if args.json {
-        println!("{}", serde_json::to_string(&report)?);
-    } else {
-        println!(
-            "pingpong over {} (placement {}, wait: {})",
-            report.transport, report.placement, report.wait
-        );
+    print_report(args, &report, || {
+        println!("{}", report.run.title(""));
         print_table(&report.rows);
         println!(
             "idle, connected: client {:.1}% and server {:.1}% of a core over {} s",
             idle_cpu.client_percent, idle_cpu.server_percent, idle_cpu.secs
         );
-    }
+    })?;
     Ok(())
 }
 
@@ -95,13 +85,10 @@ pub fn print_table(rows: &[Row]) {
     }
 }
 
-/// Measures every size, then (if `idle_secs` > 0) the CPU both processes use while their
-/// connections stay silent; used by the bench and by the demo.
+/// Measures every size of `args`, then (if `idle_secs` > 0) the CPU both processes use
+/// while their connections stay silent; used by the bench and by the demo.
 pub fn measure(
     args: &BenchArgs,
-    sizes: &[usize],
-    iters: usize,
-    warmup: usize,
     idle_secs: f64,
 ) -> Result<(Vec<Row>, Option<IdleCpu>), Box<dyn std::error::Error>> {
     let Setup {
@@ -110,12 +97,11 @@ pub fn measure(
         echo,
         mut raw,
     } = Setup::start(args)?;
-    let spin = args.spin();
     let mut rows = Vec::new();
-    for &size in sizes {
+    for &size in &args.sizes {
         let cap = (MAX_BYTES_PER_SIZE / size.max(1)).max(100);
-        let iters = iters.min(cap).max(1);
-        let warmup = warmup.min(cap / 4);
+        let iters = args.iters.min(cap).max(1);
+        let warmup = args.warmup.min(cap / 4);
         if !args.json {
             eprintln!("  size {size}: {iters} iterations …");
         }
@@ -123,7 +109,7 @@ pub fn measure(
         let mut rpc_samples = Vec::with_capacity(iters);
         let mut raw_samples = Vec::with_capacity(iters);
         for _ in 0..warmup {
-            raw.round_trip(&payload, spin)?;
+            raw.round_trip(&payload)?;
         }
         runtime.block_on(async {
             for _ in 0..warmup {
@@ -137,7 +123,7 @@ pub fn measure(
             let mut echoed = 0;
             for _ in 0..block {
                 let start = Instant::now();
-                echoed = raw.round_trip(&payload, spin)?;
+                echoed = raw.round_trip(&payload)?;
                 raw_samples.push(start.elapsed());
             }
             if echoed != size {
@@ -176,10 +162,6 @@ fn row(size: usize, rpc: &mut [Duration], raw: &mut [Duration]) -> Row {
         rpc_p99_us: round2(rpc.p99),
         raw_p50_us: round2(raw.p50),
         raw_p99_us: round2(raw.p99),
-        ratio_p50: round2(rpc.p50 / raw.p50.max(f64::MIN_POSITIVE)),
+        ratio_p50: ratio(rpc.p50, raw.p50),
     }
-}
-
-fn round2(value: f64) -> f64 {
-    (value * 100.0).round() / 100.0
 }

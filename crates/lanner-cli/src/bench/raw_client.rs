@@ -8,8 +8,8 @@ use crate::raw_shm::RawShm;
 
 /// A connection to the raw echo server: a socket or shared-memory rings.
 pub enum RawClient {
-    /// TCP or Unix socket, with a reply buffer.
-    Stream(RawStream, Vec<u8>),
+    /// TCP or Unix socket.
+    Stream(RawStream),
     /// Shared-memory rings.
     Shm(RawShm),
 }
@@ -21,17 +21,14 @@ impl RawClient {
         Ok(if endpoint.starts_with("shm://") {
             RawClient::Shm(RawShm::connect(endpoint, spin)?)
         } else {
-            RawClient::Stream(RawStream::connect(endpoint)?, Vec::new())
+            RawClient::Stream(RawStream::connect(endpoint, spin)?)
         })
     }
 
     /// One round trip; returns the echo's length.
-    pub fn round_trip(&mut self, payload: &[u8], spin: Duration) -> io::Result<usize> {
+    pub fn round_trip(&mut self, payload: &[u8]) -> io::Result<usize> {
         match self {
-            RawClient::Stream(stream, reply) => {
-                stream.round_trip(payload, reply, spin)?;
-                Ok(reply.len())
-            }
+            RawClient::Stream(stream) => stream.round_trip(payload),
             RawClient::Shm(shm) => shm.round_trip(payload),
         }
     }
@@ -39,7 +36,7 @@ impl RawClient {
     /// Sends `payload` for the server to take without answering.
     pub fn send_one_way(&mut self, payload: &[u8]) -> io::Result<()> {
         match self {
-            RawClient::Stream(stream, _) => stream.write_one_way(payload),
+            RawClient::Stream(stream) => stream.write_one_way(payload),
             RawClient::Shm(shm) => shm.send_one_way(payload),
         }
     }

@@ -1,4 +1,4 @@
-//! Percentiles of latency samples.
+//! Percentiles of latency samples, and rounding for reports.
 
 use std::time::Duration;
 
@@ -25,6 +25,21 @@ pub fn percentiles(samples: &mut [Duration]) -> Percentiles {
         p50: at(0.50),
         p99: at(0.99),
     }
+}
+
+/// `value` rounded to one decimal.
+pub fn round1(value: f64) -> f64 {
+    (value * 10.0).round() / 10.0
+}
+
+/// `value` rounded to two decimals.
+pub fn round2(value: f64) -> f64 {
+    (value * 100.0).round() / 100.0
+}
+
+/// `lanner / raw`, rounded to two decimals (a zero `raw` counts as tiny).
+pub fn ratio(lanner: f64, raw: f64) -> f64 {
+    round2(lanner / raw.max(f64::MIN_POSITIVE))
 }
 
 #[cfg(test)]

@@ -5,8 +5,12 @@
 use std::path::Path;
 use std::time::Duration;
 
+use bytes::Bytes;
 use lanner_cli::server_process::ServerProcess;
+use lanner_cli::services::{Calculator, CalculatorProxy};
 use lanner_cli::transport_arg::TransportArg;
+use lanner_proto::frame;
+use lanner_proto::{Hello, Limits, MessageBuilder};
 
 /// Every transport between processes.
 pub(crate) const TRANSPORTS: [TransportArg; 3] =
@@ -14,6 +18,9 @@ pub(crate) const TRANSPORTS: [TransportArg; 3] =
 
 /// The transports that are byte streams, for tests that write raw bytes to a socket.
 pub(crate) const STREAM_TRANSPORTS: [TransportArg; 2] = [TransportArg::Tcp, TransportArg::Unix];
+
+/// How long the server gets to react to anything a test does.
+pub(crate) const PATIENCE: Duration = Duration::from_secs(5);
 
 /// Starts `lanner serve` on `transport` (no pinning, default spin).
 pub(crate) fn server(transport: TransportArg) -> ServerProcess {
@@ -38,4 +45,65 @@ pub(crate) fn runtime() -> tokio::runtime::Runtime {
 /// A fresh client (not the global one), so tests do not share connections.
 pub(crate) fn client() -> lanner::Client {
     lanner::Client::new()
+}
+
+/// A proxy to the object `name` of `server`, through a fresh client.
+pub(crate) async fn connect<P: lanner::Proxy>(server: &ServerProcess, name: &str) -> P {
+    client()
+        .connect(&format!("{}/{name}", server.lanner))
+        .await
+        .unwrap()
+}
+
+/// The server still serves a well-behaved client, within [`PATIENCE`].
+pub(crate) fn still_serving(server: &ServerProcess) {
+    runtime().block_on(async {
+        let calc: CalculatorProxy = connect(server, "calc").await;
+        let sum = tokio::time::timeout(PATIENCE, calc.add(2, 2))
+            .await
+            .expect("the server answers a good client");
+        assert_eq!(sum, Ok(4));
+    });
+}
+
+/// `len` bytes of a pattern that differs with `seed`.
+pub(crate) fn payload(len: usize, seed: usize) -> Bytes {
+    (0..len).map(|i| ((i + seed) * 31 % 251) as u8).collect()
+}
+
+/// `len` bytes of noise (a multiplicative hash of the index, shifted right by `shift`).
+pub(crate) fn garbage(len: u32, shift: u32) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i.wrapping_mul(2654435761) >> shift) as u8)
+        .collect()
+}
+
+/// A HELLO frame offering protocol version 1.
+pub(crate) fn hello() -> Bytes {
+    frame::encode_hello(&Hello {
+        version_min: 1,
+        version_max: 1,
+        limits: Limits::default(),
+    })
+}
+
+/// A REQUEST frame with a valid header (built through a client-role state machine, so the
+/// call id and lengths are right).
+pub(crate) fn request(
+    object: u64,
+    slot: u16,
+    method: u16,
+    fingerprint: u32,
+    inline: &[u8],
+) -> Bytes {
+    let (mut conn, _) = lanner_proto::Connection::client(Limits::default());
+    let welcome = frame::encode_welcome(&lanner_proto::Welcome {
+        version: 1,
+        limits: Limits::default(),
+    });
+    conn.handle_frame(welcome).unwrap();
+    let mut message = MessageBuilder::request(object, slot, method, fingerprint);
+    message.inline().put_slice(inline);
+    let (_, out) = conn.send_request(message).map_err(|(e, _)| e).unwrap();
+    out.into_contiguous()
 }
