@@ -8,8 +8,8 @@
 
 use std::sync::Arc;
 
-use lanner_shm::Wake;
 use lanner_shm::ring::heap_ring;
+use lanner_shm::{Consumer, Wake};
 use loom::sync::Notify;
 use loom::thread;
 
@@ -44,6 +44,23 @@ fn model(test: impl Fn() + Sync + Send + 'static) {
     builder.check(test);
 }
 
+/// Receives `count` records, sleeping on `bell` whenever the ring is empty; returns the
+/// first byte of each.
+fn receive(consumer: &mut Consumer, bell: &Bell, count: usize) -> Vec<u8> {
+    let mut received = Vec::new();
+    while received.len() < count {
+        match consumer.try_recv().unwrap() {
+            Some(record) => received.push(record.bytes[0]),
+            None => {
+                if consumer.prepare_sleep().unwrap() {
+                    bell.wait();
+                }
+            }
+        }
+    }
+    received
+}
+
 #[test]
 fn a_sleeping_consumer_is_always_woken() {
     model(|| {
@@ -58,18 +75,7 @@ fn a_sleeping_consumer_is_always_woken() {
                 reservation.commit(false);
             }
         });
-        let mut received = Vec::new();
-        while received.len() < 2 {
-            match consumer.try_recv().unwrap() {
-                Some(record) => received.push(record.bytes[0]),
-                None => {
-                    if consumer.prepare_sleep().unwrap() {
-                        consumer_bell.wait();
-                    }
-                }
-            }
-        }
-        assert_eq!(received, [1, 2]);
+        assert_eq!(receive(&mut consumer, &consumer_bell, 2), [1, 2]);
         sender.join().unwrap();
     });
 }
@@ -99,18 +105,7 @@ fn a_producer_waiting_for_space_is_always_woken() {
                 }
             }
         });
-        let mut received = Vec::new();
-        while received.len() < 3 {
-            match consumer.try_recv().unwrap() {
-                Some(record) => received.push(record.bytes[0]),
-                None => {
-                    if consumer.prepare_sleep().unwrap() {
-                        consumer_bell.wait();
-                    }
-                }
-            }
-        }
-        assert_eq!(received, [0, 1, 2]);
+        assert_eq!(receive(&mut consumer, &consumer_bell, 3), [0, 1, 2]);
         sender.join().unwrap();
     });
 }
