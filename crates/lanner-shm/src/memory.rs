@@ -19,6 +19,7 @@ use std::any::Any;
 use crate::sync::{AtomicU32, AtomicU64};
 
 /// Size of a control block in bytes.
+#[cfg(not(loom))]
 pub(crate) const CONTROL_SIZE: usize = 256;
 
 #[cfg(not(loom))]

@@ -482,6 +482,7 @@ pub fn heap_ring(
 /// A consumer over a heap ring whose data area holds `contents` (truncated or zero-padded
 /// to `capacity`) and whose producer claims to have published `tail` bytes: what a hostile
 /// peer could present. For fuzzing the reader.
+#[cfg(not(loom))]
 pub(crate) fn hostile_consumer(capacity: usize, contents: &[u8], tail: u64) -> Consumer {
     let memory = RingMemory::heap(capacity);
     let len = contents.len().min(capacity);
