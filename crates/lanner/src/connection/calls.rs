@@ -20,6 +20,10 @@ pub(super) struct PendingCall {
     waker: Option<Waker>,
 }
 
+/// A call stamped and registered: its id, its frame, and whether it is the only one
+/// outstanding.
+type Begun = (u64, OutFrame, bool);
+
 /// Outstanding calls by call id.
 pub(super) type PendingCalls = HashMap<u64, PendingCall, IdBuildHasher>;
 
@@ -64,46 +68,52 @@ impl Connection {
 
     /// Stamps the request once a credit is available and registers the call. Also says
     /// whether the call is the only one outstanding.
-    async fn begin_call(
-        &self,
-        mut request: MessageBuilder,
-    ) -> Result<(u64, OutFrame, bool), Error> {
-        // Registering for a credit wake-up costs a lock, so it happens only when the first
-        // attempt finds no credit.
-        let mut registered = false;
+    async fn begin_call(&self, request: MessageBuilder) -> Result<Begun, Error> {
+        // The common case, a credit at hand, costs one lock and no wake-up registration.
+        let mut request = match self.try_begin(request, false)? {
+            Ok(begun) => return Ok(begun),
+            Err(returned) => returned,
+        };
         loop {
             let notified = self.credit_available.notified();
             let mut notified = std::pin::pin!(notified);
-            if registered {
-                notified.as_mut().enable();
-            }
-            {
-                let mut state = self.state();
-                if let Some(error) = &state.closed {
-                    return Err(error.clone());
-                }
-                match state.proto.send_request(request) {
-                    Ok((call_id, frame)) => {
-                        state.pending.insert(call_id, PendingCall::default());
-                        let alone = state.proto.in_flight() == 1;
-                        return Ok((call_id, frame, alone));
-                    }
-                    Err((SendError::NoCredits, returned)) => {
-                        request = returned;
-                        if !registered {
-                            // Retry once registered, so a credit that arrives between the
-                            // check and the registration is not missed.
-                            registered = true;
-                            continue;
-                        }
-                        state.credit_waiters += 1;
-                    }
-                    Err((error, _)) => return Err(Error::from_send(error)),
-                }
-            }
-            // Counted as a waiter until woken or cancelled.
+            // Registered before the retry, so a credit that arrives between the retry and
+            // the wait is not missed.
+            notified.as_mut().enable();
+            request = match self.try_begin(request, true)? {
+                Ok(begun) => return Ok(begun),
+                Err(returned) => returned,
+            };
+            // Counted as a waiter (by `try_begin`) until woken or cancelled.
             let _waiting = CreditWaiter(self);
             notified.await;
+        }
+    }
+
+    /// One attempt at [`Connection::begin_call`]: the request back if there is no credit
+    /// (counted as a credit waiter if `will_wait`).
+    fn try_begin(
+        &self,
+        request: MessageBuilder,
+        will_wait: bool,
+    ) -> Result<Result<Begun, MessageBuilder>, Error> {
+        let mut state = self.state();
+        if let Some(error) = &state.closed {
+            return Err(error.clone());
+        }
+        match state.proto.send_request(request) {
+            Ok((call_id, frame)) => {
+                state.pending.insert(call_id, PendingCall::default());
+                let alone = state.proto.in_flight() == 1;
+                Ok(Ok((call_id, frame, alone)))
+            }
+            Err((SendError::NoCredits, returned)) => {
+                if will_wait {
+                    state.credit_waiters += 1;
+                }
+                Ok(Err(returned))
+            }
+            Err((error, _)) => Err(Error::from_send(error)),
         }
     }
 
