@@ -310,7 +310,7 @@ fn a_client_refuses_bad_servers_with_clear_errors() {
         let mut hello = [0u8; frame::HELLO_LEN];
         stream.read_exact(&mut hello).unwrap();
         let welcome = frame::encode_welcome(&lanner_proto::Welcome {
-            version: 2,
+            version: lanner_proto::PROTOCOL_VERSION + 1,
             limits: Limits::default(),
         });
         stream.write_all(&welcome).unwrap();

@@ -195,6 +195,7 @@ fn killing_the_server_fails_a_large_call_in_flight_with_unavailable() {
             .expect("the caller does not panic")
             .expect("the calls stop succeeding");
         assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
+        assert!(error.may_have_executed(), "the call was in flight: {error}");
         a_call_to_the_dead_server_fails_fast(&echo).await;
     });
 }

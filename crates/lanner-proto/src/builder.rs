@@ -41,6 +41,7 @@ impl MessageBuilder {
         buf.put_u16_le(slot);
         buf.put_u16_le(method);
         buf.put_u32_le(fingerprint);
+        buf.put_u32_le(0); // timeout, set by `set_timeout`
         buf.put_u32_le(0); // inline length, filled in by `finish`
         debug_assert_eq!(buf.len(), REQUEST_FIXED_LEN);
         MessageBuilder {
@@ -113,6 +114,18 @@ impl MessageBuilder {
             FrameKind::Request => REQUEST_FIXED_LEN,
             _ => RESPONSE_FIXED_LEN,
         }
+    }
+
+    /// Sets how long the caller will wait for the answer (a request's `timeout_us`;
+    /// rounded up to whole microseconds and capped at the field's largest value, which
+    /// means "at least this long"). Does nothing to a response.
+    pub fn set_timeout(&mut self, timeout: std::time::Duration) {
+        if self.kind != FrameKind::Request {
+            return;
+        }
+        let micros = timeout.as_nanos().div_ceil(1000).max(1);
+        let micros = u32::try_from(micros).unwrap_or(u32::MAX);
+        self.buf[32..36].copy_from_slice(&micros.to_le_bytes());
     }
 
     pub(crate) fn set_call_id(&mut self, call_id: u64) {

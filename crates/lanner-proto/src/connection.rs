@@ -73,6 +73,9 @@ pub enum Event {
     Response(Response),
     /// The peer granted this many more credits.
     Credit(u32),
+    /// The peer no longer waits for its call with this id (it still expects the answer,
+    /// which returns the credit; the call may be unknown if it was answered already).
+    Cancel(u64),
     /// The peer closed the connection; it is now closed.
     Closed(frame::Close),
 }
@@ -203,6 +206,7 @@ impl Connection {
                 self.send_credits = self.send_credits.saturating_add(response.credits);
                 Ok(Event::Response(response))
             }
+            (State::Open, Frame::Cancel(call_id)) => Ok(Event::Cancel(call_id)),
             (State::Open, Frame::Credit(credits)) => {
                 self.send_credits = self.send_credits.saturating_add(credits);
                 Ok(Event::Credit(credits))
@@ -310,6 +314,13 @@ impl Connection {
         response.set_call_id(call_id);
         response.set_credits(1);
         Ok(response.finish())
+    }
+
+    /// The CANCEL frame saying we no longer wait for our call `call_id`, or None if the
+    /// connection is not open. The call stays in flight (holding its credit) until its
+    /// answer arrives.
+    pub fn cancel(&self, call_id: u64) -> Option<Bytes> {
+        (self.state == State::Open).then(|| frame::encode_cancel(call_id))
     }
 
     /// Grants the peer `credits` more outstanding requests; send the returned CREDIT frame.

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! 0..4  len   u32  total frame length in bytes, header included
-//! 4     kind  u8   HELLO=1 WELCOME=2 REQUEST=3 RESPONSE=4 CREDIT=5 CLOSE=6
+//! 4     kind  u8   HELLO=1 WELCOME=2 REQUEST=3 RESPONSE=4 CREDIT=5 CLOSE=6 CANCEL=7
 //! 5     flags u8   reserved, ignored by this version
 //! 6..8  segs  u16  number of bulk segments (REQUEST and RESPONSE only, else 0)
 //! ```
@@ -18,11 +18,19 @@
 //! ```text
 //! HELLO     magic[4] version_min u16 version_max u16 max_frame u32 credits u32 reserved u32
 //! WELCOME   magic[4] version u16 reserved u16 max_frame u32 credits u32
-//! REQUEST   call_id u64 object u64 slot u16 method u16 fingerprint u32 inline_len u32 | payload
+//! REQUEST   call_id u64 object u64 slot u16 method u16 fingerprint u32 timeout_us u32
+//!           inline_len u32                                                    | payload
 //! RESPONSE  call_id u64 status u8 reserved[3] credits u32 inline_len u32            | payload
 //! CREDIT    credits u32
 //! CLOSE     status u8 reserved[3] reason (UTF-8, at most 1024 bytes)
+//! CANCEL    call_id u64
 //! ```
+//!
+//! A REQUEST's `timeout_us` is the time the caller still waits for the answer, in
+//! microseconds, when it sends the request (0: no deadline; the largest value means at
+//! least that long). It is relative because the peers' clocks are not comparable. A CANCEL
+//! says the caller no longer waits for that call; the callee still answers it (the answer
+//! returns the call's credit) but may stop working on it.
 
 use std::fmt;
 
@@ -40,13 +48,15 @@ pub const HELLO_LEN: usize = HEADER_LEN + 20;
 /// Total size of a WELCOME frame.
 pub const WELCOME_LEN: usize = HEADER_LEN + 16;
 /// Size of a REQUEST frame before its payload.
-pub const REQUEST_FIXED_LEN: usize = HEADER_LEN + 28;
+pub const REQUEST_FIXED_LEN: usize = HEADER_LEN + 32;
 /// Size of a RESPONSE frame before its payload.
 pub const RESPONSE_FIXED_LEN: usize = HEADER_LEN + 20;
 /// Total size of a CREDIT frame.
 pub const CREDIT_LEN: usize = HEADER_LEN + 4;
 /// Size of a CLOSE frame before its reason.
 pub const CLOSE_FIXED_LEN: usize = HEADER_LEN + 4;
+/// Total size of a CANCEL frame.
+pub const CANCEL_LEN: usize = HEADER_LEN + 8;
 
 /// The kind byte of a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -64,6 +74,8 @@ pub enum FrameKind {
     Credit = 5,
     /// The sender is closing the connection, with a status and a reason.
     Close = 6,
+    /// The caller no longer waits for one of its calls.
+    Cancel = 7,
 }
 
 impl FrameKind {
@@ -76,6 +88,7 @@ impl FrameKind {
             4 => FrameKind::Response,
             5 => FrameKind::Credit,
             6 => FrameKind::Close,
+            7 => FrameKind::Cancel,
             other => return Err(FrameError::UnknownKind(other)),
         })
     }
@@ -88,6 +101,7 @@ impl FrameKind {
             FrameKind::Response => "RESPONSE",
             FrameKind::Credit => "CREDIT",
             FrameKind::Close => "CLOSE",
+            FrameKind::Cancel => "CANCEL",
         }
     }
 }
@@ -131,6 +145,9 @@ pub struct Request {
     pub method: u16,
     /// The method's signature fingerprint, checked by the callee.
     pub fingerprint: u32,
+    /// How long the caller still waits for the answer, in microseconds, when it sent the
+    /// request; 0 if it has no deadline.
+    pub timeout_us: u32,
     /// The encoded arguments.
     pub payload: Payload,
 }
@@ -172,6 +189,8 @@ pub enum Frame {
     Credit(u32),
     /// See [`Close`].
     Close(Close),
+    /// The caller no longer waits for the call with this id.
+    Cancel(u64),
 }
 
 impl Frame {
@@ -184,6 +203,7 @@ impl Frame {
             Frame::Response(_) => FrameKind::Response,
             Frame::Credit(_) => FrameKind::Credit,
             Frame::Close(_) => FrameKind::Close,
+            Frame::Cancel(_) => FrameKind::Cancel,
         }
     }
 
@@ -215,6 +235,10 @@ impl Frame {
                 Ok(Frame::Credit(le_u32(&frame, HEADER_LEN)))
             }
             FrameKind::Close => decode_close(&frame).map(Frame::Close),
+            FrameKind::Cancel => {
+                need(&frame, FrameKind::Cancel, CANCEL_LEN)?;
+                Ok(Frame::Cancel(le_u64(&frame, HEADER_LEN)))
+            }
         }
     }
 }
@@ -306,7 +330,8 @@ fn decode_request(frame: Bytes, segments: u16) -> Result<Request, FrameError> {
     let slot = le_u16(&frame, 24);
     let method = le_u16(&frame, 26);
     let fingerprint = le_u32(&frame, 28);
-    let inline_len = le_u32(&frame, 32);
+    let timeout_us = le_u32(&frame, 32);
+    let inline_len = le_u32(&frame, 36);
     let payload = Payload::parse(frame, REQUEST_FIXED_LEN, inline_len, segments)?;
     Ok(Request {
         call_id,
@@ -314,6 +339,7 @@ fn decode_request(frame: Bytes, segments: u16) -> Result<Request, FrameError> {
         slot,
         method,
         fingerprint,
+        timeout_us,
         payload,
     })
 }
@@ -384,6 +410,14 @@ pub fn encode_credit(credits: u32) -> Bytes {
     let mut buf = BytesMut::with_capacity(CREDIT_LEN);
     put_header(&mut buf, CREDIT_LEN, FrameKind::Credit);
     buf.put_u32_le(credits);
+    buf.freeze()
+}
+
+/// Encodes a CANCEL frame for the call `call_id`.
+pub fn encode_cancel(call_id: u64) -> Bytes {
+    let mut buf = BytesMut::with_capacity(CANCEL_LEN);
+    put_header(&mut buf, CANCEL_LEN, FrameKind::Cancel);
+    buf.put_u64_le(call_id);
     buf.freeze()
 }
 

@@ -102,19 +102,42 @@ impl fmt::Display for ErrorKind {
 /// Application errors are not `Error`s: they travel back as the method's own error type.
 /// That type must implement `From<lanner::Error>` so a proxy can report transport failures
 /// through it; match on your variant holding the `Error` and use [`Error::kind`].
+///
+/// Every failed call also says whether its request may have run on the server
+/// ([`Error::may_have_executed`]), so that a caller can decide whether retrying is safe.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Error {
     kind: ErrorKind,
     message: String,
+    #[serde(default)]
+    may_have_executed: bool,
 }
 
 impl Error {
-    /// An error of `kind` with a human-readable message.
+    /// An error of `kind` with a human-readable message (that did not execute anything).
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
         Error {
             kind,
             message: message.into(),
+            may_have_executed: false,
         }
+    }
+
+    /// Whether the call's request may have run on the server: true when the failure came
+    /// after the request was sent and before a definite answer (deadline exceeded,
+    /// cancelled, connection lost mid-call) or from a method that ran and failed (it
+    /// panicked); false when Lanner knows it did not run (never sent, or refused before
+    /// running: unknown object or method, undecodable arguments). Retrying is safe when
+    /// this is false; when true, only if the method is idempotent.
+    pub fn may_have_executed(&self) -> bool {
+        self.may_have_executed
+    }
+
+    /// The same error, marked as having possibly executed (see
+    /// [`Error::may_have_executed`]).
+    pub(crate) fn after_sending(mut self) -> Error {
+        self.may_have_executed = true;
+        self
     }
 
     /// What kind of failure this is.
@@ -172,6 +195,18 @@ impl Error {
 
     pub(crate) fn from_status(status: Status, message: impl Into<String>) -> Error {
         Error::new(ErrorKind::from_status(status), message)
+    }
+
+    /// The error a server's status reply reports: a method that panicked (`Internal`) or
+    /// an unknown status may have run; every other status refuses the call before it runs.
+    pub(crate) fn from_reply_status(status: Status, message: impl Into<String>) -> Error {
+        let error = Error::from_status(status, message);
+        match status {
+            Status::Internal | Status::Unknown | Status::Cancelled | Status::DeadlineExceeded => {
+                error.after_sending()
+            }
+            _ => error,
+        }
     }
 
     pub(crate) fn from_protocol(error: &ProtocolError) -> Error {

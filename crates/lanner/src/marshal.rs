@@ -134,7 +134,12 @@ where
     C: ValueCodec,
     E: DeserializeOwned + From<Error>,
 {
-    let response = core.object().connection().call(request?).await?;
+    let mut request = request?;
+    let deadline = core.timeout().map(|timeout| {
+        request.set_timeout(timeout);
+        std::time::Instant::now() + timeout
+    });
+    let response = core.object().connection().call(request, deadline).await?;
     decode_response::<C, E>(method, &response)
 }
 
@@ -162,7 +167,7 @@ where
 /// The error a non-OK, non-application status carries (its message is the inline UTF-8).
 pub(crate) fn error_from_payload(status: Status, payload: &Payload) -> Error {
     let message = String::from_utf8_lossy(payload.inline_slice()).into_owned();
-    Error::from_status(status, message)
+    Error::from_reply_status(status, message)
 }
 
 /// Decodes a call's inline arguments as `A` (a tuple of the method's non-bulk parameters).

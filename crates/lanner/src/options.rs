@@ -22,6 +22,11 @@ pub struct ConnectionOptions {
     pub credits: u32,
     /// How long the handshake may take before the connection is dropped (default 5 s).
     pub handshake_timeout: Duration,
+    /// How long a call waits for its answer unless its proxy sets its own timeout
+    /// ([`crate::Proxy::with_timeout`]); `None` (the default) waits as long as the
+    /// connection lives. The time left travels with the request, so the server can see it
+    /// ([`crate::CallContext::remaining`]).
+    pub call_timeout: Option<Duration>,
 }
 
 impl Default for ConnectionOptions {
@@ -32,6 +37,7 @@ impl Default for ConnectionOptions {
             max_frame_size: limits.max_frame_size,
             credits: limits.credits,
             handshake_timeout: Duration::from_secs(5),
+            call_timeout: None,
         }
     }
 }
@@ -69,6 +75,12 @@ impl ConnectionOptions {
     /// Sets the handshake timeout.
     pub fn with_handshake_timeout(mut self, timeout: Duration) -> Self {
         self.handshake_timeout = timeout;
+        self
+    }
+
+    /// Sets the default call timeout (see [`ConnectionOptions::call_timeout`]).
+    pub fn with_call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = Some(timeout);
         self
     }
 

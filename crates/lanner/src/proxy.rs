@@ -1,5 +1,7 @@
 //! Client-side proxies: the generated `<Trait>Proxy` types implement [`Proxy`].
 
+use std::time::Duration;
+
 use crate::error::Error;
 use crate::id::{InterfaceId, MethodInfo};
 use crate::reference::ObjectRef;
@@ -27,8 +29,19 @@ pub trait Proxy: Clone + Send + Sync + Sized + 'static {
     }
 
     /// A proxy for another interface of the same object, answered locally (no round trip).
+    /// It keeps this proxy's timeout.
     fn query<Q: Proxy>(&self) -> Result<Q, Error> {
-        self.object().query::<Q>()
+        let query: Q = self.object().query::<Q>()?;
+        let timeout = self.__core().timeout;
+        Ok(Q::__from_core(query.__core().clone().with_timeout(timeout)))
+    }
+
+    /// This proxy with a deadline of `timeout` for each call made through it: a call that
+    /// has no answer after `timeout` fails with [`crate::ErrorKind::DeadlineExceeded`] (and
+    /// the server is told to stop). Overrides the connection's
+    /// [`crate::ConnectionOptions::call_timeout`].
+    fn with_timeout(&self, timeout: Duration) -> Self {
+        Self::__from_core(self.__core().clone().with_timeout(Some(timeout)))
     }
 }
 
@@ -38,11 +51,28 @@ pub trait Proxy: Clone + Send + Sync + Sized + 'static {
 pub struct ProxyCore {
     object: ObjectRef,
     slot: u16,
+    /// Per-call deadline for calls through this proxy; `None`: the connection's default.
+    timeout: Option<Duration>,
 }
 
 impl ProxyCore {
     pub(crate) fn new(object: ObjectRef, slot: u16) -> ProxyCore {
-        ProxyCore { object, slot }
+        ProxyCore {
+            object,
+            slot,
+            timeout: None,
+        }
+    }
+
+    fn with_timeout(mut self, timeout: Option<Duration>) -> ProxyCore {
+        self.timeout = timeout;
+        self
+    }
+
+    /// How long each call through this proxy waits for its answer.
+    pub(crate) fn timeout(&self) -> Option<Duration> {
+        self.timeout
+            .or_else(|| self.object.connection().call_timeout())
     }
 
     /// The reference.

@@ -10,7 +10,7 @@ use lanner_cli::server_process::ServerProcess;
 use lanner_cli::services::{Calculator, CalculatorProxy};
 use lanner_cli::transport_arg::TransportArg;
 use lanner_proto::frame;
-use lanner_proto::{Hello, Limits, MessageBuilder};
+use lanner_proto::{Hello, Limits, MessageBuilder, PROTOCOL_VERSION};
 
 /// Every transport between processes.
 pub(crate) const TRANSPORTS: [TransportArg; 3] =
@@ -78,11 +78,11 @@ pub(crate) fn garbage(len: u32, shift: u32) -> Vec<u8> {
         .collect()
 }
 
-/// A HELLO frame offering protocol version 1.
+/// A HELLO frame offering this build's protocol version.
 pub(crate) fn hello() -> Bytes {
     frame::encode_hello(&Hello {
-        version_min: 1,
-        version_max: 1,
+        version_min: PROTOCOL_VERSION,
+        version_max: PROTOCOL_VERSION,
         limits: Limits::default(),
     })
 }
@@ -98,7 +98,7 @@ pub(crate) fn request(
 ) -> Bytes {
     let (mut conn, _) = lanner_proto::Connection::client(Limits::default());
     let welcome = frame::encode_welcome(&lanner_proto::Welcome {
-        version: 1,
+        version: PROTOCOL_VERSION,
         limits: Limits::default(),
     });
     conn.handle_frame(welcome).unwrap();

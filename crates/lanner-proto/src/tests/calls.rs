@@ -461,3 +461,62 @@ fn call_ids_are_unique_among_outstanding_calls() {
     ids.dedup();
     assert_eq!(ids.len(), 100);
 }
+
+#[test]
+fn a_timeout_travels_with_its_request_in_whole_microseconds() {
+    let mut pair = Pair::connected();
+    let cases = [
+        (None, 0),
+        (Some(std::time::Duration::from_millis(250)), 250_000),
+        (Some(std::time::Duration::from_nanos(1)), 1),
+        (Some(std::time::Duration::from_nanos(1_001)), 2),
+        (Some(std::time::Duration::from_secs(10 * 3600)), u32::MAX),
+    ];
+    for (timeout, _) in cases {
+        let mut message = request(1, 0, 0, 1, b"", &[]);
+        if let Some(timeout) = timeout {
+            message.set_timeout(timeout);
+        }
+        pair.client_call(message).unwrap();
+    }
+    let events = all_ok(pair.server.receive_all());
+    let timeouts: Vec<u32> = events
+        .iter()
+        .map(|event| match event {
+            Event::Request(request) => request.timeout_us,
+            other => panic!("expected a request, got {other:?}"),
+        })
+        .collect();
+    let expected: Vec<u32> = cases.iter().map(|(_, micros)| *micros).collect();
+    assert_eq!(timeouts, expected);
+}
+
+#[test]
+fn a_cancelled_call_still_holds_its_credit_until_answered() {
+    let mut pair = Pair::connected();
+    let id = pair.client_call(request(1, 0, 0, 1, b"", &[])).unwrap();
+    let credits = pair.client.conn.send_credits();
+    let cancel = pair.client.conn.cancel(id).expect("open");
+    pair.server.inject(&cancel);
+    let events = all_ok(pair.server.receive_all());
+    assert!(
+        matches!(&events[..], [Event::Request(_), Event::Cancel(cancelled)] if *cancelled == id),
+        "{events:?}"
+    );
+    assert_eq!(pair.client.conn.in_flight(), 1);
+    assert_eq!(pair.client.conn.send_credits(), credits);
+    pair.server_respond(id, response(Status::Cancelled, b"", &[]))
+        .unwrap();
+    let events = all_ok(pair.client.receive_all());
+    assert!(
+        matches!(&events[..], [Event::Response(r)] if r.call_id == id && r.status == Status::Cancelled)
+    );
+    assert_eq!(pair.client.conn.in_flight(), 0);
+    assert_eq!(pair.client.conn.send_credits(), credits + 1);
+}
+
+#[test]
+fn a_cancel_before_the_connection_opens_is_not_sent() {
+    let pair = Pair::new(Limits::default(), Limits::default());
+    assert_eq!(pair.client.conn.cancel(1), None);
+}

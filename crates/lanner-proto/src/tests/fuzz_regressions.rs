@@ -25,15 +25,17 @@ use crate::fuzzing::{frame_decode, stream_split};
 use crate::harness::Pair;
 use crate::status::Status;
 
-/// `stream_split` crash: a REQUEST (call 1, inline `[1]`) and a CLOSE ("bye") in one read.
+/// `stream_split` crash: a REQUEST (call 1, inline `[1]`) and a CLOSE ("bye") in one read
+/// (re-encoded for protocol version 2, whose REQUEST carries a timeout).
 /// Seed byte 0x05.
-const REQUEST_THEN_CLOSE: [u8; 53] = [
+const REQUEST_THEN_CLOSE: [u8; 57] = [
     0x05, // chunk seed
-    0x25, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00, // REQUEST header, 37 bytes
+    0x29, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00, // REQUEST header, 41 bytes
     0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // call id 1
     0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // object 2
     0x00, 0x00, 0x01, 0x00, // slot 0, method 1
     0xef, 0xbe, 0xad, 0xde, // fingerprint
+    0x00, 0x00, 0x00, 0x00, // no timeout
     0x01, 0x00, 0x00, 0x00, 0x01, // inline: 1 byte
     0x0f, 0x00, 0x00, 0x00, 0x06, 0x00, 0x00, 0x00, // CLOSE header, 15 bytes
     0x06, 0x00, 0x00, 0x00, b'b', b'y', b'e', // Unavailable, "bye"
@@ -42,7 +44,7 @@ const REQUEST_THEN_CLOSE: [u8; 53] = [
 #[test]
 fn request_then_close_in_one_read() {
     stream_split(&REQUEST_THEN_CLOSE);
-    frame_decode(&REQUEST_THEN_CLOSE[1..38]);
+    frame_decode(&REQUEST_THEN_CLOSE[1..42]);
 
     let mut pair = Pair::connected();
     pair.server.inject(&REQUEST_THEN_CLOSE[1..]);

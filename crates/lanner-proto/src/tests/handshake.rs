@@ -171,13 +171,14 @@ fn version_mismatch_through_the_harness() {
     // that the inbox is empty and the server awaits a HELLO again.
     assert_eq!(pair.server.receive_all().len(), 1);
     pair.server.conn = Connection::server(Limits::default());
-    pair.server.inject(&hello(2, 3, Limits::default()));
+    let (min, max) = (PROTOCOL_VERSION + 1, PROTOCOL_VERSION + 2);
+    pair.server.inject(&hello(min, max, Limits::default()));
     assert_eq!(
         pair.server.receive_all(),
         vec![Err(ProtocolError::VersionMismatch {
             ours: PROTOCOL_VERSION,
-            theirs_min: 2,
-            theirs_max: 3,
+            theirs_min: min,
+            theirs_max: max,
         })]
     );
     assert!(!pair.server.conn.is_open());

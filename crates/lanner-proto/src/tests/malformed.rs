@@ -6,8 +6,8 @@ use bytes::{BufMut, Bytes, BytesMut};
 use super::{assert_rejected, raw_frame, raw_frame_with_len, raw_request, raw_response};
 use crate::error::FrameError;
 use crate::frame::{
-    self, CLOSE_FIXED_LEN, CREDIT_LEN, Frame, FrameKind, HEADER_LEN, HELLO_LEN, REQUEST_FIXED_LEN,
-    RESPONSE_FIXED_LEN, WELCOME_LEN,
+    self, CANCEL_LEN, CLOSE_FIXED_LEN, CREDIT_LEN, Frame, FrameKind, HEADER_LEN, HELLO_LEN,
+    REQUEST_FIXED_LEN, RESPONSE_FIXED_LEN, WELCOME_LEN,
 };
 use crate::harness::Pair;
 use crate::limits::{MAGIC, MAX_BULK_SEGMENTS, MAX_REASON_LEN};
@@ -25,6 +25,7 @@ fn request_fields(inline_len: u32) -> BytesMut {
     body.put_u16_le(3); // slot
     body.put_u16_le(4); // method
     body.put_u32_le(5); // fingerprint
+    body.put_u32_le(0); // no timeout
     body.put_u32_le(inline_len);
     assert_eq!(HEADER_LEN + body.len(), REQUEST_FIXED_LEN);
     body
@@ -133,14 +134,14 @@ fn length_field_disagreeing_with_the_frame() {
 
 #[test]
 fn unknown_kind() {
-    for kind in [0u8, 7, 8, 0x80, 255] {
+    for kind in [0u8, 8, 9, 0x80, 255] {
         assert_rejected(raw_frame(kind, 0, &[0; 4]), FrameError::UnknownKind(kind));
     }
-    // Every byte outside 1..=6 is unknown, every byte inside is known.
+    // Every byte outside 1..=7 is unknown, every byte inside is known.
     for byte in 0..=255u8 {
         assert_eq!(
             FrameKind::from_wire(byte).is_ok(),
-            (1..=6).contains(&byte),
+            (1..=7).contains(&byte),
             "kind byte {byte}"
         );
     }
@@ -277,6 +278,7 @@ fn truncated_fixed_fields_of_each_kind() {
         (FrameKind::Response, "RESPONSE", RESPONSE_FIXED_LEN),
         (FrameKind::Credit, "CREDIT", CREDIT_LEN),
         (FrameKind::Close, "CLOSE", CLOSE_FIXED_LEN),
+        (FrameKind::Cancel, "CANCEL", CANCEL_LEN),
     ];
     for (kind, name, need) in cases {
         for have in HEADER_LEN..need {
@@ -401,5 +403,13 @@ fn valid_frames_of_each_kind_decode() {
     assert_eq!(
         Frame::decode(raw_frame(FrameKind::Credit as u8, 0, &9u32.to_le_bytes())),
         Ok(Frame::Credit(9))
+    );
+    assert_eq!(
+        Frame::decode(raw_frame(FrameKind::Cancel as u8, 0, &7u64.to_le_bytes())),
+        Ok(Frame::Cancel(7))
+    );
+    assert_eq!(
+        Frame::decode(crate::frame::encode_cancel(u64::MAX)),
+        Ok(Frame::Cancel(u64::MAX))
     );
 }

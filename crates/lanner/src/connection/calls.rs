@@ -6,11 +6,12 @@ use std::collections::hash_map::Entry;
 use std::future::poll_fn;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
+use std::time::Instant;
 
 use lanner_proto::{MessageBuilder, OutFrame, Response, SendError};
 
 use super::Connection;
-use crate::error::Error;
+use crate::error::{Error, ErrorKind};
 use crate::id_hasher::IdBuildHasher;
 
 /// One outstanding call: its reply once it arrives, and who to wake then.
@@ -41,29 +42,79 @@ pub(super) fn fail_all(pending: &mut PendingCalls, error: &Error) -> Vec<Waker> 
 impl Connection {
     /// Makes one call: waits for a credit, writes the request, awaits the response. A call
     /// that is alone on the connection receives its own reply (see the reader module).
-    pub(crate) async fn call(self: &Arc<Self>, request: MessageBuilder) -> Result<Response, Error> {
-        let (call_id, frame, alone) = self.begin_call(request).await?;
-        let mut forget_on_cancel = PendingGuard {
+    ///
+    /// At `deadline` the call fails with `DeadlineExceeded`; dropping the returned future
+    /// abandons the call. Either way, once the request is out the peer is sent a CANCEL
+    /// and the answer, when it comes, is dropped.
+    pub(crate) async fn call(
+        self: &Arc<Self>,
+        request: MessageBuilder,
+        deadline: Option<Instant>,
+    ) -> Result<Response, Error> {
+        let begin = self.begin_call(request);
+        let (call_id, frame, alone) = match deadline {
+            None => begin.await?,
+            Some(deadline) => tokio::time::timeout_at(deadline.into(), begin)
+                .await
+                .map_err(|_| {
+                    Error::new(
+                        ErrorKind::DeadlineExceeded,
+                        "the deadline passed while the call waited for a credit (the request was not sent)",
+                    )
+                })??,
+        };
+        let mut abandon_on_drop = PendingGuard {
             connection: self,
             call_id,
             armed: true,
         };
-        let sent_whole = self.send_frame(frame)?;
+        let sent_whole = self.send_frame(frame).map_err(Error::after_sending)?;
         // Spinning for the reply here would keep the flusher (which finishes a request the
         // socket could not take at once) from running on this thread: spin only if the
         // request is out.
         if alone && sent_whole && !self.spin.is_zero() {
-            if let Some(reply) = self.spin_for_reply(call_id).await {
+            if let Some(reply) = self.spin_for_reply(call_id, deadline).await {
                 // Taking the reply removed the call.
-                forget_on_cancel.armed = false;
-                return reply;
+                abandon_on_drop.armed = false;
+                return reply.map_err(Error::after_sending);
             }
         }
         // The reader task receives the reply: have it spin rather than sleep.
         self.signal.kick();
-        let reply = poll_fn(|cx| self.poll_reply(call_id, cx)).await;
-        forget_on_cancel.armed = false;
-        reply
+        let wait = poll_fn(|cx| self.poll_reply(call_id, cx));
+        let reply = match deadline {
+            None => wait.await,
+            Some(deadline) => tokio::time::timeout_at(deadline.into(), wait)
+                .await
+                .map_err(|_| {
+                    Error::new(
+                        ErrorKind::DeadlineExceeded,
+                        format!(
+                            "no answer from {} before the call's deadline (the request was sent and may have executed)",
+                            self.peer
+                        ),
+                    )
+                    .after_sending()
+                })?,
+        };
+        abandon_on_drop.armed = false;
+        reply.map_err(Error::after_sending)
+    }
+
+    /// Gives up on the call `call_id`: forgets it (its answer will be dropped) and tells
+    /// the peer, which may stop working on it.
+    fn abandon(self: &Arc<Self>, call_id: u64) {
+        let cancel = {
+            let mut state = self.state();
+            state.pending.remove(&call_id);
+            match state.closed {
+                Some(_) => None,
+                None => state.proto.cancel(call_id),
+            }
+        };
+        if let Some(cancel) = cancel {
+            let _ = self.send_frame(OutFrame::contiguous(cancel));
+        }
     }
 
     /// Stamps the request once a credit is available and registers the call. Also says
@@ -188,9 +239,10 @@ impl Drop for CreditWaiter<'_> {
     }
 }
 
-/// Forgets a call whose caller went away (or finished): its reply, if it comes, is dropped.
+/// Abandons a sent call whose caller went away or gave up (see
+/// [`Connection::abandon`]); disarmed once the call has its answer.
 struct PendingGuard<'a> {
-    connection: &'a Connection,
+    connection: &'a Arc<Connection>,
     call_id: u64,
     armed: bool,
 }
@@ -198,7 +250,7 @@ struct PendingGuard<'a> {
 impl Drop for PendingGuard<'_> {
     fn drop(&mut self) {
         if self.armed {
-            self.connection.state().pending.remove(&self.call_id);
+            self.connection.abandon(self.call_id);
         }
     }
 }

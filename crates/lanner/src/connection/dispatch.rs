@@ -11,12 +11,14 @@
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 use lanner_proto::{MessageBuilder, Request, Status};
 
 use super::Connection;
 use crate::call::IncomingCall;
+use crate::context::CallContext;
 
 impl Connection {
     /// Serves one request; `cx` is the receiving task's context, used for the first poll.
@@ -30,20 +32,36 @@ impl Connection {
                 return self.respond(call_id, reply);
             }
         };
+        let deadline = (request.timeout_us != 0)
+            .then(|| Instant::now() + Duration::from_micros(request.timeout_us.into()));
+        let context = CallContext::new(deadline);
         let call = IncomingCall {
             request,
             connection: self,
         };
-        let mut future = AssertUnwindSafe(stub.dispatch(call)).catch_unwind();
+        let future = context.clone().scope(stub.dispatch(call));
+        let mut future = AssertUnwindSafe(future).catch_unwind();
         match future.poll_unpin(cx) {
             Poll::Ready(outcome) => self.respond(call_id, reply_of(self, outcome)),
             Poll::Pending => {
+                // Only a call that outlives its first poll can be cancelled: a CANCEL is
+                // processed by the same receiver, after this returns.
+                self.serving().insert(call_id, context);
                 let connection = self.clone();
                 tokio::spawn(async move {
                     let reply = reply_of(&connection, future.await);
+                    connection.serving().remove(&call_id);
                     connection.respond(call_id, reply);
                 });
             }
+        }
+    }
+
+    /// The peer no longer waits for its call `call_id`: tell the method (if it is still
+    /// running; the answer may have crossed the CANCEL).
+    pub(super) fn cancel_incoming(&self, call_id: u64) {
+        if let Some(context) = self.serving().get(&call_id) {
+            context.cancel();
         }
     }
 }

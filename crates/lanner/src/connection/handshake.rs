@@ -47,7 +47,7 @@ pub(crate) async fn connect(
         source,
         peer,
         Side::Client,
-        options.spin,
+        options,
     ))
 }
 
@@ -81,7 +81,7 @@ pub(crate) async fn accept(
         source,
         peer,
         Side::Server(names),
-        options.spin,
+        options,
     ))
 }
 

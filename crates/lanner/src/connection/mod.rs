@@ -17,7 +17,9 @@ use futures_util::task::AtomicWaker;
 use lanner_proto::{Event, MessageBuilder, OutFrame};
 use tokio::sync::Notify;
 
+use crate::context::CallContext;
 use crate::error::Error;
+use crate::id_hasher::IdBuildHasher;
 use crate::object::Object;
 use crate::server::NameRegistry;
 use crate::transport::{FrameSink, FrameSource};
@@ -49,8 +51,12 @@ pub(crate) struct Connection {
     credit_available: Notify,
     signal: Arc<ReaderSignal>,
     exports: Mutex<ExportTable>,
+    /// The peer's calls still running after their first poll, by call id (to cancel them).
+    serving: Mutex<HashMap<u64, CallContext, IdBuildHasher>>,
     peer: String,
     spin: Duration,
+    /// How long a call waits for its answer unless its proxy says otherwise.
+    call_timeout: Option<Duration>,
 }
 
 struct State {
@@ -104,7 +110,7 @@ impl Connection {
         mut source: Box<dyn FrameSource>,
         peer: String,
         side: Side,
-        spin: Duration,
+        options: &crate::ConnectionOptions,
     ) -> Arc<Connection> {
         source.set_max_frame_size(proto.max_incoming_frame_size());
         let signal = Arc::new(ReaderSignal::default());
@@ -127,9 +133,11 @@ impl Connection {
             credit_available: Notify::new(),
             signal: signal.clone(),
             exports: Mutex::new(exports),
+            serving: Mutex::new(HashMap::default()),
             peer,
             // Deadlines are computed as now + spin: keep that representable.
-            spin: spin.min(crate::ConnectionOptions::BUSY_POLL),
+            spin: options.spin.min(crate::ConnectionOptions::BUSY_POLL),
+            call_timeout: options.call_timeout,
         });
         reader::spawn(&connection, signal, &side);
         connection
@@ -140,12 +148,21 @@ impl Connection {
         &self.peer
     }
 
+    /// How long a call waits for its answer by default.
+    pub(crate) fn call_timeout(&self) -> Option<Duration> {
+        self.call_timeout
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(crate) fn exports(&self) -> MutexGuard<'_, ExportTable> {
         self.exports.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn serving(&self) -> MutexGuard<'_, HashMap<u64, CallContext, IdBuildHasher>> {
+        self.serving.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Makes `object` callable by the peer on this connection; returns its handle.

@@ -120,6 +120,10 @@ impl Connection {
                 self.dispatch(request, cx);
                 Ok(Progress::Other)
             }
+            Ok(Handled::Event(Event::Cancel(call_id))) => {
+                self.cancel_incoming(call_id);
+                Ok(Progress::Other)
+            }
             Ok(Handled::Event(Event::Credit(_))) => {
                 self.credits_granted();
                 Ok(Progress::Other)
@@ -143,6 +147,7 @@ impl Connection {
     pub(super) async fn spin_for_reply(
         self: &Arc<Self>,
         call_id: u64,
+        call_deadline: Option<Instant>,
     ) -> Option<Result<Response, Error>> {
         // The clock is read only every few tries (and not at all for a quick reply).
         let mut deadline: Option<Instant> = None;
@@ -167,7 +172,10 @@ impl Connection {
                     }
                     let now = Instant::now();
                     match deadline {
-                        None => deadline = Some(now + self.spin),
+                        None => {
+                            let spin_end = now + self.spin;
+                            deadline = Some(call_deadline.map_or(spin_end, |d| d.min(spin_end)));
+                        }
                         Some(deadline) if now >= deadline => return Poll::Ready(None),
                         Some(_) => {}
                     }

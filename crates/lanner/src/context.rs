@@ -1,0 +1,216 @@
+//! What a method being served knows about its call: the caller's deadline and whether the
+//! caller still waits.
+//!
+//! A method reads it with [`CallContext::current`] from anywhere inside its body (it is
+//! scoped to the method's future, like a task-local), so trait methods need no extra
+//! parameter:
+//!
+//! ```ignore
+//! async fn scan(&self, range: Range) -> Result<u64, lanner::Error> {
+//!     let call = lanner::CallContext::current().expect("called remotely");
+//!     for chunk in range.chunks() {
+//!         if call.is_cancelled() {
+//!             return Err(lanner::Error::new(lanner::ErrorKind::Cancelled, "the caller gave up"));
+//!         }
+//!         process(chunk).await;
+//!     }
+//!     Ok(range.len())
+//! }
+//! ```
+//!
+//! Cancellation is cooperative, as in gRPC: when the caller drops its call or its deadline
+//! passes, the method keeps running until it returns (its answer is then discarded by the
+//! caller). A method that may run long should watch [`CallContext::cancelled`] or check
+//! [`CallContext::is_cancelled`].
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+thread_local! {
+    /// The context of the call being polled on this thread, set only during its polls.
+    static CURRENT: RefCell<Option<CallContext>> = const { RefCell::new(None) };
+}
+
+/// The context of one call being served. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct CallContext {
+    deadline: Option<Instant>,
+    cancel: CancellationToken,
+}
+
+impl CallContext {
+    pub(crate) fn new(deadline: Option<Instant>) -> CallContext {
+        CallContext {
+            deadline,
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    /// The context of the call whose method is running, or `None` outside a served call.
+    pub fn current() -> Option<CallContext> {
+        CURRENT.with(|current| current.borrow().clone())
+    }
+
+    /// When the caller stops waiting, on this host's clock (the request carries the time
+    /// left, not a date, so the peers' clocks need not agree). `None` if the caller set no
+    /// deadline.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// How long the caller still waits (zero once the deadline has passed); `None` if it set
+    /// no deadline.
+    pub fn remaining(&self) -> Option<Duration> {
+        self.deadline
+            .map(|deadline| deadline.saturating_duration_since(Instant::now()))
+    }
+
+    /// Whether the caller no longer waits: it cancelled the call (dropped it) or the
+    /// deadline has passed.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled() || self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+
+    /// Completes when the caller no longer waits (see [`CallContext::is_cancelled`]).
+    pub async fn cancelled(&self) {
+        match self.deadline {
+            None => self.cancel.cancelled().await,
+            Some(deadline) => {
+                tokio::select! {
+                    () = self.cancel.cancelled() => {}
+                    () = tokio::time::sleep_until(deadline.into()) => {}
+                }
+            }
+        }
+    }
+
+    /// Marks the call cancelled by the caller.
+    pub(crate) fn cancel(&self) {
+        self.cancel.cancel();
+    }
+
+    /// Runs `future` with this context as the current one.
+    pub(crate) fn scope<F: Future + Unpin>(self, future: F) -> InCall<F> {
+        InCall {
+            context: Some(self),
+            inner: future,
+        }
+    }
+}
+
+/// A method's future with its call's context current during each poll (like a tokio
+/// task-local, but `Unpin` and without an allocation: the context moves into the
+/// thread-local slot for the poll and back out after it, even if the poll panics).
+pub(crate) struct InCall<F> {
+    context: Option<CallContext>,
+    inner: F,
+}
+
+impl<F: Future + Unpin> Future for InCall<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.get_mut();
+        let outer = CURRENT.with(|current| current.replace(this.context.take()));
+        let _restore = Restore {
+            outer,
+            slot: &mut this.context,
+        };
+        Pin::new(&mut this.inner).poll(cx)
+    }
+}
+
+/// Puts the call's context back in its future and the outer one (a call polled inside
+/// another's poll) back in the thread-local slot.
+struct Restore<'a> {
+    outer: Option<CallContext>,
+    slot: &'a mut Option<CallContext>,
+}
+
+impl Drop for Restore<'_> {
+    fn drop(&mut self) {
+        *self.slot = CURRENT.with(|current| current.replace(self.outer.take()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outside_a_call_there_is_no_context() {
+        assert!(CallContext::current().is_none());
+    }
+
+    #[tokio::test]
+    async fn inside_its_scope_the_context_is_current() {
+        let context = CallContext::new(Some(Instant::now() + Duration::from_secs(60)));
+        let handle = context.clone();
+        let seen = context
+            .scope(Box::pin(async {
+                CallContext::current().expect("in scope")
+            }))
+            .await;
+        assert!(
+            CallContext::current().is_none(),
+            "not current after the poll"
+        );
+        assert_eq!(seen.deadline(), handle.deadline());
+        assert!(seen.remaining().unwrap() > Duration::from_secs(50));
+        assert!(!seen.is_cancelled());
+        handle.cancel();
+        assert!(seen.is_cancelled(), "clones share the cancellation");
+        seen.cancelled().await;
+    }
+
+    #[test]
+    fn a_nested_call_sees_its_own_context_and_restores_the_outer_one() {
+        let outer = CallContext::new(None);
+        let inner = CallContext::new(Some(Instant::now() + Duration::from_secs(1)));
+        let nested = async move {
+            let before = CallContext::current().unwrap().deadline();
+            let seen = inner
+                .scope(Box::pin(async {
+                    CallContext::current().unwrap().deadline()
+                }))
+                .await;
+            let after = CallContext::current().unwrap().deadline();
+            (before, seen, after)
+        };
+        let (before, seen, after) =
+            futures_util::FutureExt::now_or_never(outer.scope(Box::pin(nested))).unwrap();
+        assert_eq!((before, after), (None, None));
+        assert!(seen.is_some());
+    }
+
+    #[test]
+    fn a_panicking_poll_still_restores_the_slot() {
+        let context = CallContext::new(None);
+        let mut future = context.scope(Box::pin(async { panic!("boom") }));
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            futures_util::FutureExt::now_or_never(&mut future)
+        }));
+        assert!(result.is_err());
+        assert!(CallContext::current().is_none());
+        assert!(
+            future.context.is_some(),
+            "the context went back into its future"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_passed_deadline_counts_as_cancelled() {
+        let context = CallContext::new(Some(Instant::now() + Duration::from_millis(5)));
+        assert!(!context.is_cancelled());
+        context.cancelled().await;
+        assert!(context.remaining().is_some());
+        let none = CallContext::new(None);
+        assert_eq!(none.remaining(), None);
+        assert!(!none.is_cancelled());
+    }
+}

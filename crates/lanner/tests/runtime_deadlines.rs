@@ -1,0 +1,222 @@
+//! Deadlines and cancellation: a call fails at its deadline even if the server never
+//! answers, the server sees the time left and learns when the caller gives up, and every
+//! error says whether the request may have run.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use lanner::{CallContext, Client, ConnectionOptions, ErrorKind, Object, Proxy, Server};
+use tokio::sync::Notify;
+
+/// A service whose methods wait for the caller to give up.
+#[lanner::interface]
+trait Patient {
+    /// Waits until the call is cancelled (or `max_ms` passes); true if it was cancelled.
+    async fn wait(&self, max_ms: u64) -> Result<bool, lanner::Error>;
+    /// The time left as the method saw it, in microseconds (None: no deadline).
+    async fn remaining_us(&self) -> Result<Option<u64>, lanner::Error>;
+    /// Answers at once.
+    async fn ping(&self) -> Result<u32, lanner::Error>;
+}
+
+#[derive(Default)]
+struct PatientService {
+    /// Calls of `wait` that saw their cancellation.
+    cancelled: AtomicU32,
+    changed: Notify,
+}
+
+impl PatientService {
+    async fn wait_for_cancellations(&self, count: u32) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.cancelled.load(Ordering::SeqCst) < count {
+            assert!(Instant::now() < deadline, "the server saw no cancellation");
+            let _ = tokio::time::timeout(Duration::from_millis(10), self.changed.notified()).await;
+        }
+    }
+}
+
+impl Patient for PatientService {
+    async fn wait(&self, max_ms: u64) -> Result<bool, lanner::Error> {
+        let call = CallContext::current().expect("a served call has a context");
+        let cancelled = tokio::select! {
+            () = call.cancelled() => true,
+            () = tokio::time::sleep(Duration::from_millis(max_ms)) => false,
+        };
+        if cancelled {
+            assert!(call.is_cancelled());
+            self.cancelled.fetch_add(1, Ordering::SeqCst);
+            self.changed.notify_waiters();
+            // The method sees its deadline at about the moment the caller does: answer well
+            // after it, so that the caller's failure at the deadline is what the tests see.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(cancelled)
+    }
+
+    async fn remaining_us(&self) -> Result<Option<u64>, lanner::Error> {
+        let call = CallContext::current().expect("a served call has a context");
+        Ok(call.remaining().map(|left| left.as_micros() as u64))
+    }
+
+    async fn ping(&self) -> Result<u32, lanner::Error> {
+        Ok(7)
+    }
+}
+
+async fn serve(
+    endpoint: &str,
+    client_options: ConnectionOptions,
+) -> (Server, lanner::Listening, Arc<PatientService>, PatientProxy) {
+    let service = Arc::new(PatientService::default());
+    let server = Server::new();
+    server.publish("patient", Object::new(PatientStub::new(service.clone())));
+    let listening = server.listen(endpoint).await.expect("listen");
+    let url = listening.endpoint().object_url("patient");
+    let proxy = Client::with_options(client_options)
+        .connect::<PatientProxy>(&url)
+        .await
+        .expect("connect");
+    (server, listening, service, proxy)
+}
+
+async fn deadline_fails_the_call_and_cancels_it_on_the_server(
+    endpoint: &str,
+    options: ConnectionOptions,
+) {
+    let (_server, _listening, service, patient) = serve(endpoint, options).await;
+    let started = Instant::now();
+    let error = patient
+        .with_timeout(Duration::from_millis(100))
+        .wait(60_000)
+        .await
+        .expect_err("the server never answers in time");
+    let waited = started.elapsed();
+    assert_eq!(error.kind(), ErrorKind::DeadlineExceeded, "{error}");
+    assert!(error.may_have_executed(), "the request was sent: {error}");
+    assert!(
+        waited >= Duration::from_millis(100),
+        "failed early, after {waited:?}"
+    );
+    // The server hears that the caller gave up.
+    service.wait_for_cancellations(1).await;
+    // The connection is intact.
+    assert_eq!(patient.ping().await, Ok(7));
+}
+
+#[tokio::test]
+async fn a_call_fails_at_its_deadline_and_the_server_stops_waiting() {
+    deadline_fails_the_call_and_cancels_it_on_the_server(
+        "mem://deadline-adaptive",
+        ConnectionOptions::default(),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_ends_even_a_busy_polling_wait() {
+    deadline_fails_the_call_and_cancels_it_on_the_server(
+        "mem://deadline-busy",
+        ConnectionOptions::default().busy_poll(),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_deadline_over_a_unix_socket() {
+    let path = std::env::temp_dir().join(format!("lanner-deadline-{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    deadline_fails_the_call_and_cancels_it_on_the_server(
+        &format!("unix://{}", path.display()),
+        ConnectionOptions::default(),
+    )
+    .await;
+    let _ = std::fs::remove_file(&path);
+}
+
+#[tokio::test]
+async fn the_server_sees_the_time_left() {
+    let (_server, _listening, _service, patient) =
+        serve("mem://deadline-remaining", ConnectionOptions::default()).await;
+    assert_eq!(patient.remaining_us().await, Ok(None));
+    let left = patient
+        .with_timeout(Duration::from_secs(10))
+        .remaining_us()
+        .await
+        .unwrap()
+        .expect("a deadline was set");
+    assert!(left <= 10_000_000, "{left} µs left of 10 s");
+    assert!(left > 5_000_000, "only {left} µs left of 10 s");
+    // A proxy for another interface of the same object keeps the timeout; a plain one has
+    // none.
+    let timed: PatientProxy = patient
+        .with_timeout(Duration::from_secs(3))
+        .query()
+        .unwrap();
+    assert!(timed.remaining_us().await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn the_client_default_timeout_applies_to_every_proxy() {
+    let options = ConnectionOptions::default().with_call_timeout(Duration::from_millis(50));
+    let (_server, _listening, service, patient) = serve("mem://deadline-default", options).await;
+    let left = patient
+        .remaining_us()
+        .await
+        .unwrap()
+        .expect("default deadline");
+    assert!(left <= 50_000);
+    let error = patient.wait(60_000).await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::DeadlineExceeded);
+    service.wait_for_cancellations(1).await;
+    // A proxy's own timeout overrides the default.
+    assert_eq!(
+        patient
+            .with_timeout(Duration::from_secs(10))
+            .wait(200)
+            .await,
+        Ok(false)
+    );
+}
+
+#[tokio::test]
+async fn dropping_a_call_cancels_it_on_the_server() {
+    let (_server, _listening, service, patient) =
+        serve("mem://deadline-drop", ConnectionOptions::default()).await;
+    for round in 1..=3 {
+        let call = patient.wait(60_000);
+        // Give the request time to reach the server, then give up on it.
+        assert!(
+            tokio::time::timeout(Duration::from_millis(20), call)
+                .await
+                .is_err()
+        );
+        service.wait_for_cancellations(round).await;
+    }
+    assert_eq!(patient.ping().await, Ok(7));
+}
+
+#[tokio::test]
+async fn errors_say_whether_the_request_may_have_run() {
+    let (_server, listening, _service, patient) =
+        serve("mem://deadline-executed", ConnectionOptions::default()).await;
+    // Refused by the server before anything ran.
+    let unknown = Client::new()
+        .connect::<PatientProxy>(&listening.endpoint().object_url("nobody"))
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.kind(), ErrorKind::NotFound);
+    assert!(!unknown.may_have_executed(), "{unknown}");
+    // Sent, then given up on: it may have run.
+    let late = patient
+        .with_timeout(Duration::from_millis(10))
+        .wait(60_000)
+        .await
+        .unwrap_err();
+    assert!(late.may_have_executed(), "{late}");
+    // Both facts survive the trip inside an application error.
+    let decoded: lanner::Error =
+        serde_json::from_str(&serde_json::to_string(&late).unwrap()).unwrap();
+    assert_eq!(decoded, late);
+}
