@@ -131,6 +131,13 @@ fn expand_proxy(interface: &Interface) -> TokenStream {
         let future = quote_spanned! {output.span()=>
             impl ::lanner::__private::Future<Output = #output> + ::core::marker::Send
         };
+        let send = if method.one_way {
+            quote! { ::lanner::__private::invoke_one_way::<#err>(&self.core, #request_var) }
+        } else {
+            quote! {
+                ::lanner::__private::invoke::<#codec, #err>(&self.core, #method_var, #request_var)
+            }
+        };
         quote! {
             fn #name(&self, #(#params),*) -> #future {
                 #error_check
@@ -138,7 +145,7 @@ fn expand_proxy(interface: &Interface) -> TokenStream {
                 let #method_var = &<Self as ::lanner::__private::Proxy>::METHODS[#ordinal];
                 let #segments_var: [::lanner::__private::Bytes; #bulk_count] = [#(#bulk),*];
                 let #request_var = #request;
-                ::lanner::__private::invoke::<#codec, #err>(&self.core, #method_var, #request_var)
+                #send
             }
         }
     });

@@ -16,6 +16,11 @@
 //! `#[lanner::interface(name = "app.Calculator")]` replaces the module path in the id's
 //! derivation; `#[lanner::interface(id = "0123…cdef")]` (32 hex digits, dashes allowed)
 //! fixes the id outright.
+//!
+//! A method marked `#[oneway]` (returning `Result<(), E>`) is sent without waiting for an
+//! answer: the proxy's call completes once the request is written, and the server runs
+//! the method and only returns the call's flow-control credit. Its failures are logged on
+//! the server.
 
 use proc_macro::TokenStream;
 

@@ -24,8 +24,11 @@ pub(crate) struct Method {
     pub(crate) output: Type,
     pub(crate) ok: Type,
     pub(crate) err: Type,
-    /// Canonical signature text: `name(T1,T2)->R`, whitespace removed.
+    /// Canonical signature text: `name(T1,T2)->R`, whitespace removed, prefixed with
+    /// `oneway ` for a one-way method (so that both sides must agree on it).
     pub(crate) signature: String,
+    /// Declared `#[oneway]`: the caller gets no answer.
+    pub(crate) one_way: bool,
 }
 
 /// One parameter.
@@ -220,23 +223,55 @@ impl Method {
             return Err(syn::Error::new_spanned(sig, RETURN_TYPE));
         };
         let (ok, err) = split_result(output)?;
+        let (one_way, attrs) = take_one_way(&method.attrs)?;
+        if one_way && canonical(&ok) != "()" {
+            return Err(syn::Error::new_spanned(
+                &ok,
+                "a `#[oneway]` method returns `Result<(), E>`: its caller gets no answer",
+            ));
+        }
         let types: Vec<String> = params.iter().map(|p| canonical(&p.ty)).collect();
         let signature = format!(
-            "{}({})->{}",
+            "{}{}({})->{}",
+            if one_way { "oneway " } else { "" },
             sig.ident,
             types.join(","),
             canonical(&**output)
         );
         Ok(Method {
             ident: sig.ident.clone(),
-            attrs: method.attrs.clone(),
+            attrs,
             params,
             output: (**output).clone(),
             ok,
             err,
             signature,
+            one_way,
         })
     }
+}
+
+/// Finds and removes a `#[oneway]` marker among a method's attributes.
+fn take_one_way(attrs: &[syn::Attribute]) -> syn::Result<(bool, Vec<syn::Attribute>)> {
+    let mut one_way = false;
+    let mut rest = Vec::with_capacity(attrs.len());
+    for attr in attrs {
+        if !attr.path().is_ident("oneway") {
+            rest.push(attr.clone());
+            continue;
+        }
+        if !matches!(attr.meta, syn::Meta::Path(_)) {
+            return Err(syn::Error::new_spanned(
+                attr,
+                "`#[oneway]` takes no arguments",
+            ));
+        }
+        if one_way {
+            return Err(syn::Error::new_spanned(attr, "duplicate `#[oneway]`"));
+        }
+        one_way = true;
+    }
+    Ok((one_way, rest))
 }
 
 /// `subject` (the interface or its methods) may have neither generic parameters nor a

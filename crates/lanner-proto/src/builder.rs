@@ -9,7 +9,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use smallvec::SmallVec;
 
 use crate::error::SendError;
-use crate::frame::{FrameKind, REQUEST_FIXED_LEN, RESPONSE_FIXED_LEN};
+use crate::frame::{FLAG_ONE_WAY, FrameKind, REQUEST_FIXED_LEN, RESPONSE_FIXED_LEN};
 use crate::limits::MAX_BULK_SEGMENTS;
 use crate::out_frame::OutFrame;
 use crate::status::Status;
@@ -28,6 +28,7 @@ pub struct MessageBuilder {
     kind: FrameKind,
     buf: BytesMut,
     bulk: Segments,
+    one_way: bool,
 }
 
 impl MessageBuilder {
@@ -48,6 +49,7 @@ impl MessageBuilder {
             kind: FrameKind::Request,
             buf,
             bulk: Segments::new(),
+            one_way: false,
         }
     }
 
@@ -65,6 +67,7 @@ impl MessageBuilder {
             kind: FrameKind::Response,
             buf,
             bulk: Segments::new(),
+            one_way: false,
         }
     }
 
@@ -114,6 +117,17 @@ impl MessageBuilder {
             FrameKind::Request => REQUEST_FIXED_LEN,
             _ => RESPONSE_FIXED_LEN,
         }
+    }
+
+    /// Makes a request one-way: the callee will send no answer (see
+    /// [`crate::frame::FLAG_ONE_WAY`]). Does nothing to a response.
+    pub fn set_one_way(&mut self) {
+        self.one_way = self.kind == FrameKind::Request;
+    }
+
+    /// Whether this is a one-way request.
+    pub fn is_one_way(&self) -> bool {
+        self.one_way
     }
 
     /// Sets how long the caller will wait for the answer (a request's `timeout_us`;
@@ -168,6 +182,7 @@ impl MessageBuilder {
         }
         self.buf[0..4].copy_from_slice(&(total as u32).to_le_bytes());
         self.buf[4] = self.kind as u8;
+        self.buf[5] = if self.one_way { FLAG_ONE_WAY } else { 0 };
         self.buf[6..8].copy_from_slice(&(segments as u16).to_le_bytes());
         OutFrame::new(self.buf, self.bulk)
     }

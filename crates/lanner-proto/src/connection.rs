@@ -282,10 +282,14 @@ impl Connection {
         }
         let call_id = self.next_call_id;
         request.set_call_id(call_id);
+        let one_way = request.is_one_way();
         let frame = request.finish();
         self.next_call_id = self.next_call_id.wrapping_add(1).max(1);
         self.send_credits -= 1;
-        self.in_flight += 1;
+        // A one-way call expects no answer; its credit comes back in a CREDIT frame.
+        if !one_way {
+            self.in_flight += 1;
+        }
         Ok((call_id, frame))
     }
 
@@ -314,6 +318,19 @@ impl Connection {
         response.set_call_id(call_id);
         response.set_credits(1);
         Ok(response.finish())
+    }
+
+    /// Finishes one of the peer's one-way calls: returns the CREDIT frame that gives its
+    /// credit back (a one-way call has no answer to carry it).
+    pub fn finish_one_way(&mut self) -> Result<Bytes, SendError> {
+        if self.state != State::Open {
+            return Err(SendError::NotOpen);
+        }
+        if self.peer_in_flight == 0 {
+            return Err(SendError::NoRequestPending);
+        }
+        self.peer_in_flight -= 1;
+        Ok(frame::encode_credit(1))
     }
 
     /// The CANCEL frame saying we no longer wait for our call `call_id`, or None if the

@@ -5,7 +5,8 @@
 //! ```text
 //! 0..4  len   u32  total frame length in bytes, header included
 //! 4     kind  u8   HELLO=1 WELCOME=2 REQUEST=3 RESPONSE=4 CREDIT=5 CLOSE=6 CANCEL=7
-//! 5     flags u8   reserved, ignored by this version
+//! 5     flags u8   REQUEST: bit 0 ONE_WAY (no RESPONSE; the callee returns the credit with
+//!                  a CREDIT frame). Other bits, and flags of other kinds, are ignored.
 //! 6..8  segs  u16  number of bulk segments (REQUEST and RESPONSE only, else 0)
 //! ```
 //!
@@ -55,6 +56,8 @@ pub const RESPONSE_FIXED_LEN: usize = HEADER_LEN + 20;
 pub const CREDIT_LEN: usize = HEADER_LEN + 4;
 /// Size of a CLOSE frame before its reason.
 pub const CLOSE_FIXED_LEN: usize = HEADER_LEN + 4;
+/// The REQUEST flag of a one-way call: the callee sends no RESPONSE, only the credit back.
+pub const FLAG_ONE_WAY: u8 = 1;
 /// Total size of a CANCEL frame.
 pub const CANCEL_LEN: usize = HEADER_LEN + 8;
 
@@ -148,6 +151,8 @@ pub struct Request {
     /// How long the caller still waits for the answer, in microseconds, when it sent the
     /// request; 0 if it has no deadline.
     pub timeout_us: u32,
+    /// No answer is expected (see [`FLAG_ONE_WAY`]).
+    pub one_way: bool,
     /// The encoded arguments.
     pub payload: Payload,
 }
@@ -228,7 +233,10 @@ impl Frame {
         match header.kind {
             FrameKind::Hello => decode_hello(&frame).map(Frame::Hello),
             FrameKind::Welcome => decode_welcome(&frame).map(Frame::Welcome),
-            FrameKind::Request => decode_request(frame, header.segments).map(Frame::Request),
+            FrameKind::Request => {
+                let one_way = header.flags & FLAG_ONE_WAY != 0;
+                decode_request(frame, header.segments, one_way).map(Frame::Request)
+            }
             FrameKind::Response => decode_response(frame, header.segments).map(Frame::Response),
             FrameKind::Credit => {
                 need(&frame, FrameKind::Credit, CREDIT_LEN)?;
@@ -250,6 +258,8 @@ pub struct Header {
     pub len: u32,
     /// Kind.
     pub kind: FrameKind,
+    /// Flag bits (see the module docs).
+    pub flags: u8,
     /// Bulk segment count.
     pub segments: u16,
 }
@@ -275,6 +285,7 @@ pub fn read_header(bytes: &[u8]) -> Result<Header, FrameError> {
     Ok(Header {
         len,
         kind,
+        flags: bytes[5],
         segments,
     })
 }
@@ -323,7 +334,7 @@ fn decode_welcome(frame: &[u8]) -> Result<Welcome, FrameError> {
     })
 }
 
-fn decode_request(frame: Bytes, segments: u16) -> Result<Request, FrameError> {
+fn decode_request(frame: Bytes, segments: u16, one_way: bool) -> Result<Request, FrameError> {
     need(&frame, FrameKind::Request, REQUEST_FIXED_LEN)?;
     let call_id = le_u64(&frame, 8);
     let object = le_u64(&frame, 16);
@@ -340,6 +351,7 @@ fn decode_request(frame: Bytes, segments: u16) -> Result<Request, FrameError> {
         method,
         fingerprint,
         timeout_us,
+        one_way,
         payload,
     })
 }

@@ -110,8 +110,8 @@ pub mod __private {
     pub use crate::error::Error;
     pub use crate::id::{InterfaceId, MethodInfo, method_fingerprint};
     pub use crate::marshal::{
-        Bulk, Inline, ValueCodec, arguments, assert_argument, assert_remote_error, invoke, reply,
-        request,
+        Bulk, Inline, ValueCodec, arguments, assert_argument, assert_remote_error, invoke,
+        invoke_one_way, reply, request,
     };
     pub use crate::object::{DispatchFuture, Stub};
     pub use crate::proxy::{Proxy, ProxyCore};

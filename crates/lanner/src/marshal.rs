@@ -135,12 +135,38 @@ where
     E: DeserializeOwned + From<Error>,
 {
     let mut request = request?;
-    let deadline = core.timeout().map(|timeout| {
-        request.set_timeout(timeout);
-        std::time::Instant::now() + timeout
-    });
+    let deadline = set_deadline(&mut request, core.timeout());
     let response = core.object().connection().call(request, deadline).await?;
     decode_response::<C, E>(method, &response)
+}
+
+/// Puts `timeout` (if any) in the request and returns the call's deadline.
+pub(crate) fn set_deadline(
+    request: &mut MessageBuilder,
+    timeout: Option<std::time::Duration>,
+) -> Option<std::time::Instant> {
+    let timeout = timeout?;
+    request.set_timeout(timeout);
+    Some(std::time::Instant::now() + timeout)
+}
+
+/// Sends a one-way request: `Ok` once it is written (the method's outcome never comes
+/// back); an error if it could not be sent.
+pub async fn invoke_one_way<E>(
+    core: &ProxyCore,
+    request: Result<MessageBuilder, Error>,
+) -> Result<(), E>
+where
+    E: From<Error>,
+{
+    let mut request = request?;
+    request.set_one_way();
+    let deadline = set_deadline(&mut request, core.timeout());
+    core.object()
+        .connection()
+        .send_one_way(request, deadline)
+        .await
+        .map_err(E::from)
 }
 
 fn decode_response<C, E>(method: &MethodInfo, response: &Response) -> Result<C::Value, E>

@@ -90,10 +90,7 @@ pub(crate) async fn resolve(connection: &Arc<Connection>, name: &str) -> Result<
     );
     postcard::to_io(&(name,), request.inline())
         .map_err(|e| Error::new(ErrorKind::InvalidArgument, format!("object name: {e}")))?;
-    let deadline = connection.call_timeout().map(|timeout| {
-        request.set_timeout(timeout);
-        std::time::Instant::now() + timeout
-    });
+    let deadline = marshal::set_deadline(&mut request, connection.call_timeout());
     let response = connection.call(request, deadline).await?;
     let wire: WireRef = match response.status {
         Status::Ok => marshal::decode_inline(response.payload.inline_slice())?,

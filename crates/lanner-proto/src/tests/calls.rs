@@ -520,3 +520,39 @@ fn a_cancel_before_the_connection_opens_is_not_sent() {
     let pair = Pair::new(Limits::default(), Limits::default());
     assert_eq!(pair.client.conn.cancel(1), None);
 }
+
+#[test]
+fn a_one_way_call_returns_its_credit_in_a_credit_frame() {
+    let mut pair = Pair::connected();
+    let credits = pair.client.conn.send_credits();
+    let mut message = request(1, 0, 2, 9, b"x", &[]);
+    message.set_one_way();
+    pair.client_call(message).unwrap();
+    pair.client_call(request(1, 0, 3, 9, b"y", &[])).unwrap();
+    // The one-way call is not waiting for an answer, but it holds a credit.
+    assert_eq!(pair.client.conn.in_flight(), 1);
+    assert_eq!(pair.client.conn.send_credits(), credits - 2);
+    let events = all_ok(pair.server.receive_all());
+    let flags: Vec<bool> = events
+        .iter()
+        .map(|event| match event {
+            Event::Request(request) => request.one_way,
+            other => panic!("expected a request, got {other:?}"),
+        })
+        .collect();
+    assert_eq!(flags, vec![true, false]);
+    assert_eq!(pair.server.conn.peer_in_flight(), 2);
+    let credit = pair.server.conn.finish_one_way().unwrap();
+    assert_eq!(pair.server.conn.peer_in_flight(), 1);
+    pair.client.inject(&credit);
+    assert_eq!(all_ok(pair.client.receive_all()), vec![Event::Credit(1)]);
+    assert_eq!(pair.client.conn.send_credits(), credits - 1);
+    assert_eq!(pair.client.conn.in_flight(), 1);
+    // Finishing more one-way calls than arrived is refused, not an underflow.
+    pair.server_respond(2, response(Status::Ok, b"", &[]))
+        .unwrap();
+    assert_eq!(
+        pair.server.conn.finish_one_way(),
+        Err(SendError::NoRequestPending)
+    );
+}

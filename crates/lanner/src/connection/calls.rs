@@ -51,18 +51,7 @@ impl Connection {
         request: MessageBuilder,
         deadline: Option<Instant>,
     ) -> Result<Response, Error> {
-        let begin = self.begin_call(request);
-        let (call_id, frame, alone) = match deadline {
-            None => begin.await?,
-            Some(deadline) => tokio::time::timeout_at(deadline.into(), begin)
-                .await
-                .map_err(|_| {
-                    Error::new(
-                        ErrorKind::DeadlineExceeded,
-                        "the deadline passed while the call waited for a credit (the request was not sent)",
-                    )
-                })??,
-        };
+        let (call_id, frame, alone) = self.begin_call_by(request, deadline).await?;
         let mut abandon_on_drop = PendingGuard {
             connection: self,
             call_id,
@@ -99,6 +88,40 @@ impl Connection {
         };
         abandon_on_drop.armed = false;
         reply.map_err(Error::after_sending)
+    }
+
+    /// Sends a one-way request: waits for a credit (until `deadline`), writes the request
+    /// and returns. No answer comes; the peer returns the credit when the call is done.
+    pub(crate) async fn send_one_way(
+        self: &Arc<Self>,
+        request: MessageBuilder,
+        deadline: Option<Instant>,
+    ) -> Result<(), Error> {
+        debug_assert!(request.is_one_way());
+        let (_, frame, _) = self.begin_call_by(request, deadline).await?;
+        self.send_frame(frame)
+            .map(drop)
+            .map_err(Error::after_sending)
+    }
+
+    /// [`Connection::begin_call`], giving up at `deadline` (the request is then not sent).
+    async fn begin_call_by(
+        &self,
+        request: MessageBuilder,
+        deadline: Option<Instant>,
+    ) -> Result<Begun, Error> {
+        let begin = self.begin_call(request);
+        match deadline {
+            None => begin.await,
+            Some(deadline) => tokio::time::timeout_at(deadline.into(), begin)
+                .await
+                .map_err(|_| {
+                    Error::new(
+                        ErrorKind::DeadlineExceeded,
+                        "the deadline passed while the call waited for a credit (the request was not sent)",
+                    )
+                })?,
+        }
     }
 
     /// Gives up on the call `call_id`: forgets it (its answer will be dropped) and tells
@@ -152,9 +175,12 @@ impl Connection {
         if let Some(error) = &state.closed {
             return Err(error.clone());
         }
+        let one_way = request.is_one_way();
         match state.proto.send_request(request) {
             Ok((call_id, frame)) => {
-                state.pending.insert(call_id, PendingCall::default());
+                if !one_way {
+                    state.pending.insert(call_id, PendingCall::default());
+                }
                 let alone = state.proto.in_flight() == 1;
                 Ok(Ok((call_id, frame, alone)))
             }

@@ -24,12 +24,13 @@ impl Connection {
     /// Serves one request; `cx` is the receiving task's context, used for the first poll.
     pub(super) fn dispatch(self: &Arc<Self>, request: Request, cx: &mut Context<'_>) {
         let call_id = request.call_id;
+        let one_way = request.one_way;
         let stub = self.exports().stub(request.object, request.slot);
         let stub = match stub {
             Ok(stub) => stub,
             Err(message) => {
                 let reply = MessageBuilder::error_response(Status::NotFound, &message);
-                return self.respond(call_id, reply);
+                return self.answer(call_id, one_way, reply);
             }
         };
         let deadline = (request.timeout_us != 0)
@@ -42,7 +43,7 @@ impl Connection {
         let future = context.clone().scope(stub.dispatch(call));
         let mut future = AssertUnwindSafe(future).catch_unwind();
         match future.poll_unpin(cx) {
-            Poll::Ready(outcome) => self.respond(call_id, reply_of(self, outcome)),
+            Poll::Ready(outcome) => self.answer(call_id, one_way, reply_of(self, outcome)),
             Poll::Pending => {
                 // Only a call that outlives its first poll can be cancelled: a CANCEL is
                 // processed by the same receiver, after this returns.
@@ -51,9 +52,19 @@ impl Connection {
                 tokio::spawn(async move {
                     let reply = reply_of(&connection, future.await);
                     connection.serving().remove(&call_id);
-                    connection.respond(call_id, reply);
+                    connection.answer(call_id, one_way, reply);
                 });
             }
+        }
+    }
+
+    /// Ends the peer's call `call_id`: sends its reply, or for a one-way call (whose
+    /// caller wants none) returns its credit and logs a failure.
+    fn answer(self: &Arc<Self>, call_id: u64, one_way: bool, reply: MessageBuilder) {
+        if one_way {
+            self.finish_one_way(call_id, &reply);
+        } else {
+            self.respond(call_id, reply);
         }
     }
 

@@ -14,7 +14,7 @@ use std::task::{Context, Waker};
 use std::time::Duration;
 
 use futures_util::task::AtomicWaker;
-use lanner_proto::{Event, MessageBuilder, OutFrame};
+use lanner_proto::{Event, MessageBuilder, OutFrame, Status};
 use tokio::sync::Notify;
 
 use crate::context::CallContext;
@@ -240,6 +240,28 @@ impl Connection {
     pub(crate) fn respond(self: &Arc<Self>, call_id: u64, reply: MessageBuilder) {
         if let Some(frame) = self.stamp_response(call_id, reply) {
             let _ = self.send_frame(frame);
+        }
+        self.signal.kick();
+    }
+
+    /// Ends the peer's one-way call `call_id`: gives its credit back (a failure has nobody
+    /// to go to but the log).
+    pub(crate) fn finish_one_way(self: &Arc<Self>, call_id: u64, reply: &MessageBuilder) {
+        if let Some(status) = reply.status().filter(|status| *status != Status::Ok) {
+            tracing::warn!(peer = %self.peer, call_id, ?status, "one-way call failed");
+        }
+        let credit = {
+            let mut state = self.state();
+            if state.closed.is_some() {
+                return;
+            }
+            state.proto.finish_one_way()
+        };
+        match credit {
+            Ok(frame) => {
+                let _ = self.send_frame(OutFrame::contiguous(frame));
+            }
+            Err(error) => tracing::warn!(peer = %self.peer, %error, "credit not returned"),
         }
         self.signal.kick();
     }
