@@ -76,6 +76,13 @@ pub enum Event {
     /// The peer no longer waits for its call with this id (it still expects the answer,
     /// which returns the credit; the call may be unknown if it was answered already).
     Cancel(u64),
+    /// The peer asks whether we are alive: send the returned PONG frame.
+    Ping {
+        /// The PONG frame to send.
+        pong: Bytes,
+    },
+    /// The peer answered our PING with this nonce.
+    Pong(u64),
     /// The peer closed the connection; it is now closed.
     Closed(frame::Close),
 }
@@ -207,6 +214,10 @@ impl Connection {
                 Ok(Event::Response(response))
             }
             (State::Open, Frame::Cancel(call_id)) => Ok(Event::Cancel(call_id)),
+            (State::Open, Frame::Ping(nonce)) => Ok(Event::Ping {
+                pong: frame::encode_pong(nonce),
+            }),
+            (State::Open, Frame::Pong(nonce)) => Ok(Event::Pong(nonce)),
             (State::Open, Frame::Credit(credits)) => {
                 self.send_credits = self.send_credits.saturating_add(credits);
                 Ok(Event::Credit(credits))

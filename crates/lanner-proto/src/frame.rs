@@ -5,6 +5,7 @@
 //! ```text
 //! 0..4  len   u32  total frame length in bytes, header included
 //! 4     kind  u8   HELLO=1 WELCOME=2 REQUEST=3 RESPONSE=4 CREDIT=5 CLOSE=6 CANCEL=7
+//!                  PING=8 PONG=9
 //! 5     flags u8   REQUEST: bit 0 ONE_WAY (no RESPONSE; the callee returns the credit with
 //!                  a CREDIT frame). Other bits, and flags of other kinds, are ignored.
 //! 6..8  segs  u16  number of bulk segments (REQUEST and RESPONSE only, else 0)
@@ -25,6 +26,8 @@
 //! CREDIT    credits u32
 //! CLOSE     status u8 reserved[3] reason (UTF-8, at most 1024 bytes)
 //! CANCEL    call_id u64
+//! PING      nonce u64     (the receiver answers PONG with the same nonce)
+//! PONG      nonce u64
 //! ```
 //!
 //! A REQUEST's `timeout_us` is the time the caller still waits for the answer, in
@@ -60,6 +63,8 @@ pub const CLOSE_FIXED_LEN: usize = HEADER_LEN + 4;
 pub const FLAG_ONE_WAY: u8 = 1;
 /// Total size of a CANCEL frame.
 pub const CANCEL_LEN: usize = HEADER_LEN + 8;
+/// Total size of a PING or PONG frame.
+pub const PING_LEN: usize = HEADER_LEN + 8;
 
 /// The kind byte of a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -79,6 +84,10 @@ pub enum FrameKind {
     Close = 6,
     /// The caller no longer waits for one of its calls.
     Cancel = 7,
+    /// Are you there? (keepalive)
+    Ping = 8,
+    /// The answer to a PING.
+    Pong = 9,
 }
 
 impl FrameKind {
@@ -92,6 +101,8 @@ impl FrameKind {
             5 => FrameKind::Credit,
             6 => FrameKind::Close,
             7 => FrameKind::Cancel,
+            8 => FrameKind::Ping,
+            9 => FrameKind::Pong,
             other => return Err(FrameError::UnknownKind(other)),
         })
     }
@@ -105,6 +116,8 @@ impl FrameKind {
             FrameKind::Credit => "CREDIT",
             FrameKind::Close => "CLOSE",
             FrameKind::Cancel => "CANCEL",
+            FrameKind::Ping => "PING",
+            FrameKind::Pong => "PONG",
         }
     }
 }
@@ -196,6 +209,10 @@ pub enum Frame {
     Close(Close),
     /// The caller no longer waits for the call with this id.
     Cancel(u64),
+    /// A keepalive probe with its nonce.
+    Ping(u64),
+    /// The answer to the PING with this nonce.
+    Pong(u64),
 }
 
 impl Frame {
@@ -209,6 +226,8 @@ impl Frame {
             Frame::Credit(_) => FrameKind::Credit,
             Frame::Close(_) => FrameKind::Close,
             Frame::Cancel(_) => FrameKind::Cancel,
+            Frame::Ping(_) => FrameKind::Ping,
+            Frame::Pong(_) => FrameKind::Pong,
         }
     }
 
@@ -246,6 +265,14 @@ impl Frame {
             FrameKind::Cancel => {
                 need(&frame, FrameKind::Cancel, CANCEL_LEN)?;
                 Ok(Frame::Cancel(le_u64(&frame, HEADER_LEN)))
+            }
+            FrameKind::Ping => {
+                need(&frame, FrameKind::Ping, PING_LEN)?;
+                Ok(Frame::Ping(le_u64(&frame, HEADER_LEN)))
+            }
+            FrameKind::Pong => {
+                need(&frame, FrameKind::Pong, PING_LEN)?;
+                Ok(Frame::Pong(le_u64(&frame, HEADER_LEN)))
             }
         }
     }
@@ -427,9 +454,24 @@ pub fn encode_credit(credits: u32) -> Bytes {
 
 /// Encodes a CANCEL frame for the call `call_id`.
 pub fn encode_cancel(call_id: u64) -> Bytes {
-    let mut buf = BytesMut::with_capacity(CANCEL_LEN);
-    put_header(&mut buf, CANCEL_LEN, FrameKind::Cancel);
-    buf.put_u64_le(call_id);
+    encode_word(FrameKind::Cancel, call_id)
+}
+
+/// Encodes a PING frame.
+pub fn encode_ping(nonce: u64) -> Bytes {
+    encode_word(FrameKind::Ping, nonce)
+}
+
+/// Encodes a PONG frame answering the PING with `nonce`.
+pub fn encode_pong(nonce: u64) -> Bytes {
+    encode_word(FrameKind::Pong, nonce)
+}
+
+/// A frame whose body is one u64.
+fn encode_word(kind: FrameKind, word: u64) -> Bytes {
+    let mut buf = BytesMut::with_capacity(HEADER_LEN + 8);
+    put_header(&mut buf, HEADER_LEN + 8, kind);
+    buf.put_u64_le(word);
     buf.freeze()
 }
 

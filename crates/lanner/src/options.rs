@@ -27,6 +27,12 @@ pub struct ConnectionOptions {
     /// connection lives. The time left travels with the request, so the server can see it
     /// ([`crate::CallContext::remaining`]).
     pub call_timeout: Option<Duration>,
+    /// After this long with nothing received, send the peer a keepalive probe (default
+    /// 15 s); `None` never probes, so a silent peer is never detected.
+    pub keepalive: Option<Duration>,
+    /// How long after a probe the peer has to show any sign of life before the connection
+    /// is declared dead and its calls fail with `Unavailable` (default 15 s).
+    pub keepalive_timeout: Duration,
 }
 
 impl Default for ConnectionOptions {
@@ -38,6 +44,8 @@ impl Default for ConnectionOptions {
             credits: limits.credits,
             handshake_timeout: Duration::from_secs(5),
             call_timeout: None,
+            keepalive: Some(Duration::from_secs(15)),
+            keepalive_timeout: Duration::from_secs(15),
         }
     }
 }
@@ -81,6 +89,20 @@ impl ConnectionOptions {
     /// Sets the default call timeout (see [`ConnectionOptions::call_timeout`]).
     pub fn with_call_timeout(mut self, timeout: Duration) -> Self {
         self.call_timeout = Some(timeout);
+        self
+    }
+
+    /// Probes a peer silent for `interval`, and declares it dead if it still says nothing
+    /// within `timeout` (see [`ConnectionOptions::keepalive`]).
+    pub fn with_keepalive(mut self, interval: Duration, timeout: Duration) -> Self {
+        self.keepalive = Some(interval);
+        self.keepalive_timeout = timeout;
+        self
+    }
+
+    /// Never probes the peer.
+    pub fn without_keepalive(mut self) -> Self {
+        self.keepalive = None;
         self
     }
 

@@ -556,3 +556,24 @@ fn a_one_way_call_returns_its_credit_in_a_credit_frame() {
         Err(SendError::NoRequestPending)
     );
 }
+
+#[test]
+fn a_ping_is_answered_with_a_pong_carrying_its_nonce() {
+    let mut pair = Pair::connected();
+    pair.server.inject(&frame::encode_ping(0xfeed_f00d));
+    let events = all_ok(pair.server.receive_all());
+    let [Event::Ping { pong }] = &events[..] else {
+        panic!("expected a ping, got {events:?}");
+    };
+    pair.client.inject(pong);
+    assert_eq!(
+        all_ok(pair.client.receive_all()),
+        vec![Event::Pong(0xfeed_f00d)]
+    );
+    // Before the handshake completes, a ping is out of place.
+    let mut fresh = crate::connection::Connection::server(Limits::default());
+    assert!(matches!(
+        fresh.handle_frame(frame::encode_ping(1)),
+        Err(ProtocolError::UnexpectedFrame { .. })
+    ));
+}

@@ -7,7 +7,7 @@ use super::{assert_rejected, raw_frame, raw_frame_with_len, raw_request, raw_res
 use crate::error::FrameError;
 use crate::frame::{
     self, CANCEL_LEN, CLOSE_FIXED_LEN, CREDIT_LEN, Frame, FrameKind, HEADER_LEN, HELLO_LEN,
-    REQUEST_FIXED_LEN, RESPONSE_FIXED_LEN, WELCOME_LEN,
+    PING_LEN, REQUEST_FIXED_LEN, RESPONSE_FIXED_LEN, WELCOME_LEN,
 };
 use crate::harness::Pair;
 use crate::limits::{MAGIC, MAX_BULK_SEGMENTS, MAX_REASON_LEN};
@@ -134,14 +134,14 @@ fn length_field_disagreeing_with_the_frame() {
 
 #[test]
 fn unknown_kind() {
-    for kind in [0u8, 8, 9, 0x80, 255] {
+    for kind in [0u8, 10, 11, 0x80, 255] {
         assert_rejected(raw_frame(kind, 0, &[0; 4]), FrameError::UnknownKind(kind));
     }
-    // Every byte outside 1..=7 is unknown, every byte inside is known.
+    // Every byte outside 1..=9 is unknown, every byte inside is known.
     for byte in 0..=255u8 {
         assert_eq!(
             FrameKind::from_wire(byte).is_ok(),
-            (1..=7).contains(&byte),
+            (1..=9).contains(&byte),
             "kind byte {byte}"
         );
     }
@@ -279,6 +279,8 @@ fn truncated_fixed_fields_of_each_kind() {
         (FrameKind::Credit, "CREDIT", CREDIT_LEN),
         (FrameKind::Close, "CLOSE", CLOSE_FIXED_LEN),
         (FrameKind::Cancel, "CANCEL", CANCEL_LEN),
+        (FrameKind::Ping, "PING", PING_LEN),
+        (FrameKind::Pong, "PONG", PING_LEN),
     ];
     for (kind, name, need) in cases {
         for have in HEADER_LEN..need {
@@ -411,5 +413,13 @@ fn valid_frames_of_each_kind_decode() {
     assert_eq!(
         Frame::decode(crate::frame::encode_cancel(u64::MAX)),
         Ok(Frame::Cancel(u64::MAX))
+    );
+    assert_eq!(
+        Frame::decode(crate::frame::encode_ping(3)),
+        Ok(Frame::Ping(3))
+    );
+    assert_eq!(
+        Frame::decode(crate::frame::encode_pong(4)),
+        Ok(Frame::Pong(4))
     );
 }

@@ -28,6 +28,7 @@ mod calls;
 mod dispatch;
 mod exports;
 mod handshake;
+mod keepalive;
 mod reader;
 mod writer;
 
@@ -57,6 +58,8 @@ pub(crate) struct Connection {
     spin: Duration,
     /// How long a call waits for its answer unless its proxy says otherwise.
     call_timeout: Option<Duration>,
+    /// Frames received so far: the keepalive's sign of life.
+    frames_received: AtomicU64,
 }
 
 struct State {
@@ -138,8 +141,16 @@ impl Connection {
             // Deadlines are computed as now + spin: keep that representable.
             spin: options.spin.min(crate::ConnectionOptions::BUSY_POLL),
             call_timeout: options.call_timeout,
+            frames_received: AtomicU64::new(0),
         });
         reader::spawn(&connection, signal, &side);
+        if let Some(interval) = options.keepalive {
+            keepalive::spawn(
+                Arc::downgrade(&connection),
+                interval,
+                options.keepalive_timeout,
+            );
+        }
         connection
     }
 
@@ -319,6 +330,10 @@ impl Connection {
             waker.wake();
         }
         self.credit_available.notify_waiters();
+        // Nothing more will be received: the reader stops (and with it a server-side
+        // connection, which its reader keeps alive).
+        self.signal.shutdown.store(true, Ordering::SeqCst);
+        self.signal.waker.wake();
     }
 }
 

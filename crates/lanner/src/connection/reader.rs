@@ -110,6 +110,7 @@ impl Connection {
         cx: &mut Context<'_>,
         mine: Option<u64>,
     ) -> Result<Progress, Error> {
+        self.frames_received.fetch_add(1, Ordering::Relaxed);
         match self.handle_frame(frame, mine) {
             Ok(Handled::Mine(response)) => Ok(Progress::Mine(response)),
             Ok(Handled::Delivered) => Ok(Progress::Delivered),
@@ -120,6 +121,11 @@ impl Connection {
                 self.dispatch(request, cx);
                 Ok(Progress::Other)
             }
+            Ok(Handled::Event(Event::Ping { pong })) => {
+                let _ = self.send_frame(OutFrame::contiguous(pong));
+                Ok(Progress::Other)
+            }
+            Ok(Handled::Event(Event::Pong(_))) => Ok(Progress::Other),
             Ok(Handled::Event(Event::Cancel(call_id))) => {
                 self.cancel_incoming(call_id);
                 Ok(Progress::Other)

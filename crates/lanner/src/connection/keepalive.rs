@@ -1,0 +1,61 @@
+//! Detecting a silent peer: a connection that has received nothing for an interval sends
+//! a PING; if nothing at all arrives within the timeout after it, the peer is declared
+//! gone and the connection fails (pending calls get `Unavailable`).
+//!
+//! Anything received counts as a sign of life, so a busy connection never sends a probe,
+//! and the check costs one counter increment per received frame. A peer that is stopped
+//! (SIGSTOP), partitioned away or wedged is detected within about two intervals plus the
+//! timeout. The peer's receiver answers the PING, so a method that computes for a long
+//! time without awaiting does not make its server look dead (it runs on its own task once
+//! it has awaited; see the dispatch module) unless it blocks the receiving thread itself.
+
+use std::sync::Weak;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use lanner_proto::OutFrame;
+use lanner_proto::frame::encode_ping;
+
+use super::Connection;
+use crate::error::Error;
+
+/// Watches `connection` until it closes or is dropped.
+pub(super) fn spawn(connection: Weak<Connection>, interval: Duration, timeout: Duration) {
+    tokio::spawn(async move {
+        let mut seen = None;
+        let mut nonce = 0u64;
+        loop {
+            tokio::time::sleep(interval).await;
+            let Some(alive) = live(&connection) else {
+                return;
+            };
+            let received = alive.frames_received.load(Ordering::Relaxed);
+            if seen != Some(received) {
+                seen = Some(received);
+                continue;
+            }
+            nonce = nonce.wrapping_add(1);
+            let _ = alive.send_frame(OutFrame::contiguous(encode_ping(nonce)));
+            drop(alive);
+            tokio::time::sleep(timeout).await;
+            let Some(alive) = live(&connection) else {
+                return;
+            };
+            if alive.frames_received.load(Ordering::Relaxed) == received {
+                let silence = interval + timeout;
+                alive.fail(Error::unavailable(format!(
+                    "{} sent nothing for {silence:?}, not even an answer to a keepalive probe: it is stopped, unreachable or gone",
+                    alive.peer()
+                )));
+                return;
+            }
+        }
+    });
+}
+
+/// The connection, if it still exists and is open.
+fn live(connection: &Weak<Connection>) -> Option<std::sync::Arc<Connection>> {
+    connection
+        .upgrade()
+        .filter(|connection| connection.closed().is_none())
+}
