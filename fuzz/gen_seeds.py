@@ -10,16 +10,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MAGIC = b"LNRP"
 
 
-def header(length, kind, segments=0):
-    return struct.pack("<IBBH", length, kind, 0, segments)
+def header(length, kind, segments=0, flags=0):
+    return struct.pack("<IBBH", length, kind, flags, segments)
 
 
-def hello(vmin=1, vmax=1, max_frame=4096, credits=2):
+# The protocol version the seeds speak.
+VERSION = 2
+
+
+def hello(vmin=VERSION, vmax=VERSION, max_frame=4096, credits=2):
     body = MAGIC + struct.pack("<HHIII", vmin, vmax, max_frame, credits, 0)
     return header(8 + len(body), 1) + body
 
 
-def welcome(version=1, max_frame=4096, credits=2):
+def welcome(version=VERSION, max_frame=4096, credits=2):
     body = MAGIC + struct.pack("<HHII", version, 0, max_frame, credits)
     return header(8 + len(body), 2) + body
 
@@ -28,10 +32,22 @@ def payload(inline, bulk):
     return inline + b"".join(struct.pack("<I", len(s)) for s in bulk) + b"".join(bulk)
 
 
-def request(call_id, inline=b"", bulk=(), obj=2, slot=0, method=1, fingerprint=0xDEADBEEF):
-    fixed = struct.pack("<QQHHII", call_id, obj, slot, method, fingerprint, len(inline))
+def request(
+    call_id,
+    inline=b"",
+    bulk=(),
+    obj=2,
+    slot=0,
+    method=1,
+    fingerprint=0xDEADBEEF,
+    timeout_us=0,
+    one_way=False,
+):
+    fixed = struct.pack(
+        "<QQHHIII", call_id, obj, slot, method, fingerprint, timeout_us, len(inline)
+    )
     body = fixed + payload(inline, bulk)
-    return header(8 + len(body), 3, len(bulk)) + body
+    return header(8 + len(body), 3, len(bulk), 1 if one_way else 0) + body
 
 
 def response(call_id, status=0, credits=1, inline=b"", bulk=()):
@@ -42,6 +58,11 @@ def response(call_id, status=0, credits=1, inline=b"", bulk=()):
 
 def credit(n):
     return header(12, 5) + struct.pack("<I", n)
+
+
+def word(kind, value):
+    """CANCEL (7), PING (8) and PONG (9): one u64."""
+    return header(16, kind) + struct.pack("<Q", value)
 
 
 def close(status=6, reason=b"bye"):
@@ -57,6 +78,11 @@ FRAMES = {
     "request_bulk": request(2, b"\x00ab", [b"one", b"", b"three"]),
     "response_ok": response(1, 0, 1, b"result"),
     "response_bulk": response(1, 1, 1, b"err", [b"x" * 40, b"yz"]),
+    "request_timeout": request(3, b"\x00", timeout_us=250_000),
+    "request_one_way": request(4, b"\x01", one_way=True),
+    "cancel": word(7, 3),
+    "ping": word(8, 0xFEED),
+    "pong": word(9, 0xFEED),
     "credit": credit(3),
     "close": close(),
     "close_utf8": close(8, "déjà vu".encode()),
@@ -71,6 +97,8 @@ STREAMS = {
     "close_after_request": request(1, b"\x01") + close(),
     "handshake_then_calls": hello() + request(1, b"\x01") + request(2),
     "welcome_then_calls": welcome() + response(1) + request(1, b"\x00"),
+    "call_cancel_ping": request(7, b"\x00", timeout_us=10) + word(7, 7) + word(8, 1),
+    "one_way_then_credit": request(8, b"\x02", one_way=True) + credit(1) + word(9, 1),
 }
 
 

@@ -176,7 +176,21 @@ fn check_error(error: &ProtocolError) {
 /// requests get answers too large for the peer, which must be replaced by an `Internal`
 /// error response that still fits.
 fn react(conn: &mut Connection, event: Event) {
+    if let Event::Ping { pong } = &event {
+        // The runtime sends it back as is.
+        assert!(matches!(Frame::decode(pong.clone()), Ok(Frame::Pong(_))));
+        return;
+    }
     if let Event::Request(request) = event {
+        if request.one_way {
+            // No answer: only the credit goes back (refused once a CLOSE in the same read
+            // has closed the connection).
+            match conn.finish_one_way() {
+                Ok(grant) => assert_eq!(Frame::decode(grant), Ok(Frame::Credit(1))),
+                Err(error) => assert_eq!(error, SendError::NotOpen),
+            }
+            return;
+        }
         let inline = request.payload.inline_slice();
         if inline.first().is_some_and(|b| b & 1 == 1) {
             let grant = conn.grant_credits(1);

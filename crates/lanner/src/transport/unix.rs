@@ -19,7 +19,7 @@ pub async fn connect(path: &Path) -> io::Result<Transport> {
 }
 
 /// Wraps a connected Unix stream; `credentials` says who the peer process is (servers
-/// read them with [`PeerCredentials::of`]).
+/// read them with `lanner_shm::sys::peer_credentials`).
 pub fn from_stream(
     stream: UnixStream,
     peer: String,

@@ -3,7 +3,7 @@
 //! Connection setup goes through a Unix stream socket in the abstract namespace
 //! (`@lanner-shm/name`): the server learns the client's uid, gid and pid from
 //! `SO_PEERCRED`, creates a region with one ring per direction in a sealed memfd, and
-//! passes it to the client ([`setup`]). From then on frames travel through the rings: a
+//! passes it to the client (the `setup` module). From then on frames travel through the rings: a
 //! send copies the frame's segments into the outgoing ring (or fragments it if it is
 //! larger than half the ring), a receive takes the next record. No system call sits on the
 //! path of a message while both sides are awake.
