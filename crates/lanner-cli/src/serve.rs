@@ -15,6 +15,9 @@ use crate::raw_shm::RawShmListener;
 use crate::services::publish_all;
 use crate::transport_arg::TransportArg;
 
+/// How long a shutting-down server lets calls in flight finish.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
 /// Options of `lanner serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -33,7 +36,7 @@ fn socket_path(tag: &str) -> PathBuf {
     std::env::temp_dir().join(format!("lanner-{}-{tag}.sock", std::process::id()))
 }
 
-/// Runs the server process until stdin closes.
+/// Runs the server process until stdin closes, then shuts down gracefully.
 pub fn run(args: &ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(cpu) = args.cpu {
         pin_current_thread(cpu)?;
@@ -78,7 +81,8 @@ pub fn run(args: &ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             let _ = std::io::stdin().read_to_end(&mut sink);
         })
         .await?;
-        drop(listening);
+        // Stdin closed: finish the calls in flight, tell the clients to go away.
+        listening.shutdown(SHUTDOWN_GRACE).await;
         Ok::<(), Box<dyn std::error::Error>>(())
     })?;
     let _ = std::fs::remove_file(raw_path);

@@ -83,6 +83,9 @@ pub enum Event {
     },
     /// The peer answered our PING with this nonce.
     Pong(u64),
+    /// The peer is shutting down: our calls in flight will be answered, new ones are
+    /// refused with [`SendError::GoingAway`].
+    GoingAway,
     /// The peer closed the connection; it is now closed.
     Closed(frame::Close),
 }
@@ -97,6 +100,7 @@ pub struct Connection {
     send_credits: u32,
     in_flight: u32,
     peer_in_flight: u32,
+    peer_going_away: bool,
     peer_window: u32,
     next_call_id: u64,
 }
@@ -133,6 +137,7 @@ impl Connection {
             send_credits: 0,
             in_flight: 0,
             peer_in_flight: 0,
+            peer_going_away: false,
             peer_window: local.credits,
             next_call_id: 1,
         }
@@ -218,6 +223,10 @@ impl Connection {
                 pong: frame::encode_pong(nonce),
             }),
             (State::Open, Frame::Pong(nonce)) => Ok(Event::Pong(nonce)),
+            (State::Open, Frame::GoAway) => {
+                self.peer_going_away = true;
+                Ok(Event::GoingAway)
+            }
             (State::Open, Frame::Credit(credits)) => {
                 self.send_credits = self.send_credits.saturating_add(credits);
                 Ok(Event::Credit(credits))
@@ -285,6 +294,9 @@ impl Connection {
         if self.state != State::Open {
             return Err((SendError::NotOpen, request));
         }
+        if self.peer_going_away {
+            return Err((SendError::GoingAway, request));
+        }
         if self.send_credits == 0 {
             return Err((SendError::NoCredits, request));
         }
@@ -342,6 +354,17 @@ impl Connection {
         }
         self.peer_in_flight -= 1;
         Ok(frame::encode_credit(1))
+    }
+
+    /// The GOAWAY frame telling the peer we are shutting down (None if not open). We still
+    /// answer its calls; [`Connection::peer_in_flight`] says how many remain.
+    pub fn go_away(&self) -> Option<Bytes> {
+        (self.state == State::Open).then(frame::encode_go_away)
+    }
+
+    /// Whether the peer said it is shutting down (we may send no new requests).
+    pub fn peer_going_away(&self) -> bool {
+        self.peer_going_away
     }
 
     /// The CANCEL frame saying we no longer wait for our call `call_id`, or None if the

@@ -192,4 +192,7 @@ pub enum SendError {
     /// A response to a request the peer never sent.
     #[error("no request from the peer is awaiting a response")]
     NoRequestPending,
+    /// The peer sent GOAWAY: it finishes the calls it has but takes no new ones.
+    #[error("the peer is shutting down and takes no new calls")]
+    GoingAway,
 }

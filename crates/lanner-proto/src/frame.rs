@@ -5,7 +5,7 @@
 //! ```text
 //! 0..4  len   u32  total frame length in bytes, header included
 //! 4     kind  u8   HELLO=1 WELCOME=2 REQUEST=3 RESPONSE=4 CREDIT=5 CLOSE=6 CANCEL=7
-//!                  PING=8 PONG=9
+//!                  PING=8 PONG=9 GOAWAY=10
 //! 5     flags u8   REQUEST: bit 0 ONE_WAY (no RESPONSE; the callee returns the credit with
 //!                  a CREDIT frame). Other bits, and flags of other kinds, are ignored.
 //! 6..8  segs  u16  number of bulk segments (REQUEST and RESPONSE only, else 0)
@@ -28,6 +28,7 @@
 //! CANCEL    call_id u64
 //! PING      nonce u64     (the receiver answers PONG with the same nonce)
 //! PONG      nonce u64
+//! GOAWAY    (no body: the sender answers the calls it has, then closes; send no new ones)
 //! ```
 //!
 //! A REQUEST's `timeout_us` is the time the caller still waits for the answer, in
@@ -88,6 +89,8 @@ pub enum FrameKind {
     Ping = 8,
     /// The answer to a PING.
     Pong = 9,
+    /// The sender is shutting down: no new calls, please.
+    GoAway = 10,
 }
 
 impl FrameKind {
@@ -103,6 +106,7 @@ impl FrameKind {
             7 => FrameKind::Cancel,
             8 => FrameKind::Ping,
             9 => FrameKind::Pong,
+            10 => FrameKind::GoAway,
             other => return Err(FrameError::UnknownKind(other)),
         })
     }
@@ -118,6 +122,7 @@ impl FrameKind {
             FrameKind::Cancel => "CANCEL",
             FrameKind::Ping => "PING",
             FrameKind::Pong => "PONG",
+            FrameKind::GoAway => "GOAWAY",
         }
     }
 }
@@ -213,6 +218,8 @@ pub enum Frame {
     Ping(u64),
     /// The answer to the PING with this nonce.
     Pong(u64),
+    /// The sender is shutting down: it answers the calls it has and takes no new ones.
+    GoAway,
 }
 
 impl Frame {
@@ -228,6 +235,7 @@ impl Frame {
             Frame::Cancel(_) => FrameKind::Cancel,
             Frame::Ping(_) => FrameKind::Ping,
             Frame::Pong(_) => FrameKind::Pong,
+            Frame::GoAway => FrameKind::GoAway,
         }
     }
 
@@ -274,6 +282,7 @@ impl Frame {
                 need(&frame, FrameKind::Pong, PING_LEN)?;
                 Ok(Frame::Pong(le_u64(&frame, HEADER_LEN)))
             }
+            FrameKind::GoAway => Ok(Frame::GoAway),
         }
     }
 }
@@ -465,6 +474,13 @@ pub fn encode_ping(nonce: u64) -> Bytes {
 /// Encodes a PONG frame answering the PING with `nonce`.
 pub fn encode_pong(nonce: u64) -> Bytes {
     encode_word(FrameKind::Pong, nonce)
+}
+
+/// Encodes a GOAWAY frame.
+pub fn encode_go_away() -> Bytes {
+    let mut buf = BytesMut::with_capacity(HEADER_LEN);
+    put_header(&mut buf, HEADER_LEN, FrameKind::GoAway);
+    buf.freeze()
 }
 
 /// A frame whose body is one u64.

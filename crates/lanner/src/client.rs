@@ -73,7 +73,7 @@ impl Client {
     async fn connection(&self, endpoint: &Endpoint) -> Result<Arc<Connection>, Error> {
         let mut connections = self.inner.connections.lock().await;
         if let Some(connection) = connections.get(endpoint) {
-            if connection.closed().is_none() {
+            if connection.accepts_calls() {
                 return Ok(connection.clone());
             }
         }

@@ -230,6 +230,9 @@ impl Error {
             SendError::NotOpen | SendError::NoRequestPending => {
                 Error::unavailable(error.to_string())
             }
+            SendError::GoingAway => Error::unavailable(format!(
+                "{error}: connect again (to this or another server); the request was not sent"
+            )),
         }
     }
 

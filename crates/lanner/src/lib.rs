@@ -99,7 +99,7 @@ pub use object::{DispatchFuture, Object, Stub};
 pub use options::ConnectionOptions;
 pub use proxy::{Proxy, ProxyCore};
 pub use reference::ObjectRef;
-pub use server::{Listening, Server};
+pub use server::{Listening, Server, ShutdownReport};
 pub use url::{Endpoint, ObjectUrl};
 
 /// What `#[lanner::interface]` expands to refers only to this module, so the generated

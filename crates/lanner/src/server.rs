@@ -1,11 +1,12 @@
 //! Serving objects: publish them under names, listen on endpoints.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
 
-use crate::connection;
+use crate::connection::{self, Connection};
 use crate::error::Error;
 use crate::object::Object;
 use crate::options::ConnectionOptions;
@@ -100,17 +101,20 @@ impl Server {
             .map_err(|e| Error::io("reading the bound address", &e))?;
         let names = self.names.clone();
         let options = self.options.clone();
+        let connections = Arc::new(Connections::default());
+        let accepted = connections.clone();
         let task = tokio::spawn(async move {
             loop {
                 match listener.accept().await {
                     Ok(transport) => {
                         let names = names.clone();
                         let options = options.clone();
+                        let accepted = accepted.clone();
                         tokio::spawn(async move {
                             let peer = transport.peer.clone();
-                            if let Err(error) = connection::accept(transport, &options, names).await
-                            {
-                                tracing::info!(%peer, %error, "connection refused");
+                            match connection::accept(transport, &options, names).await {
+                                Ok(connection) => accepted.add(&connection),
+                                Err(error) => tracing::info!(%peer, %error, "connection refused"),
                             }
                         });
                     }
@@ -121,16 +125,60 @@ impl Server {
                 }
             }
         });
-        Ok(Listening { endpoint, task })
+        Ok(Listening {
+            endpoint,
+            task,
+            connections,
+        })
     }
+}
+
+/// The connections a listener accepted, for a graceful shutdown.
+#[derive(Default)]
+struct Connections {
+    live: Mutex<Vec<Weak<Connection>>>,
+}
+
+impl Connections {
+    fn add(&self, connection: &Arc<Connection>) {
+        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        live.retain(|c| c.strong_count() > 0);
+        live.push(Arc::downgrade(connection));
+    }
+
+    fn open(&self) -> Vec<Arc<Connection>> {
+        let live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        live.iter()
+            .filter_map(Weak::upgrade)
+            .filter(|c| c.closed().is_none())
+            .collect()
+    }
+}
+
+/// What a graceful shutdown ([`Listening::shutdown`]) found and did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShutdownReport {
+    /// Connections that were open when the shutdown began.
+    pub connections: usize,
+    /// Calls still running when the grace period ended (their callers get `Unavailable`).
+    pub unfinished_calls: u32,
 }
 
 /// A running listener. Dropping it (or [`Listening::close`]) stops accepting new
 /// connections; connections already open keep working.
-#[derive(Debug)]
 pub struct Listening {
     endpoint: Endpoint,
     task: JoinHandle<()>,
+    connections: Arc<Connections>,
+}
+
+impl std::fmt::Debug for Listening {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Listening")
+            .field("endpoint", &self.endpoint)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Listening {
@@ -143,10 +191,46 @@ impl Listening {
     /// endpoint can be listened on again. (Dropping a `Listening` stops it too, but the
     /// endpoint is released only when the runtime gets to cancel the accepting task.)
     pub async fn close(mut self) {
+        self.stop_accepting().await;
+    }
+
+    async fn stop_accepting(&mut self) {
         self.task.abort();
         let _ = (&mut self.task).await;
     }
+
+    /// Shuts down gracefully: stops accepting, tells every client connected through this
+    /// listener to make no new calls (GOAWAY: their new calls fail at once with
+    /// `Unavailable`, never sent, and `Client::connect` opens a new connection), waits up
+    /// to `grace` for the calls already running to finish and be answered, then closes
+    /// the connections. Calls still running at the end are cut off: their callers get
+    /// `Unavailable` (may have executed).
+    pub async fn shutdown(mut self, grace: Duration) -> ShutdownReport {
+        self.stop_accepting().await;
+        let connections = self.connections.open();
+        for connection in &connections {
+            connection.go_away();
+        }
+        let deadline = Instant::now() + grace;
+        let unfinished = loop {
+            let running: u32 = connections.iter().map(|c| c.calls_being_served()).sum();
+            if running == 0 || Instant::now() >= deadline {
+                break running;
+            }
+            tokio::time::sleep(SHUTDOWN_POLL.min(deadline - Instant::now())).await;
+        };
+        for connection in &connections {
+            connection.close(lanner_proto::Status::Unavailable, "the server shut down");
+        }
+        ShutdownReport {
+            connections: connections.len(),
+            unfinished_calls: unfinished,
+        }
+    }
 }
+
+/// How often a shutdown looks whether the last calls have finished.
+const SHUTDOWN_POLL: Duration = Duration::from_millis(2);
 
 impl Drop for Listening {
     fn drop(&mut self) {

@@ -577,3 +577,24 @@ fn a_ping_is_answered_with_a_pong_carrying_its_nonce() {
         Err(ProtocolError::UnexpectedFrame { .. })
     ));
 }
+
+#[test]
+fn after_goaway_calls_in_flight_are_answered_and_new_ones_refused() {
+    let mut pair = Pair::connected();
+    let id = pair.client_call(request(1, 0, 0, 1, b"", &[])).unwrap();
+    pair.server.receive_all();
+    let go_away = pair.server.conn.go_away().expect("open");
+    pair.client.inject(&go_away);
+    assert_eq!(all_ok(pair.client.receive_all()), vec![Event::GoingAway]);
+    assert!(pair.client.conn.peer_going_away());
+    assert_eq!(
+        pair.client_call(request(1, 0, 0, 1, b"", &[])),
+        Err(SendError::GoingAway)
+    );
+    // The call already made is still answered.
+    pair.server_respond(id, response(Status::Ok, b"done", &[]))
+        .unwrap();
+    let events = all_ok(pair.client.receive_all());
+    assert!(matches!(&events[..], [Event::Response(r)] if r.call_id == id));
+    assert_eq!(pair.client.conn.in_flight(), 0);
+}

@@ -134,14 +134,14 @@ fn length_field_disagreeing_with_the_frame() {
 
 #[test]
 fn unknown_kind() {
-    for kind in [0u8, 10, 11, 0x80, 255] {
+    for kind in [0u8, 11, 12, 0x80, 255] {
         assert_rejected(raw_frame(kind, 0, &[0; 4]), FrameError::UnknownKind(kind));
     }
-    // Every byte outside 1..=9 is unknown, every byte inside is known.
+    // Every byte outside 1..=10 is unknown, every byte inside is known.
     for byte in 0..=255u8 {
         assert_eq!(
             FrameKind::from_wire(byte).is_ok(),
-            (1..=9).contains(&byte),
+            (1..=10).contains(&byte),
             "kind byte {byte}"
         );
     }
@@ -421,5 +421,9 @@ fn valid_frames_of_each_kind_decode() {
     assert_eq!(
         Frame::decode(crate::frame::encode_pong(4)),
         Ok(Frame::Pong(4))
+    );
+    assert_eq!(
+        Frame::decode(crate::frame::encode_go_away()),
+        Ok(Frame::GoAway)
     );
 }

@@ -277,6 +277,44 @@ impl Connection {
         self.signal.kick();
     }
 
+    /// Whether new calls can be made: open, and the peer has not said it is going away.
+    pub(crate) fn accepts_calls(&self) -> bool {
+        let state = self.state();
+        state.closed.is_none() && !state.proto.peer_going_away()
+    }
+
+    /// Tells the peer we are shutting down: it should make no new calls.
+    pub(crate) fn go_away(self: &Arc<Self>) {
+        let frame = {
+            let state = self.state();
+            if state.closed.is_some() {
+                return;
+            }
+            state.proto.go_away()
+        };
+        if let Some(frame) = frame {
+            let _ = self.send_frame(OutFrame::contiguous(frame));
+        }
+    }
+
+    /// How many of the peer's calls we have not answered yet.
+    pub(crate) fn calls_being_served(&self) -> u32 {
+        self.state().proto.peer_in_flight()
+    }
+
+    /// Closes the connection on purpose: tells the peer why (CLOSE) and fails what is left.
+    pub(crate) fn close(self: &Arc<Self>, status: Status, reason: &str) {
+        let frame = {
+            let mut state = self.state();
+            if state.closed.is_some() {
+                return;
+            }
+            state.proto.close(status, reason)
+        };
+        let _ = self.send_frame(OutFrame::contiguous(frame));
+        self.fail(Error::from_status(status, format!("closed here: {reason}")));
+    }
+
     fn credits_granted(&self) {
         if self.state().credit_waiters > 0 {
             self.credit_available.notify_waiters();

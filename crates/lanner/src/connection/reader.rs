@@ -126,6 +126,10 @@ impl Connection {
                 Ok(Progress::Other)
             }
             Ok(Handled::Event(Event::Pong(_))) => Ok(Progress::Other),
+            Ok(Handled::Event(Event::GoingAway)) => {
+                tracing::debug!(peer = %self.peer(), "the peer is shutting down");
+                Ok(Progress::Other)
+            }
             Ok(Handled::Event(Event::Cancel(call_id))) => {
                 self.cancel_incoming(call_id);
                 Ok(Progress::Other)

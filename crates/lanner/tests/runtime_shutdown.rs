@@ -1,0 +1,83 @@
+//! Graceful shutdown: a server stops accepting, lets the calls it has finish within a grace
+//! period, and tells its clients to go elsewhere.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lanner::{Client, ErrorKind, Object, Server};
+
+#[lanner::interface]
+trait Slow {
+    /// Answers after `millis`.
+    async fn sleep_ms(&self, millis: u64) -> Result<u64, lanner::Error>;
+}
+
+struct SlowService;
+
+impl Slow for SlowService {
+    async fn sleep_ms(&self, millis: u64) -> Result<u64, lanner::Error> {
+        tokio::time::sleep(Duration::from_millis(millis)).await;
+        Ok(millis)
+    }
+}
+
+async fn serve(endpoint: &str) -> (Server, lanner::Listening, SlowProxy) {
+    let server = Server::new();
+    server.publish("slow", Object::new(SlowStub::new(Arc::new(SlowService))));
+    let listening = server.listen(endpoint).await.unwrap();
+    let slow: SlowProxy = Client::new()
+        .connect(&listening.endpoint().object_url("slow"))
+        .await
+        .unwrap();
+    (server, listening, slow)
+}
+
+#[tokio::test]
+async fn calls_in_flight_finish_and_new_calls_are_turned_away() {
+    let (_server, listening, slow) = serve("mem://shutdown-graceful").await;
+    let url = listening.endpoint().object_url("slow");
+    let running = tokio::spawn({
+        let slow = slow.clone();
+        async move { slow.sleep_ms(200).await }
+    });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let shutdown = tokio::spawn(listening.shutdown(Duration::from_secs(30)));
+    // Once the GOAWAY is in, a new call is refused without being sent.
+    let refused = loop {
+        match tokio::time::timeout(Duration::from_secs(5), slow.sleep_ms(0)).await {
+            Ok(Ok(_)) => tokio::time::sleep(Duration::from_millis(1)).await,
+            Ok(Err(error)) => break error,
+            Err(_) => panic!("a call hung during the shutdown"),
+        }
+    };
+    assert_eq!(refused.kind(), ErrorKind::Unavailable, "{refused}");
+    assert!(!refused.may_have_executed(), "{refused}");
+    assert!(refused.message().contains("shutting down"), "{refused}");
+    // The call that was running finishes normally.
+    assert_eq!(running.await.unwrap(), Ok(200));
+    let report = shutdown.await.unwrap();
+    assert_eq!((report.connections, report.unfinished_calls), (1, 0));
+    // Nobody listens any more.
+    let error = Client::new().connect::<SlowProxy>(&url).await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
+}
+
+#[tokio::test]
+async fn calls_still_running_after_the_grace_period_are_cut_off() {
+    let (_server, listening, slow) = serve("mem://shutdown-cut").await;
+    let running = tokio::spawn({
+        let slow = slow.clone();
+        async move { slow.sleep_ms(60_000).await }
+    });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let report = listening.shutdown(Duration::from_millis(50)).await;
+    assert_eq!(report.connections, 1);
+    assert_eq!(report.unfinished_calls, 1);
+    let error = tokio::time::timeout(Duration::from_secs(5), running)
+        .await
+        .expect("the cut-off call ends")
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
+    assert!(error.may_have_executed(), "{error}");
+}
