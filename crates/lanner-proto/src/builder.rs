@@ -119,6 +119,14 @@ impl MessageBuilder {
         }
     }
 
+    /// Sets the object a request calls (its handle on the connection it is sent on). Does
+    /// nothing to a response.
+    pub fn set_object(&mut self, object: u64) {
+        if self.kind == FrameKind::Request {
+            self.buf[16..24].copy_from_slice(&object.to_le_bytes());
+        }
+    }
+
     /// Makes a request one-way: the callee will send no answer (see
     /// [`crate::frame::FLAG_ONE_WAY`]). Does nothing to a response.
     pub fn set_one_way(&mut self) {

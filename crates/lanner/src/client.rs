@@ -57,8 +57,17 @@ impl Client {
     /// Resolves an object URL (`tcp://host:port/name`, `unix:///path/name`,
     /// `shm://endpoint/name`, `mem://endpoint/name`) to a reference: one round trip on the
     /// endpoint's shared connection (opened if needed).
+    ///
+    /// The reference remembers the URL: if its connection breaks, a later call reconnects
+    /// and resolves the name again (see [`ObjectRef`]).
     pub async fn resolve(&self, url: &str) -> Result<ObjectRef, Error> {
         let url = ObjectUrl::parse(url)?;
+        let object = self.resolve_url(&url).await?;
+        Ok(object.found_at(self.clone(), url))
+    }
+
+    /// Resolves `url` on the endpoint's shared connection (opened if needed or broken).
+    pub(crate) async fn resolve_url(&self, url: &ObjectUrl) -> Result<ObjectRef, Error> {
         let connection = self.connection(&url.endpoint).await?;
         root::resolve(&connection, &url.name)
             .await
@@ -73,7 +82,7 @@ impl Client {
     async fn connection(&self, endpoint: &Endpoint) -> Result<Arc<Connection>, Error> {
         let mut connections = self.inner.connections.lock().await;
         if let Some(connection) = connections.get(endpoint) {
-            if connection.accepts_calls() {
+            if connection.usable() {
                 return Ok(connection.clone());
             }
         }

@@ -104,12 +104,8 @@ pub fn request<A: Serialize>(
     args: &A,
     segments: impl IntoIterator<Item = Bytes>,
 ) -> Result<MessageBuilder, Error> {
-    let mut message = MessageBuilder::request(
-        core.object().handle(),
-        core.slot(),
-        method.ordinal,
-        method.fingerprint,
-    );
+    // The object's handle is set when the call is made, on the connection it goes on.
+    let mut message = MessageBuilder::request(0, core.slot(), method.ordinal, method.fingerprint);
     encode_inline(args, &mut message).map_err(|e| {
         Error::new(
             e.kind(),
@@ -135,8 +131,10 @@ where
     E: DeserializeOwned + From<Error>,
 {
     let mut request = request?;
-    let deadline = set_deadline(&mut request, core.timeout());
-    let response = core.object().connection().call(request, deadline).await?;
+    let target = core.object().live_target().await?;
+    request.set_object(target.handle);
+    let deadline = set_deadline(&mut request, core.timeout_on(&target.connection));
+    let response = target.connection.call(request, deadline).await?;
     decode_response::<C, E>(method, &response)
 }
 
@@ -161,9 +159,11 @@ where
 {
     let mut request = request?;
     request.set_one_way();
-    let deadline = set_deadline(&mut request, core.timeout());
-    core.object()
-        .connection()
+    let target = core.object().live_target().await?;
+    request.set_object(target.handle);
+    let deadline = set_deadline(&mut request, core.timeout_on(&target.connection));
+    target
+        .connection
         .send_one_way(request, deadline)
         .await
         .map_err(E::from)

@@ -69,10 +69,13 @@ impl ProxyCore {
         self
     }
 
-    /// How long each call through this proxy waits for its answer.
-    pub(crate) fn timeout(&self) -> Option<Duration> {
-        self.timeout
-            .or_else(|| self.object.connection().call_timeout())
+    /// How long each call through this proxy waits for its answer: its own timeout, else
+    /// the default of the connection the call goes on.
+    pub(crate) fn timeout_on(
+        &self,
+        connection: &crate::connection::Connection,
+    ) -> Option<Duration> {
+        self.timeout.or_else(|| connection.call_timeout())
     }
 
     /// The reference.

@@ -1,25 +1,61 @@
 //! Client-side object references.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwap;
+
+use crate::client::Client;
 use crate::connection::Connection;
 use crate::error::{Error, ErrorKind};
 use crate::id::InterfaceId;
 use crate::proxy::{Proxy, ProxyCore};
+use crate::url::ObjectUrl;
 
 /// A reference to a remote object: the connection it lives behind, its handle there, and
 /// the list of interfaces it implements. Asking for another interface
 /// ([`ObjectRef::query`]) is answered from that list, with no round trip.
+///
+/// A reference obtained from a URL ([`Client::resolve`], [`crate::connect`]) remembers it:
+/// once its connection breaks (the server was killed, or shut down), the next call through
+/// it or any proxy made from it connects and resolves the name again, so a restarted server
+/// is picked up without rebuilding proxies. Failed attempts back off exponentially (from
+/// 50 ms to 5 s); calls made meanwhile fail at once with `Unavailable` (not sent).
 #[derive(Clone)]
 pub struct ObjectRef {
     inner: Arc<RefInner>,
 }
 
 struct RefInner {
-    connection: Arc<Connection>,
-    handle: u64,
+    target: ArcSwap<Target>,
     interfaces: Vec<InterfaceId>,
+    /// Where the object was first found (for messages).
+    peer: String,
+    origin: Option<Origin>,
 }
+
+/// Where calls through a reference go: a connection and the object's handle on it.
+pub(crate) struct Target {
+    pub(crate) connection: Arc<Connection>,
+    pub(crate) handle: u64,
+}
+
+/// How to find a named object again.
+struct Origin {
+    client: Client,
+    url: ObjectUrl,
+    backoff: tokio::sync::Mutex<Backoff>,
+}
+
+/// Exponential backoff between reconnection attempts.
+struct Backoff {
+    delay: Duration,
+    not_before: Option<Instant>,
+}
+
+/// The first wait after a failed reconnection attempt, and the longest.
+const BACKOFF_MIN: Duration = Duration::from_millis(50);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
 impl ObjectRef {
     pub(crate) fn new(
@@ -27,13 +63,101 @@ impl ObjectRef {
         handle: u64,
         interfaces: Vec<InterfaceId>,
     ) -> ObjectRef {
+        ObjectRef::build(connection, handle, interfaces, None)
+    }
+
+    fn build(
+        connection: Arc<Connection>,
+        handle: u64,
+        interfaces: Vec<InterfaceId>,
+        origin: Option<Origin>,
+    ) -> ObjectRef {
         ObjectRef {
             inner: Arc::new(RefInner {
-                connection,
-                handle,
+                peer: connection.peer().to_owned(),
+                target: ArcSwap::from_pointee(Target { connection, handle }),
                 interfaces,
+                origin,
             }),
         }
+    }
+
+    /// This reference, remembering that it was found at `url` through `client`.
+    pub(crate) fn found_at(self, client: Client, url: ObjectUrl) -> ObjectRef {
+        let target = self.inner.target.load_full();
+        ObjectRef::build(
+            target.connection.clone(),
+            target.handle,
+            self.inner.interfaces.clone(),
+            Some(Origin {
+                client,
+                url,
+                backoff: tokio::sync::Mutex::new(Backoff {
+                    delay: BACKOFF_MIN,
+                    not_before: None,
+                }),
+            }),
+        )
+    }
+
+    /// The target to call through: the current one, or, if its connection takes no new
+    /// calls and the reference knows its URL, a fresh one (reconnecting, with backoff).
+    /// A reference without a URL keeps its target: the call then fails with the
+    /// connection's own error.
+    pub(crate) async fn live_target(&self) -> Result<Arc<Target>, Error> {
+        let target = self.inner.target.load_full();
+        match &self.inner.origin {
+            Some(origin) if !target.connection.usable() => self.reconnect(origin).await,
+            _ => Ok(target),
+        }
+    }
+
+    async fn reconnect(&self, origin: &Origin) -> Result<Arc<Target>, Error> {
+        let mut backoff = origin.backoff.lock().await;
+        // Another caller may have reconnected while this one waited for the lock.
+        let current = self.inner.target.load_full();
+        if current.connection.usable() {
+            return Ok(current);
+        }
+        let now = Instant::now();
+        if let Some(not_before) = backoff.not_before.filter(|t| now < *t) {
+            return Err(Error::unavailable(format!(
+                "{} is unreachable; reconnecting in {:?} (the request was not sent)",
+                origin.url,
+                not_before - now
+            )));
+        }
+        let fresh = match origin.client.resolve_url(&origin.url).await {
+            Ok(fresh) => fresh,
+            Err(error) => {
+                backoff.not_before = Some(now + backoff.delay);
+                backoff.delay = (backoff.delay * 2).min(BACKOFF_MAX);
+                return Err(Error::new(
+                    error.kind(),
+                    format!(
+                        "reconnecting: {} (the request was not sent)",
+                        error.message()
+                    ),
+                ));
+            }
+        };
+        if fresh.inner.interfaces != self.inner.interfaces {
+            return Err(Error::new(
+                ErrorKind::Unimplemented,
+                format!(
+                    "{} now implements other interfaces ({:?}, was {:?}): connect to it again",
+                    origin.url, fresh.inner.interfaces, self.inner.interfaces
+                ),
+            ));
+        }
+        *backoff = Backoff {
+            delay: BACKOFF_MIN,
+            not_before: None,
+        };
+        let target = fresh.inner.target.load_full();
+        self.inner.target.store(target.clone());
+        tracing::debug!(url = %origin.url, "reconnected");
+        Ok(target)
     }
 
     /// The interfaces the object implements.
@@ -72,15 +196,7 @@ impl ObjectRef {
 
     /// Where the object lives (for messages).
     pub fn peer(&self) -> &str {
-        self.inner.connection.peer()
-    }
-
-    pub(crate) fn connection(&self) -> &Arc<Connection> {
-        &self.inner.connection
-    }
-
-    pub(crate) fn handle(&self) -> u64 {
-        self.inner.handle
+        &self.inner.peer
     }
 }
 

@@ -60,6 +60,9 @@ pub(crate) struct Connection {
     call_timeout: Option<Duration>,
     /// Frames received so far: the keepalive's sign of life.
     frames_received: AtomicU64,
+    /// New calls can be made: cleared when the connection fails or the peer sends
+    /// GOAWAY (read on every call through a reference that can reconnect).
+    usable: AtomicBool,
 }
 
 struct State {
@@ -142,6 +145,7 @@ impl Connection {
             spin: options.spin.min(crate::ConnectionOptions::BUSY_POLL),
             call_timeout: options.call_timeout,
             frames_received: AtomicU64::new(0),
+            usable: AtomicBool::new(true),
         });
         reader::spawn(&connection, signal, &side);
         if let Some(interval) = options.keepalive {
@@ -278,9 +282,13 @@ impl Connection {
     }
 
     /// Whether new calls can be made: open, and the peer has not said it is going away.
-    pub(crate) fn accepts_calls(&self) -> bool {
-        let state = self.state();
-        state.closed.is_none() && !state.proto.peer_going_away()
+    pub(crate) fn usable(&self) -> bool {
+        self.usable.load(Ordering::Acquire)
+    }
+
+    /// The peer said it is shutting down: no new calls.
+    fn peer_going_away(&self) {
+        self.usable.store(false, Ordering::Release);
     }
 
     /// Tells the peer we are shutting down: it should make no new calls.
@@ -361,6 +369,7 @@ impl Connection {
                 return;
             }
             state.closed = Some(error.clone());
+            self.usable.store(false, Ordering::Release);
             calls::fail_all(&mut state.pending, &error)
         };
         tracing::debug!(peer = %self.peer, %error, "connection closed");

@@ -128,6 +128,7 @@ impl Connection {
             Ok(Handled::Event(Event::Pong(_))) => Ok(Progress::Other),
             Ok(Handled::Event(Event::GoingAway)) => {
                 tracing::debug!(peer = %self.peer(), "the peer is shutting down");
+                self.peer_going_away();
                 Ok(Progress::Other)
             }
             Ok(Handled::Event(Event::Cancel(call_id))) => {
