@@ -40,20 +40,32 @@ thread_local! {
 #[derive(Debug, Clone)]
 pub struct CallContext {
     deadline: Option<Instant>,
-    cancel: CancellationToken,
+    /// Created when first needed (the method asks for its context, or the call outlives
+    /// its first poll and so can be cancelled): a call that needs neither costs nothing.
+    cancel: Option<CancellationToken>,
 }
 
 impl CallContext {
     pub(crate) fn new(deadline: Option<Instant>) -> CallContext {
         CallContext {
             deadline,
-            cancel: CancellationToken::new(),
+            cancel: None,
         }
     }
 
     /// The context of the call whose method is running, or `None` outside a served call.
     pub fn current() -> Option<CallContext> {
-        CURRENT.with(|current| current.borrow().clone())
+        CURRENT.with(|current| {
+            let mut current = current.borrow_mut();
+            let context = current.as_mut()?;
+            context.token();
+            Some(context.clone())
+        })
+    }
+
+    /// The cancellation token, created if needed.
+    fn token(&mut self) -> &CancellationToken {
+        self.cancel.get_or_insert_with(CancellationToken::new)
     }
 
     /// When the caller stops waiting, on this host's clock (the request carries the time
@@ -73,25 +85,30 @@ impl CallContext {
     /// Whether the caller no longer waits: it cancelled the call (dropped it) or the
     /// deadline has passed.
     pub fn is_cancelled(&self) -> bool {
-        self.cancel.is_cancelled() || self.deadline.is_some_and(|d| Instant::now() >= d)
+        self.cancel
+            .as_ref()
+            .is_some_and(CancellationToken::is_cancelled)
+            || self.deadline.is_some_and(|d| Instant::now() >= d)
     }
 
     /// Completes when the caller no longer waits (see [`CallContext::is_cancelled`]).
     pub async fn cancelled(&self) {
+        let cancelled = async {
+            match &self.cancel {
+                Some(token) => token.cancelled().await,
+                // Not reachable for a context from `current`, which always has a token.
+                None => std::future::pending().await,
+            }
+        };
         match self.deadline {
-            None => self.cancel.cancelled().await,
+            None => cancelled.await,
             Some(deadline) => {
                 tokio::select! {
-                    () = self.cancel.cancelled() => {}
+                    () = cancelled => {}
                     () = tokio::time::sleep_until(deadline.into()) => {}
                 }
             }
         }
-    }
-
-    /// Marks the call cancelled by the caller.
-    pub(crate) fn cancel(&self) {
-        self.cancel.cancel();
     }
 
     /// Runs `future` with this context as the current one.
@@ -109,6 +126,15 @@ impl CallContext {
 pub(crate) struct InCall<F> {
     context: Option<CallContext>,
     inner: F,
+}
+
+impl<F> InCall<F> {
+    /// The token that cancels this call (shared with every context the method obtained).
+    pub(crate) fn cancel_token(&mut self) -> CancellationToken {
+        // Between polls the context is back in its future.
+        let context = self.context.get_or_insert_with(|| CallContext::new(None));
+        context.token().clone()
+    }
 }
 
 impl<F: Future + Unpin> Future for InCall<F> {
@@ -149,22 +175,24 @@ mod tests {
 
     #[tokio::test]
     async fn inside_its_scope_the_context_is_current() {
-        let context = CallContext::new(Some(Instant::now() + Duration::from_secs(60)));
-        let handle = context.clone();
-        let seen = context
-            .scope(Box::pin(async {
-                CallContext::current().expect("in scope")
-            }))
-            .await;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut call = CallContext::new(Some(deadline)).scope(Box::pin(async {
+            CallContext::current().expect("in scope")
+        }));
+        let token = call.cancel_token();
+        let seen = (&mut call).await;
         assert!(
             CallContext::current().is_none(),
             "not current after the poll"
         );
-        assert_eq!(seen.deadline(), handle.deadline());
+        assert_eq!(seen.deadline(), Some(deadline));
         assert!(seen.remaining().unwrap() > Duration::from_secs(50));
         assert!(!seen.is_cancelled());
-        handle.cancel();
-        assert!(seen.is_cancelled(), "clones share the cancellation");
+        token.cancel();
+        assert!(
+            seen.is_cancelled(),
+            "the method's context shares the call's token"
+        );
         seen.cancelled().await;
     }
 
@@ -205,7 +233,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_passed_deadline_counts_as_cancelled() {
-        let context = CallContext::new(Some(Instant::now() + Duration::from_millis(5)));
+        let mut context = CallContext::new(Some(Instant::now() + Duration::from_millis(5)));
+        context.token();
         assert!(!context.is_cancelled());
         context.cancelled().await;
         assert!(context.remaining().is_some());

@@ -35,20 +35,20 @@ impl Connection {
         };
         let deadline = (request.timeout_us != 0)
             .then(|| Instant::now() + Duration::from_micros(request.timeout_us.into()));
-        let context = CallContext::new(deadline);
         let call = IncomingCall {
             request,
             connection: self,
         };
-        let future = context.clone().scope(stub.dispatch(call));
-        let mut future = AssertUnwindSafe(future).catch_unwind();
-        match future.poll_unpin(cx) {
-            Poll::Ready(outcome) => self.answer(call_id, one_way, reply_of(self, outcome)),
-            Poll::Pending => {
+        let mut future = CallContext::new(deadline).scope(stub.dispatch(call));
+        match std::panic::catch_unwind(AssertUnwindSafe(|| future.poll_unpin(cx))) {
+            Ok(Poll::Ready(reply)) => self.answer(call_id, one_way, reply_of(self, Ok(reply))),
+            Err(panic) => self.answer(call_id, one_way, reply_of(self, Err(panic))),
+            Ok(Poll::Pending) => {
                 // Only a call that outlives its first poll can be cancelled: a CANCEL is
                 // processed by the same receiver, after this returns.
-                self.serving().insert(call_id, context);
+                self.serving().insert(call_id, future.cancel_token());
                 let connection = self.clone();
+                let future = AssertUnwindSafe(future).catch_unwind();
                 tokio::spawn(async move {
                     let reply = reply_of(&connection, future.await);
                     connection.serving().remove(&call_id);
@@ -71,8 +71,8 @@ impl Connection {
     /// The peer no longer waits for its call `call_id`: tell the method (if it is still
     /// running; the answer may have crossed the CANCEL).
     pub(super) fn cancel_incoming(&self, call_id: u64) {
-        if let Some(context) = self.serving().get(&call_id) {
-            context.cancel();
+        if let Some(token) = self.serving().get(&call_id) {
+            token.cancel();
         }
     }
 }

@@ -16,8 +16,8 @@ use std::time::Duration;
 use futures_util::task::AtomicWaker;
 use lanner_proto::{Event, MessageBuilder, OutFrame, Status};
 use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
-use crate::context::CallContext;
 use crate::error::Error;
 use crate::id_hasher::IdBuildHasher;
 use crate::object::Object;
@@ -53,7 +53,7 @@ pub(crate) struct Connection {
     signal: Arc<ReaderSignal>,
     exports: Mutex<ExportTable>,
     /// The peer's calls still running after their first poll, by call id (to cancel them).
-    serving: Mutex<HashMap<u64, CallContext, IdBuildHasher>>,
+    serving: Mutex<HashMap<u64, CancellationToken, IdBuildHasher>>,
     peer: String,
     spin: Duration,
     /// How long a call waits for its answer unless its proxy says otherwise.
@@ -176,7 +176,7 @@ impl Connection {
         self.exports.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn serving(&self) -> MutexGuard<'_, HashMap<u64, CallContext, IdBuildHasher>> {
+    fn serving(&self) -> MutexGuard<'_, HashMap<u64, CancellationToken, IdBuildHasher>> {
         self.serving.lock().unwrap_or_else(|e| e.into_inner())
     }
 

@@ -110,7 +110,9 @@ impl Connection {
         cx: &mut Context<'_>,
         mine: Option<u64>,
     ) -> Result<Progress, Error> {
-        self.frames_received.fetch_add(1, Ordering::Relaxed);
+        // Frames are processed one at a time (under the receive lock): no read-modify-write.
+        let received = self.frames_received.load(Ordering::Relaxed);
+        self.frames_received.store(received + 1, Ordering::Relaxed);
         match self.handle_frame(frame, mine) {
             Ok(Handled::Mine(response)) => Ok(Progress::Mine(response)),
             Ok(Handled::Delivered) => Ok(Progress::Delivered),
