@@ -10,4 +10,5 @@ pub mod raw_shm;
 pub mod serve;
 pub mod server_process;
 pub mod services;
+pub mod soak;
 pub mod transport_arg;

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use lanner_cli::{bench, demo, serve};
+use lanner_cli::{bench, demo, serve, soak};
 
 /// Lanner: distributed objects at the speed of the medium.
 #[derive(Debug, Parser)]
@@ -22,6 +22,10 @@ enum Command {
     /// Measure Lanner against the raw medium (see BENCH.md).
     Bench(bench::BenchArgs),
     /// Serve the demo and benchmark objects (started by `demo` and `bench`).
+    /// Calls from many clients while the server is killed and restarted at random;
+    /// checks that every call succeeded with the right answer or failed with an error,
+    /// and that nothing leaked (not part of the test suite: run it by hand).
+    Soak(soak::SoakArgs),
     #[command(hide = true)]
     Serve(serve::ServeArgs),
 }
@@ -35,6 +39,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Demo(args) => demo::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Soak(args) => soak::run(args),
         Command::Serve(args) => serve::run(args),
     };
     match result {

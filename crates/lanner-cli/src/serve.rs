@@ -30,6 +30,9 @@ pub struct ServeArgs {
     /// Spin budget in microseconds before a waiting side sleeps (0: pure blocking).
     #[arg(long, default_value_t = 50)]
     pub spin_us: u64,
+    /// Listen here instead of a fresh endpoint (a restarted server keeps its address).
+    #[arg(long)]
+    pub listen: Option<String>,
 }
 
 fn socket_path(tag: &str) -> PathBuf {
@@ -52,10 +55,11 @@ pub fn run(args: &ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         let options = lanner::ConnectionOptions::default().with_spin(spin);
         let server = lanner::Server::with_options(options);
         publish_all(&server);
-        let listen = match args.transport {
-            TransportArg::Tcp => "tcp://127.0.0.1:0".to_owned(),
-            TransportArg::Unix => format!("unix://{}", socket_path("lanner").display()),
-            TransportArg::Shm => format!("shm://{shm_name}"),
+        let listen = match (&args.listen, args.transport) {
+            (Some(listen), _) => listen.clone(),
+            (None, TransportArg::Tcp) => "tcp://127.0.0.1:0".to_owned(),
+            (None, TransportArg::Unix) => format!("unix://{}", socket_path("lanner").display()),
+            (None, TransportArg::Shm) => format!("shm://{shm_name}"),
         };
         let listening = server.listen(&listen).await?;
         let raw_endpoint = if args.transport == TransportArg::Shm {

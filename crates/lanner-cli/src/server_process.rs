@@ -34,6 +34,18 @@ impl ServerProcess {
         cpu: Option<usize>,
         spin: Duration,
     ) -> Result<ServerProcess, Box<dyn std::error::Error>> {
+        ServerProcess::spawn_listening(program, transport, cpu, spin, None)
+    }
+
+    /// Starts `program serve` on `transport`, listening at `listen` if given (a server
+    /// restarted with the same `listen` keeps its address).
+    pub fn spawn_listening(
+        program: &std::path::Path,
+        transport: TransportArg,
+        cpu: Option<usize>,
+        spin: Duration,
+        listen: Option<&str>,
+    ) -> Result<ServerProcess, Box<dyn std::error::Error>> {
         let mut command = Command::new(program);
         command
             .arg("serve")
@@ -44,6 +56,9 @@ impl ServerProcess {
             .stderr(Stdio::inherit());
         if let Some(cpu) = cpu {
             command.args(["--cpu", &cpu.to_string()]);
+        }
+        if let Some(listen) = listen {
+            command.args(["--listen", listen]);
         }
         let mut child = command.spawn()?;
         let stdin = child.stdin.take();
