@@ -71,21 +71,17 @@ impl Connection {
         // The reader task receives the reply: have it spin rather than sleep.
         self.signal.kick();
         let wait = poll_fn(|cx| self.poll_reply(call_id, cx));
-        let reply = match deadline {
-            None => wait.await,
-            Some(deadline) => tokio::time::timeout_at(deadline.into(), wait)
-                .await
-                .map_err(|_| {
-                    Error::new(
-                        ErrorKind::DeadlineExceeded,
-                        format!(
-                            "no answer from {} before the call's deadline (the request was sent and may have executed)",
-                            self.peer
-                        ),
-                    )
-                    .after_sending()
-                })?,
-        };
+        let reply = until(deadline, wait, || {
+            Error::new(
+                ErrorKind::DeadlineExceeded,
+                format!(
+                    "no answer from {} before the call's deadline (the request was sent and may have executed)",
+                    self.peer
+                ),
+            )
+            .after_sending()
+        })
+        .await?;
         abandon_on_drop.armed = false;
         reply.map_err(Error::after_sending)
     }
@@ -110,18 +106,13 @@ impl Connection {
         request: MessageBuilder,
         deadline: Option<Instant>,
     ) -> Result<Begun, Error> {
-        let begin = self.begin_call(request);
-        match deadline {
-            None => begin.await,
-            Some(deadline) => tokio::time::timeout_at(deadline.into(), begin)
-                .await
-                .map_err(|_| {
-                    Error::new(
-                        ErrorKind::DeadlineExceeded,
-                        "the deadline passed while the call waited for a credit (the request was not sent)",
-                    )
-                })?,
-        }
+        until(deadline, self.begin_call(request), || {
+            Error::new(
+                ErrorKind::DeadlineExceeded,
+                "the deadline passed while the call waited for a credit (the request was not sent)",
+            )
+        })
+        .await?
     }
 
     /// Gives up on the call `call_id`: forgets it (its answer will be dropped) and tells
@@ -221,6 +212,21 @@ impl Connection {
         let reply = entry.get_mut().reply.take()?;
         entry.remove();
         Some(reply)
+    }
+}
+
+/// Runs `future` until `deadline` (if any); `expired` is the error if the deadline comes
+/// first.
+async fn until<F: Future>(
+    deadline: Option<Instant>,
+    future: F,
+    expired: impl FnOnce() -> Error,
+) -> Result<F::Output, Error> {
+    match deadline {
+        None => Ok(future.await),
+        Some(deadline) => tokio::time::timeout_at(deadline.into(), future)
+            .await
+            .map_err(|_| expired()),
     }
 }
 
