@@ -14,7 +14,7 @@ use std::task::{Context, Waker};
 use std::time::Duration;
 
 use futures_util::task::AtomicWaker;
-use lanner_proto::{Event, MessageBuilder, OutFrame, Status};
+use lanner_proto::{Event, MessageBuilder, OutFrame};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -25,6 +25,7 @@ use crate::server::NameRegistry;
 use crate::transport::{FrameSink, FrameSource};
 
 mod calls;
+mod control;
 mod dispatch;
 mod exports;
 mod handshake;
@@ -257,70 +258,6 @@ impl Connection {
             let _ = self.send_frame(frame);
         }
         self.signal.kick();
-    }
-
-    /// Ends the peer's one-way call `call_id`: gives its credit back (a failure has nobody
-    /// to go to but the log).
-    pub(crate) fn finish_one_way(self: &Arc<Self>, call_id: u64, reply: &MessageBuilder) {
-        if let Some(status) = reply.status().filter(|status| *status != Status::Ok) {
-            tracing::warn!(peer = %self.peer, call_id, ?status, "one-way call failed");
-        }
-        let credit = {
-            let mut state = self.state();
-            if state.closed.is_some() {
-                return;
-            }
-            state.proto.finish_one_way()
-        };
-        match credit {
-            Ok(frame) => {
-                let _ = self.send_frame(OutFrame::contiguous(frame));
-            }
-            Err(error) => tracing::warn!(peer = %self.peer, %error, "credit not returned"),
-        }
-        self.signal.kick();
-    }
-
-    /// Whether new calls can be made: open, and the peer has not said it is going away.
-    pub(crate) fn usable(&self) -> bool {
-        self.usable.load(Ordering::Acquire)
-    }
-
-    /// The peer said it is shutting down: no new calls.
-    fn peer_going_away(&self) {
-        self.usable.store(false, Ordering::Release);
-    }
-
-    /// Tells the peer we are shutting down: it should make no new calls.
-    pub(crate) fn go_away(self: &Arc<Self>) {
-        let frame = {
-            let state = self.state();
-            if state.closed.is_some() {
-                return;
-            }
-            state.proto.go_away()
-        };
-        if let Some(frame) = frame {
-            let _ = self.send_frame(OutFrame::contiguous(frame));
-        }
-    }
-
-    /// How many of the peer's calls we have not answered yet.
-    pub(crate) fn calls_being_served(&self) -> u32 {
-        self.state().proto.peer_in_flight()
-    }
-
-    /// Closes the connection on purpose: tells the peer why (CLOSE) and fails what is left.
-    pub(crate) fn close(self: &Arc<Self>, status: Status, reason: &str) {
-        let frame = {
-            let mut state = self.state();
-            if state.closed.is_some() {
-                return;
-            }
-            state.proto.close(status, reason)
-        };
-        let _ = self.send_frame(OutFrame::contiguous(frame));
-        self.fail(Error::from_status(status, format!("closed here: {reason}")));
     }
 
     fn credits_granted(&self) {
