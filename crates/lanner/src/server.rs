@@ -55,6 +55,7 @@ impl NameRegistry {
 pub struct Server {
     names: Arc<NameRegistry>,
     options: ConnectionOptions,
+    max_connections: usize,
 }
 
 impl Default for Server {
@@ -74,7 +75,17 @@ impl Server {
         Server {
             names: Arc::new(NameRegistry::default()),
             options,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
         }
+    }
+
+    /// Sets how many connections each endpoint this server listens on keeps open at once
+    /// (default 10,000). A client beyond that is refused at its handshake with
+    /// `Overloaded` ("too many connections"), which costs the server one small read and
+    /// one small write.
+    pub fn with_max_connections(mut self, max_connections: usize) -> Server {
+        self.max_connections = max_connections;
+        self
     }
 
     /// Publishes `object` as `name`; clients reach it at `<endpoint>/<name>`. Returns the
@@ -101,6 +112,7 @@ impl Server {
             .map_err(|e| Error::io("reading the bound address", &e))?;
         let names = self.names.clone();
         let options = self.options.clone();
+        let max_connections = self.max_connections;
         let connections = Arc::new(Connections::default());
         let accepted = connections.clone();
         let task = tokio::spawn(async move {
@@ -110,8 +122,18 @@ impl Server {
                         let names = names.clone();
                         let options = options.clone();
                         let accepted = accepted.clone();
+                        let open = accepted.count();
                         tokio::spawn(async move {
                             let peer = transport.peer.clone();
+                            if open >= max_connections {
+                                tracing::warn!(%peer, open, "too many connections: refused");
+                                let reason = format!(
+                                    "too many connections ({open}, the server allows {max_connections})"
+                                );
+                                let status = lanner_proto::Status::Overloaded;
+                                connection::refuse(transport, &options, status, &reason).await;
+                                return;
+                            }
                             match connection::accept(transport, &options, names).await {
                                 Ok(connection) => accepted.add(&connection),
                                 Err(error) => tracing::info!(%peer, %error, "connection refused"),
@@ -144,6 +166,14 @@ impl Connections {
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         live.retain(|c| c.strong_count() > 0);
         live.push(Arc::downgrade(connection));
+    }
+
+    /// Connections that are still open (accepted ones whose handshake is under way are
+    /// not counted: the limit is approximate by those few).
+    fn count(&self) -> usize {
+        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        live.retain(|c| c.upgrade().is_some_and(|c| c.closed().is_none()));
+        live.len()
     }
 
     fn open(&self) -> Vec<Arc<Connection>> {
@@ -228,6 +258,10 @@ impl Listening {
         }
     }
 }
+
+/// Connections per listening endpoint unless [`Server::with_max_connections`] says
+/// otherwise.
+const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 
 /// How often a shutdown looks whether the last calls have finished.
 const SHUTDOWN_POLL: Duration = Duration::from_millis(2);

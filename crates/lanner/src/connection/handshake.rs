@@ -93,6 +93,26 @@ fn handshake_failed(peer: &str, error: &ProtocolError) -> Error {
     )
 }
 
+/// Server side, when the connection cannot be admitted: waits (bounded by the handshake
+/// timeout) for the HELLO, then answers CLOSE with `status` and `reason` instead of
+/// WELCOME, so the client learns why.
+pub(crate) async fn refuse(
+    transport: Transport,
+    options: &ConnectionOptions,
+    status: lanner_proto::Status,
+    reason: &str,
+) {
+    let Transport {
+        mut sink,
+        mut source,
+        peer,
+        ..
+    } = transport;
+    let _ = receive(source.as_mut(), options, &peer).await;
+    let close = lanner_proto::frame::encode_close(status, reason);
+    let _ = send(sink.as_mut(), close, &peer).await;
+}
+
 async fn send(sink: &mut dyn FrameSink, frame: Bytes, peer: &str) -> Result<(), Error> {
     let mut frame = OutFrame::contiguous(frame);
     poll_fn(|cx| sink.poll_send(cx, &mut frame))

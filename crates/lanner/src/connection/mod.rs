@@ -34,7 +34,7 @@ mod reader;
 mod writer;
 
 pub(crate) use exports::{ExportTable, ROOT_HANDLE};
-pub(crate) use handshake::{accept, connect};
+pub(crate) use handshake::{accept, connect, refuse};
 
 use writer::{Flushed, Writer};
 

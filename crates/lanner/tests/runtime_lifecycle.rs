@@ -1,5 +1,6 @@
-//! Graceful shutdown: a server stops accepting, lets the calls it has finish within a grace
-//! period, and tells its clients to go elsewhere.
+//! A server's life as its clients see it: a graceful shutdown (stop accepting, let the calls
+//! in flight finish within a grace period, tell clients to go elsewhere), proxies that
+//! reconnect when a server is back, and the connection limit.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -142,4 +143,39 @@ async fn a_proxy_to_a_name_reconnects_when_the_server_is_back() {
     assert_eq!(answer, 2002);
     // A clone shares the reference, so it is reconnected too.
     assert_eq!(other.sleep_ms(3).await, Ok(2003));
+}
+
+#[tokio::test]
+async fn connections_beyond_the_limit_are_refused_with_overloaded() {
+    let server = Server::new().with_max_connections(2);
+    server.publish("slow", Object::new(SlowStub::new(Arc::new(SlowService))));
+    let listening = server
+        .listen("mem://shutdown-max-connections")
+        .await
+        .unwrap();
+    let url = listening.endpoint().object_url("slow");
+    let first: SlowProxy = Client::new().connect(&url).await.unwrap();
+    let second: SlowProxy = Client::new().connect(&url).await.unwrap();
+    let refused = Client::new().connect::<SlowProxy>(&url).await.unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::Overloaded, "{refused}");
+    assert!(
+        refused.message().contains("too many connections"),
+        "{refused}"
+    );
+    assert_eq!(first.sleep_ms(1).await, Ok(1));
+    assert_eq!(second.sleep_ms(1).await, Ok(1));
+    // A client that leaves makes room.
+    drop(first);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let third: SlowProxy = loop {
+        match Client::new().connect(&url).await {
+            Ok(proxy) => break proxy,
+            Err(error) => {
+                assert_eq!(error.kind(), ErrorKind::Overloaded, "{error}");
+                assert!(std::time::Instant::now() < deadline, "no room was made");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    };
+    assert_eq!(third.sleep_ms(2).await, Ok(2));
 }
