@@ -75,17 +75,24 @@ pub fn run(args: &SoakArgs) -> Result<(), Box<dyn std::error::Error>> {
         return Err("--clients must be at least 1".into());
     }
     let endpoint = fixed_endpoint(args.transport)?;
-    let fds_before = open_fds()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
+    // After building the runtime: tokio may create process-wide descriptors once (the
+    // signal driver's socket pair) that stay open for the life of the process.
+    let fds_before = open_fds()?;
     let mut summary = runtime.block_on(soak(args, &endpoint))?;
     // Every connection and task goes with the runtime; give the kernel a moment to
     // finish closing sockets.
     drop(runtime);
     std::thread::sleep(Duration::from_millis(200));
-    summary.leaked_fds = open_fds()? as i64 - fds_before as i64;
+    let fds_after = open_fds()?;
+    let leaked: Vec<&String> = fds_after
+        .iter()
+        .filter(|fd| !fds_before.contains(*fd))
+        .collect();
+    summary.leaked_fds = leaked.len() as i64;
     summary.peak_rss_mb = peak_rss_mb()?;
     if args.json {
         println!("{}", serde_json::to_string(&summary)?);
@@ -96,7 +103,7 @@ pub fn run(args: &SoakArgs) -> Result<(), Box<dyn std::error::Error>> {
         return Err(format!("{} wrong answers", summary.wrong_answers).into());
     }
     if summary.leaked_fds != 0 {
-        return Err(format!("{} file descriptors leaked", summary.leaked_fds).into());
+        return Err(format!("{} file descriptors leaked: {leaked:?}", summary.leaked_fds).into());
     }
     Ok(())
 }
@@ -287,8 +294,25 @@ fn fixed_endpoint(transport: TransportArg) -> Result<String, Box<dyn std::error:
     })
 }
 
-fn open_fds() -> std::io::Result<usize> {
-    Ok(std::fs::read_dir("/proc/self/fd")?.count())
+/// The open file descriptors, each as `fd -> target`.
+fn open_fds() -> std::io::Result<Vec<String>> {
+    let mut fds = Vec::new();
+    for entry in std::fs::read_dir("/proc/self/fd")? {
+        let entry = entry?;
+        let Ok(target) = std::fs::read_link(entry.path()) else {
+            continue;
+        };
+        // The directory being read is itself an open descriptor.
+        if target.ends_with("fd") && target.starts_with("/proc") {
+            continue;
+        }
+        fds.push(format!(
+            "{} -> {}",
+            entry.file_name().to_string_lossy(),
+            target.display()
+        ));
+    }
+    Ok(fds)
 }
 
 fn peak_rss_mb() -> Result<f64, Box<dyn std::error::Error>> {

@@ -12,6 +12,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use lanner::Proxy;
 use lanner_cli::services::{CalculatorProxy, EchoProxy};
+use lanner_cli::transport_arg::TransportArg;
 use lanner_proto::frame::{self, Frame};
 use lanner_proto::{FrameSplitter, Hello, Limits, Status};
 use support::{STREAM_TRANSPORTS, client, garbage, hello, request, runtime, server, still_serving};
@@ -346,4 +347,79 @@ fn a_client_refuses_bad_servers_with_clear_errors() {
         .unwrap_err();
     assert_eq!(error.kind(), lanner::ErrorKind::DeadlineExceeded, "{error}");
     server.join().unwrap();
+}
+
+/// The server process's resident memory, in bytes.
+fn resident_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/PID/status");
+    kib * 1024
+}
+
+/// An echo REQUEST with call id `call_id` carrying `payload` as its bulk argument.
+fn echo_request(handle: u64, call_id: u64, payload: &Bytes) -> Vec<u8> {
+    let method = &<EchoProxy as Proxy>::METHODS[0];
+    let mut message =
+        lanner_proto::MessageBuilder::request(handle, 0, method.ordinal, method.fingerprint);
+    message.push_segment(payload.clone());
+    let (mut conn, _) = lanner_proto::Connection::client(Limits::default());
+    conn.handle_frame(frame::encode_welcome(&lanner_proto::Welcome {
+        version: lanner_proto::PROTOCOL_VERSION,
+        limits: Limits::default(),
+    }))
+    .unwrap();
+    let (_, out) = conn.send_request(message).map_err(|(e, _)| e).unwrap();
+    let mut frame = out.into_contiguous().to_vec();
+    frame[8..16].copy_from_slice(&call_id.to_le_bytes());
+    frame
+}
+
+#[test]
+fn a_client_that_stops_reading_costs_the_server_bounded_memory() {
+    const PAYLOAD: usize = 256 << 10;
+    let credits = Limits::default().credits as u64;
+    let server = server(TransportArg::Unix);
+    let (mut stream, mut buffer) = handshaken(&server.lanner);
+    let echo = resolve(stream.as_mut(), &mut buffer, "echo");
+    let before = resident_bytes(server.pid());
+    let payload = support::payload(PAYLOAD, 7);
+    // Every credit spent on a large echo, and not one answer read: the answers pile up in
+    // the server, which may hold at most `credits` of them.
+    for call_id in 1..=credits {
+        stream
+            .write_all(&echo_request(echo, call_id, &payload))
+            .unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let peak = resident_bytes(server.pid());
+    let bound = credits * PAYLOAD as u64 + (32 << 20);
+    assert!(
+        peak.saturating_sub(before) < bound,
+        "the server grew by {} MiB for {credits} unread answers of {} KiB",
+        (peak - before) >> 20,
+        PAYLOAD >> 10
+    );
+    // One request more than the credits allow ends the connection instead of growing: the
+    // answers already queued come out, then the reason.
+    let _ = stream.write_all(&echo_request(echo, credits + 1, &payload));
+    let mut answers = 0;
+    let close = loop {
+        match read_frame(stream.as_mut(), &mut buffer) {
+            Some(Frame::Response(_)) => answers += 1,
+            other => break other,
+        }
+    };
+    assert!(
+        answers <= credits,
+        "{answers} answers for {credits} credits"
+    );
+    match close {
+        Some(Frame::Close(close)) => assert_eq!(close.status, Status::Overloaded, "{close:?}"),
+        other => panic!("expected a CLOSE after the answers, got {other:?}"),
+    }
+    still_serving(&server);
 }

@@ -187,6 +187,11 @@ impl Connection {
         self.peer_in_flight
     }
 
+    /// How many requests the peer may have outstanding (the credits granted to it).
+    pub fn peer_window(&self) -> u32 {
+        self.peer_window
+    }
+
     /// Processes one received frame. An error means the connection is broken: send
     /// [`ProtocolError::close_frame`] and drop it. Never panics.
     pub fn handle_frame(&mut self, bytes: Bytes) -> Result<Event, ProtocolError> {

@@ -25,7 +25,7 @@ impl Connection {
         };
         match credit {
             Ok(frame) => {
-                let _ = self.send_frame(OutFrame::contiguous(frame));
+                let _ = self.send_credit_return(OutFrame::contiguous(frame));
             }
             Err(error) => tracing::warn!(peer = %self.peer, %error, "credit not returned"),
         }

@@ -195,8 +195,23 @@ impl Connection {
     /// finishes if the transport is full (see the writer module). Never waits. Returns
     /// whether the frame went out whole (false: the flusher is still on it).
     pub(crate) fn send_frame(self: &Arc<Self>, frame: OutFrame) -> Result<bool, Error> {
+        self.send(frame, false)
+    }
+
+    /// [`Connection::send_frame`] for a frame that returns a credit to the peer (an
+    /// answer, a one-way call's CREDIT): counted until written (see the reader's credit
+    /// check).
+    pub(crate) fn send_credit_return(self: &Arc<Self>, frame: OutFrame) -> Result<bool, Error> {
+        self.send(frame, true)
+    }
+
+    fn send(self: &Arc<Self>, frame: OutFrame, returns_credit: bool) -> Result<bool, Error> {
         let mut writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let result = writer.send(frame, &mut Context::from_waker(Waker::noop()));
+        let result = writer.send(
+            frame,
+            returns_credit,
+            &mut Context::from_waker(Waker::noop()),
+        );
         drop(writer);
         match result {
             Ok(Flushed::Done) => self.written(Ok(())).map(|()| true),
@@ -255,7 +270,7 @@ impl Connection {
     /// request (as the raw baseline does after replying).
     pub(crate) fn respond(self: &Arc<Self>, call_id: u64, reply: MessageBuilder) {
         if let Some(frame) = self.stamp_response(call_id, reply) {
-            let _ = self.send_frame(frame);
+            let _ = self.send_credit_return(frame);
         }
         self.signal.kick();
     }

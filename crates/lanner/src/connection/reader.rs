@@ -104,6 +104,32 @@ impl Connection {
         Error::from_protocol(&error)
     }
 
+    /// A request may use only credits the peer has received: those returned in answers
+    /// still queued here have not reached it. Without this check a peer that stops
+    /// reading could keep sending and make the answers pile up without bound.
+    fn check_credits(self: &Arc<Self>) -> Result<(), Error> {
+        if !self.flusher_active.load(Ordering::Relaxed) {
+            // Nothing is queued.
+            return Ok(());
+        }
+        let queued = self
+            .writer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .queued_credits();
+        let (in_flight, window) = {
+            let state = self.state();
+            (state.proto.peer_in_flight(), state.proto.peer_window())
+        };
+        if in_flight.saturating_add(queued) > window {
+            return Err(self.protocol_violation(ProtocolError::CreditViolation {
+                in_flight: in_flight + queued,
+                window,
+            }));
+        }
+        Ok(())
+    }
+
     fn process(
         self: &Arc<Self>,
         frame: Bytes,
@@ -120,6 +146,7 @@ impl Connection {
                 Err(Error::protocol("response not delivered"))
             }
             Ok(Handled::Event(Event::Request(request))) => {
+                self.check_credits()?;
                 self.dispatch(request, cx);
                 Ok(Progress::Other)
             }

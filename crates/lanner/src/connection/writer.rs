@@ -17,7 +17,11 @@ use crate::transport::FrameSink;
 
 pub(super) struct Writer {
     sink: Box<dyn FrameSink>,
-    queue: VecDeque<OutFrame>,
+    /// Frames not fully written, each marked if it returns a credit to the peer.
+    queue: VecDeque<(OutFrame, bool)>,
+    /// Queued frames that return a credit (answers, one-way credits): the peer does not
+    /// have those credits back until they are written.
+    queued_credits: u32,
     /// A flusher task is waiting for room on the transport; senders only queue.
     flushing: bool,
 }
@@ -37,6 +41,7 @@ impl Writer {
         Writer {
             sink,
             queue: VecDeque::new(),
+            queued_credits: 0,
             flushing: false,
         }
     }
@@ -44,24 +49,38 @@ impl Writer {
     /// Writes what the transport takes of `frame` now, queueing the rest. Frames are
     /// queued only while a flusher runs, so with no flusher the frame is written straight
     /// from the caller.
+    /// `returns_credit` marks an answer or a one-way call's credit (see
+    /// [`Writer::queued_credits`]).
     pub(super) fn send(
         &mut self,
         mut frame: OutFrame,
+        returns_credit: bool,
         cx: &mut Context<'_>,
     ) -> io::Result<Flushed> {
         if self.flushing {
-            self.queue.push_back(frame);
+            self.enqueue(frame, returns_credit);
             return Ok(Flushed::FlusherRunning);
         }
         debug_assert!(self.queue.is_empty());
         match self.sink.poll_send(cx, &mut frame) {
             Poll::Ready(result) => result.map(|()| Flushed::Done),
             Poll::Pending => {
-                self.queue.push_back(frame);
+                self.enqueue(frame, returns_credit);
                 self.flushing = true;
                 Ok(Flushed::StartFlusher)
             }
         }
+    }
+
+    fn enqueue(&mut self, frame: OutFrame, returns_credit: bool) {
+        self.queued_credits += u32::from(returns_credit);
+        self.queue.push_back((frame, returns_credit));
+    }
+
+    /// Credits returned to the peer but not written yet: the peer cannot have used them,
+    /// so its requests plus these may not exceed its window.
+    pub(super) fn queued_credits(&self) -> u32 {
+        self.queued_credits
     }
 
     /// The flusher's step: writes until done (clearing the flusher flag) or Pending.
@@ -82,18 +101,21 @@ impl Writer {
             // The transport is broken and the connection is failing: what is still queued
             // will never be written, and later senders must find an empty queue.
             self.queue.clear();
+            self.queued_credits = 0;
         }
         Poll::Ready(result)
     }
 
     fn queued_bytes(&self) -> usize {
-        self.queue.iter().map(OutFrame::remaining).sum()
+        self.queue.iter().map(|(frame, _)| frame.remaining()).sum()
     }
 
     pub(super) fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        while let Some(front) = self.queue.front_mut() {
+        while let Some((front, _)) = self.queue.front_mut() {
             ready!(self.sink.poll_send(cx, front))?;
-            self.queue.pop_front();
+            if let Some((_, true)) = self.queue.pop_front() {
+                self.queued_credits -= 1;
+            }
         }
         Poll::Ready(Ok(()))
     }
