@@ -50,16 +50,23 @@ impl ServerProcess {
         command
             .arg("serve")
             .args(["--transport", transport.name()])
-            .args(["--spin-us", &spin.as_micros().to_string()])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .args(["--spin-us", &spin.as_micros().to_string()]);
         if let Some(cpu) = cpu {
             command.args(["--cpu", &cpu.to_string()]);
         }
         if let Some(listen) = listen {
             command.args(["--listen", listen]);
         }
+        ServerProcess::start(command)
+    }
+
+    /// Starts a prepared `lanner serve` command (for instance wrapped in
+    /// `ip netns exec`) and waits until it says where it listens.
+    pub fn start(mut command: Command) -> Result<ServerProcess, Box<dyn std::error::Error>> {
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
         let mut child = command.spawn()?;
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().ok_or("no stdout from the server")?;
