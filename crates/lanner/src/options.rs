@@ -33,6 +33,10 @@ pub struct ConnectionOptions {
     /// How long after a probe the peer has to show any sign of life before the connection
     /// is declared dead and its calls fail with `Unavailable` (default 15 s).
     pub keepalive_timeout: Duration,
+    /// Close a connection that has had no call in either direction (and none
+    /// outstanding) for this long; `None` (the default) never does. Keepalive probes do
+    /// not count as use.
+    pub idle_timeout: Option<Duration>,
 }
 
 impl Default for ConnectionOptions {
@@ -46,6 +50,7 @@ impl Default for ConnectionOptions {
             call_timeout: None,
             keepalive: Some(Duration::from_secs(15)),
             keepalive_timeout: Duration::from_secs(15),
+            idle_timeout: None,
         }
     }
 }
@@ -97,6 +102,12 @@ impl ConnectionOptions {
     pub fn with_keepalive(mut self, interval: Duration, timeout: Duration) -> Self {
         self.keepalive = Some(interval);
         self.keepalive_timeout = timeout;
+        self
+    }
+
+    /// Closes connections idle for `timeout` (see [`ConnectionOptions::idle_timeout`]).
+    pub fn with_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = Some(timeout);
         self
     }
 

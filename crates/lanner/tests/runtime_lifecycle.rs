@@ -179,3 +179,55 @@ async fn connections_beyond_the_limit_are_refused_with_overloaded() {
     };
     assert_eq!(third.sleep_ms(2).await, Ok(2));
 }
+
+#[tokio::test]
+async fn idle_connections_are_closed_and_proxies_reconnect() {
+    let options =
+        lanner::ConnectionOptions::default().with_idle_timeout(Duration::from_millis(100));
+    // One connection at a time: a second client gets in only once the first was closed.
+    let server = Server::with_options(options).with_max_connections(1);
+    server.publish("slow", Object::new(SlowStub::new(Arc::new(SlowService))));
+    let listening = server.listen("mem://lifecycle-idle").await.unwrap();
+    let url = listening.endpoint().object_url("slow");
+    let first: SlowProxy = Client::new().connect(&url).await.unwrap();
+    // A call longer than the idle timeout is use, not idleness.
+    assert_eq!(first.sleep_ms(300).await, Ok(300));
+    assert_eq!(
+        Client::new()
+            .connect::<SlowProxy>(&url)
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::Overloaded,
+        "the first connection is still open"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let second: SlowProxy = loop {
+        match Client::new().connect(&url).await {
+            Ok(proxy) => break proxy,
+            Err(error) => {
+                assert_eq!(error.kind(), ErrorKind::Overloaded, "{error}");
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the idle connection stayed"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    assert_eq!(second.sleep_ms(1).await, Ok(1));
+    // The first client's proxy reconnects once the second connection has gone idle too.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match first.sleep_ms(2).await {
+            Ok(answer) => break assert_eq!(answer, 2),
+            Err(error) => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "never reconnected: {error}"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+}

@@ -29,6 +29,7 @@ mod control;
 mod dispatch;
 mod exports;
 mod handshake;
+mod idle;
 mod keepalive;
 mod reader;
 mod writer;
@@ -61,6 +62,8 @@ pub(crate) struct Connection {
     call_timeout: Option<Duration>,
     /// Frames received so far: the keepalive's sign of life.
     frames_received: AtomicU64,
+    /// The peer's calls received so far (for the idle check).
+    calls_served: AtomicU64,
     /// New calls can be made: cleared when the connection fails or the peer sends
     /// GOAWAY (read on every call through a reference that can reconnect).
     usable: AtomicBool,
@@ -69,6 +72,8 @@ pub(crate) struct Connection {
 struct State {
     proto: lanner_proto::Connection,
     pending: calls::PendingCalls,
+    /// Calls made so far (for the idle check).
+    calls_made: u64,
     closed: Option<Error>,
     credit_waiters: usize,
 }
@@ -129,6 +134,7 @@ impl Connection {
             state: Mutex::new(State {
                 proto,
                 pending: HashMap::default(),
+                calls_made: 0,
                 closed: None,
                 credit_waiters: 0,
             }),
@@ -146,9 +152,13 @@ impl Connection {
             spin: options.spin.min(crate::ConnectionOptions::BUSY_POLL),
             call_timeout: options.call_timeout,
             frames_received: AtomicU64::new(0),
+            calls_served: AtomicU64::new(0),
             usable: AtomicBool::new(true),
         });
         reader::spawn(&connection, signal, &side);
+        if let Some(timeout) = options.idle_timeout {
+            idle::spawn(Arc::downgrade(&connection), timeout);
+        }
         if let Some(interval) = options.keepalive {
             keepalive::spawn(
                 Arc::downgrade(&connection),
@@ -162,6 +172,15 @@ impl Connection {
     /// Who is on the other side.
     pub(crate) fn peer(&self) -> &str {
         &self.peer
+    }
+
+    /// How much the connection is used (see the idle module).
+    fn activity(&self) -> idle::Activity {
+        let state = self.state();
+        idle::Activity {
+            calls: state.calls_made + self.calls_served.load(Ordering::Relaxed),
+            busy: !state.pending.is_empty() || state.proto.peer_in_flight() > 0,
+        }
     }
 
     /// How long a call waits for its answer by default.

@@ -1,0 +1,53 @@
+//! Closing connections nobody uses: with an idle timeout set, a connection that has had no
+//! call in either direction, and none outstanding, for that long is closed with a CLOSE
+//! saying why. Keepalive probes do not count as use. A client whose proxies came from a
+//! URL reconnects by itself on its next call.
+
+use std::sync::Weak;
+use std::time::{Duration, Instant};
+
+use lanner_proto::Status;
+
+use super::Connection;
+
+/// How many times per timeout the connection is looked at.
+const CHECKS_PER_TIMEOUT: u32 = 4;
+
+/// Watches `connection` until it closes, is dropped, or stays idle for `timeout`.
+pub(super) fn spawn(connection: Weak<Connection>, timeout: Duration) {
+    tokio::spawn(async move {
+        let mut last = None;
+        let mut idle_since = Instant::now();
+        loop {
+            tokio::time::sleep(timeout / CHECKS_PER_TIMEOUT).await;
+            let Some(alive) = connection
+                .upgrade()
+                .filter(|connection| connection.closed().is_none())
+            else {
+                return;
+            };
+            let activity = alive.activity();
+            if activity.busy || last != Some(activity.calls) {
+                last = Some(activity.calls);
+                idle_since = Instant::now();
+                continue;
+            }
+            if idle_since.elapsed() >= timeout {
+                tracing::debug!(peer = %alive.peer(), ?timeout, "closing an idle connection");
+                alive.close(
+                    Status::Unavailable,
+                    &format!("the connection was idle for {timeout:?}"),
+                );
+                return;
+            }
+        }
+    });
+}
+
+/// A connection's use, as the idle check sees it.
+pub(super) struct Activity {
+    /// Calls made and served so far.
+    pub(super) calls: u64,
+    /// Some call is outstanding in either direction.
+    pub(super) busy: bool,
+}
