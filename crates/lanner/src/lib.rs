@@ -75,6 +75,7 @@ mod call;
 mod client;
 mod connection;
 mod context;
+mod depth;
 mod error;
 mod id;
 mod id_hasher;

@@ -15,6 +15,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::call::{IncomingCall, Reply};
+use crate::depth::{self, Limited, MAX_DEPTH};
 use crate::error::{Error, ErrorKind};
 use crate::id::MethodInfo;
 use crate::proxy::ProxyCore;
@@ -78,9 +79,14 @@ fn encode_inline<T: Serialize + ?Sized>(
 }
 
 /// Decodes `bytes` as exactly one `T` (trailing bytes are an error: they mean the peers
-/// disagree about the type).
+/// disagree about the type), nested at most [`MAX_DEPTH`] levels deep.
 pub(crate) fn decode_inline<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
-    match postcard::take_from_bytes::<T>(bytes) {
+    // A flag left by a decode whose error a visitor swallowed must not mislabel this one.
+    depth::took_too_deep();
+    let mut deserializer = postcard::Deserializer::from_bytes(bytes);
+    let decoded = T::deserialize(Limited::new(&mut deserializer, MAX_DEPTH))
+        .and_then(|value| Ok((value, deserializer.finalize()?)));
+    match decoded {
         Ok((value, [])) => Ok(value),
         Ok((_, rest)) => Err(Error::new(
             ErrorKind::InvalidArgument,
@@ -89,10 +95,17 @@ pub(crate) fn decode_inline<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Erro
                 rest.len()
             ),
         )),
-        Err(e) => Err(Error::new(
-            ErrorKind::InvalidArgument,
-            format!("could not decode: {e}"),
-        )),
+        Err(e) => {
+            let why = if depth::took_too_deep() {
+                depth::too_deep_message()
+            } else {
+                e.to_string()
+            };
+            Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("could not decode: {why}"),
+            ))
+        }
     }
 }
 
