@@ -1,6 +1,7 @@
 //! Serving objects: publish them under names, listen on endpoints.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -56,6 +57,7 @@ pub struct Server {
     names: Arc<NameRegistry>,
     options: ConnectionOptions,
     max_connections: usize,
+    calls: Arc<CallLimit>,
 }
 
 impl Default for Server {
@@ -76,7 +78,23 @@ impl Server {
             names: Arc::new(NameRegistry::default()),
             options,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            calls: Arc::new(CallLimit {
+                max: DEFAULT_MAX_SUSPENDED_CALLS,
+                running: AtomicUsize::new(0),
+            }),
         }
+    }
+
+    /// Sets how many calls may be suspended in this server's methods at once, across all
+    /// its connections (default 100,000). A call that finishes without waiting does not
+    /// count; one that arrives while the server is full is answered at once with
+    /// `Overloaded` (not executed). Set it before listening.
+    pub fn with_max_suspended_calls(mut self, max: usize) -> Server {
+        self.calls = Arc::new(CallLimit {
+            max,
+            running: AtomicUsize::new(0),
+        });
+        self
     }
 
     /// Sets how many connections each endpoint this server listens on keeps open at once
@@ -113,6 +131,7 @@ impl Server {
         let names = self.names.clone();
         let options = self.options.clone();
         let max_connections = self.max_connections;
+        let calls = self.calls.clone();
         let connections = Arc::new(Connections::default());
         let accepted = connections.clone();
         let task = tokio::spawn(async move {
@@ -122,6 +141,7 @@ impl Server {
                         let names = names.clone();
                         let options = options.clone();
                         let accepted = accepted.clone();
+                        let calls = calls.clone();
                         let open = accepted.count();
                         tokio::spawn(async move {
                             let peer = transport.peer.clone();
@@ -134,7 +154,7 @@ impl Server {
                                 connection::refuse(transport, &options, status, &reason).await;
                                 return;
                             }
-                            match connection::accept(transport, &options, names).await {
+                            match connection::accept(transport, &options, names, calls).await {
                                 Ok(connection) => accepted.add(&connection),
                                 Err(error) => tracing::info!(%peer, %error, "connection refused"),
                             }
@@ -259,9 +279,49 @@ impl Listening {
     }
 }
 
+/// A server's bound on calls suspended in its methods (those that did not finish on their
+/// first poll): each holds its arguments and its task until it finishes. Calls that finish
+/// at once are not counted, so checking the bound costs one relaxed load per call.
+pub(crate) struct CallLimit {
+    max: usize,
+    running: AtomicUsize,
+}
+
+impl CallLimit {
+    /// No room for another call.
+    pub(crate) fn is_full(&self) -> bool {
+        self.running.load(Ordering::Relaxed) >= self.max
+    }
+
+    pub(crate) fn full_message(&self) -> String {
+        format!(
+            "the server is running its maximum of {} suspended calls; try again later",
+            self.max
+        )
+    }
+
+    /// Counts a call that is suspended until the returned guard drops.
+    pub(crate) fn suspend(limit: Arc<CallLimit>) -> SuspendedCall {
+        limit.running.fetch_add(1, Ordering::Relaxed);
+        SuspendedCall(limit)
+    }
+}
+
+/// One suspended call, counted until dropped.
+pub(crate) struct SuspendedCall(Arc<CallLimit>);
+
+impl Drop for SuspendedCall {
+    fn drop(&mut self) {
+        self.0.running.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// Connections per listening endpoint unless [`Server::with_max_connections`] says
 /// otherwise.
 const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+
+/// Suspended calls per server unless [`Server::with_max_suspended_calls`] says otherwise.
+const DEFAULT_MAX_SUSPENDED_CALLS: usize = 100_000;
 
 /// How often a shutdown looks whether the last calls have finished.
 const SHUTDOWN_POLL: Duration = Duration::from_millis(2);

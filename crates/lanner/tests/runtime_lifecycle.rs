@@ -231,3 +231,33 @@ async fn idle_connections_are_closed_and_proxies_reconnect() {
         }
     }
 }
+
+#[tokio::test]
+async fn calls_beyond_the_servers_limit_are_turned_away_unexecuted() {
+    let server = Server::new().with_max_suspended_calls(2);
+    server.publish("slow", Object::new(SlowStub::new(Arc::new(SlowService))));
+    let listening = server.listen("mem://lifecycle-max-calls").await.unwrap();
+    let url = listening.endpoint().object_url("slow");
+    // Two clients, two connections: the limit is the server's, not a connection's.
+    let first: SlowProxy = Client::new().connect(&url).await.unwrap();
+    let second: SlowProxy = Client::new().connect(&url).await.unwrap();
+    let long = [
+        tokio::spawn({
+            let first = first.clone();
+            async move { first.sleep_ms(300).await }
+        }),
+        tokio::spawn({
+            let second = second.clone();
+            async move { second.sleep_ms(300).await }
+        }),
+    ];
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let refused = first.sleep_ms(1).await.unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::Overloaded, "{refused}");
+    assert!(!refused.may_have_executed(), "{refused}");
+    for call in long {
+        assert_eq!(call.await.unwrap(), Ok(300));
+    }
+    // Room again once they are done.
+    assert_eq!(second.sleep_ms(1).await, Ok(1));
+}

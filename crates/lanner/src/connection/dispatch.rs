@@ -19,12 +19,17 @@ use lanner_proto::{MessageBuilder, Request, Status};
 use super::Connection;
 use crate::call::IncomingCall;
 use crate::context::CallContext;
+use crate::server::CallLimit;
 
 impl Connection {
     /// Serves one request; `cx` is the receiving task's context, used for the first poll.
     pub(super) fn dispatch(self: &Arc<Self>, request: Request, cx: &mut Context<'_>) {
         let call_id = request.call_id;
         let one_way = request.one_way;
+        if let Some(limit) = self.call_limit.as_ref().filter(|limit| limit.is_full()) {
+            let reply = MessageBuilder::error_response(Status::Overloaded, &limit.full_message());
+            return self.answer(call_id, one_way, reply);
+        }
         let stub = self.exports().stub(request.object, request.slot);
         let stub = match stub {
             Ok(stub) => stub,
@@ -47,10 +52,12 @@ impl Connection {
                 // Only a call that outlives its first poll can be cancelled: a CANCEL is
                 // processed by the same receiver, after this returns.
                 self.serving().insert(call_id, future.cancel_token());
+                let suspended = self.call_limit.clone().map(CallLimit::suspend);
                 let connection = self.clone();
                 let future = AssertUnwindSafe(future).catch_unwind();
                 tokio::spawn(async move {
                     let reply = reply_of(&connection, future.await);
+                    drop(suspended);
                     connection.serving().remove(&call_id);
                     connection.answer(call_id, one_way, reply);
                 });

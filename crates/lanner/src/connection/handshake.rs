@@ -11,7 +11,7 @@ use lanner_proto::{Event, OutFrame, ProtocolError};
 use super::{Connection, Side};
 use crate::error::{Error, ErrorKind};
 use crate::options::ConnectionOptions;
-use crate::server::NameRegistry;
+use crate::server::{CallLimit, NameRegistry};
 use crate::transport::{FrameSink, FrameSource, Received, RecvError, Transport};
 
 /// Client side: sends HELLO, expects WELCOME.
@@ -56,6 +56,7 @@ pub(crate) async fn accept(
     transport: Transport,
     options: &ConnectionOptions,
     names: Arc<NameRegistry>,
+    calls: Arc<CallLimit>,
 ) -> Result<Arc<Connection>, Error> {
     let Transport {
         mut sink,
@@ -80,7 +81,7 @@ pub(crate) async fn accept(
         sink,
         source,
         peer,
-        Side::Server(names),
+        Side::Server(names, calls),
         options,
     ))
 }

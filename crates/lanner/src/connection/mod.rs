@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::Error;
 use crate::id_hasher::IdBuildHasher;
 use crate::object::Object;
-use crate::server::NameRegistry;
+use crate::server::{CallLimit, NameRegistry};
 use crate::transport::{FrameSink, FrameSource};
 
 mod calls;
@@ -62,6 +62,8 @@ pub(crate) struct Connection {
     call_timeout: Option<Duration>,
     /// Frames received so far: the keepalive's sign of life.
     frames_received: AtomicU64,
+    /// The server's bound on suspended calls (server side only).
+    call_limit: Option<Arc<CallLimit>>,
     /// The peer's calls received so far (for the idle check).
     calls_served: AtomicU64,
     /// New calls can be made: cleared when the connection fails or the peer sends
@@ -108,11 +110,12 @@ enum Handled {
 }
 
 /// Which side of the connection this is. A server-side connection resolves names from its
-/// server's registry and lives as long as its peer stays connected (its reader task keeps
-/// it alive); a client-side one lives while proxies hold it.
+/// server's registry, counts its suspended calls against the server's limit, and lives as
+/// long as its peer stays connected (its reader task keeps it alive); a client-side one
+/// lives while proxies hold it.
 pub(crate) enum Side {
     Client,
-    Server(Arc<NameRegistry>),
+    Server(Arc<NameRegistry>, Arc<CallLimit>),
 }
 
 impl Connection {
@@ -127,8 +130,10 @@ impl Connection {
         source.set_max_frame_size(proto.max_incoming_frame_size());
         let signal = Arc::new(ReaderSignal::default());
         let mut exports = ExportTable::new();
-        if let Side::Server(names) = &side {
+        let mut call_limit = None;
+        if let Side::Server(names, limit) = &side {
             exports.set_root(crate::root::root_object(names.clone()));
+            call_limit = Some(limit.clone());
         }
         let connection = Arc::new(Connection {
             state: Mutex::new(State {
@@ -153,6 +158,7 @@ impl Connection {
             call_timeout: options.call_timeout,
             frames_received: AtomicU64::new(0),
             calls_served: AtomicU64::new(0),
+            call_limit,
             usable: AtomicBool::new(true),
         });
         reader::spawn(&connection, signal, &side);

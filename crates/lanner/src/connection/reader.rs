@@ -247,7 +247,7 @@ impl Holder {
 /// Prepares the transport's receiving half and starts the reader task.
 pub(super) fn spawn(connection: &Arc<Connection>, signal: Arc<ReaderSignal>, side: &Side) {
     let holder = match side {
-        Side::Server(_) => Holder::Strong(connection.clone()),
+        Side::Server(..) => Holder::Strong(connection.clone()),
         Side::Client => Holder::Weak(Arc::downgrade(connection)),
     };
     let spin = connection.spin;
