@@ -179,13 +179,30 @@ impl Server {
 #[derive(Default)]
 struct Connections {
     live: Mutex<Vec<Weak<Connection>>>,
+    /// The listener shut down: a handshake that finishes now is closed at once.
+    shut: std::sync::atomic::AtomicBool,
 }
 
 impl Connections {
     fn add(&self, connection: &Arc<Connection>) {
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        if self.shut.load(Ordering::SeqCst) {
+            drop(live);
+            connection.close(lanner_proto::Status::Unavailable, "the server shut down");
+            return;
+        }
         live.retain(|c| c.strong_count() > 0);
         live.push(Arc::downgrade(connection));
+    }
+
+    /// The open connections, taken once and for all: later ones are refused.
+    fn shut_down(&self) -> Vec<Arc<Connection>> {
+        let live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        self.shut.store(true, Ordering::SeqCst);
+        live.iter()
+            .filter_map(Weak::upgrade)
+            .filter(|c| c.closed().is_none())
+            .collect()
     }
 
     /// Connections that are still open (accepted ones whose handshake is under way are
@@ -194,14 +211,6 @@ impl Connections {
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         live.retain(|c| c.upgrade().is_some_and(|c| c.closed().is_none()));
         live.len()
-    }
-
-    fn open(&self) -> Vec<Arc<Connection>> {
-        let live = self.live.lock().unwrap_or_else(|e| e.into_inner());
-        live.iter()
-            .filter_map(Weak::upgrade)
-            .filter(|c| c.closed().is_none())
-            .collect()
     }
 }
 
@@ -257,7 +266,8 @@ impl Listening {
     /// `Unavailable` (may have executed).
     pub async fn shutdown(mut self, grace: Duration) -> ShutdownReport {
         self.stop_accepting().await;
-        let connections = self.connections.open();
+        // A client whose handshake is still under way is closed when it completes.
+        let connections = self.connections.shut_down();
         for connection in &connections {
             connection.go_away();
         }
