@@ -9,7 +9,7 @@ mod support;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use lanner::{ConnectionOptions, ErrorKind};
+use lanner::{ConnectionOptions, ErrorKind, Proxy};
 use lanner_cli::server_process::ServerProcess;
 use lanner_cli::services::{CalcError, Calculator, CalculatorProxy};
 use support::runtime;
@@ -31,6 +31,8 @@ struct Namespace {
     name: String,
     /// The veth end in the test's namespace.
     outer: String,
+    /// The veth end in the new namespace.
+    inner: String,
 }
 
 impl Namespace {
@@ -44,8 +46,9 @@ impl Namespace {
         let namespace = Namespace {
             name: name.clone(),
             outer: format!("lnr{id}a"),
+            inner: format!("lnr{id}b"),
         };
-        let inner = format!("lnr{id}b");
+        let inner = namespace.inner.clone();
         must(
             "ip",
             &[
@@ -84,9 +87,14 @@ impl Namespace {
         run("tc", &args)
     }
 
-    /// Cuts the link: nothing passes either way, and nobody is told.
+    /// Cuts the link: nothing passes either way, and nobody is told. (The far end goes
+    /// down, so the near end keeps its route and packets die on the link instead of
+    /// leaving by the default route.)
     fn cut(&self) {
-        must("ip", &["link", "set", &self.outer, "down"]);
+        must(
+            "ip",
+            &["-n", &self.name, "link", "set", &self.inner, "down"],
+        );
     }
 }
 
@@ -153,6 +161,39 @@ fn keepalive_finds_a_cut_link_and_tolerates_a_lossy_one() {
         }
         let waited = started.elapsed();
         assert!(waited < Duration::from_secs(10), "took {waited:?}");
+
+        // Reconnecting to a host nobody answers for is bounded by the call's deadline,
+        // and connecting afresh by the handshake timeout: neither waits for the kernel.
+        let started = Instant::now();
+        let result = calc
+            .with_timeout(Duration::from_millis(300))
+            .add(1, 1)
+            .await;
+        match result {
+            Err(CalcError::Rpc(error)) => {
+                assert_eq!(error.kind(), ErrorKind::DeadlineExceeded, "{error}");
+                assert!(!error.may_have_executed(), "{error}");
+            }
+            other => panic!("expected a deadline error, got {other:?}"),
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+        let started = Instant::now();
+        let error = lanner::Client::with_options(
+            ConnectionOptions::default().with_handshake_timeout(Duration::from_millis(300)),
+        )
+        .connect::<CalculatorProxy>(&format!("{}/calc", server.lanner))
+        .await
+        .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
     });
     server.kill();
 }

@@ -86,8 +86,16 @@ impl Client {
                 return Ok(connection.clone());
             }
         }
-        let transport = transport::connect(endpoint)
+        // Bounded like the handshake: a TCP connect to an unreachable host would otherwise
+        // wait for the kernel's SYN retries (minutes).
+        let timeout = self.inner.options.handshake_timeout;
+        let transport = tokio::time::timeout(timeout, transport::connect(endpoint))
             .await
+            .map_err(|_| {
+                Error::unavailable(format!(
+                    "connecting to {endpoint}: no answer within {timeout:?}"
+                ))
+            })?
             .map_err(|e| Error::io(&format!("connecting to {endpoint}"), &e))?;
         let connection = connection::connect(transport, &self.inner.options).await?;
         connections.insert(endpoint.clone(), connection.clone());

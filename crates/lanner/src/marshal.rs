@@ -144,9 +144,10 @@ where
     E: DeserializeOwned + From<Error>,
 {
     let mut request = request?;
-    let target = core.object().live_target().await?;
+    let current = core.object().current_target();
+    let deadline = set_deadline(&mut request, core.timeout_on(&current.connection));
+    let target = core.object().usable_target(current, deadline).await?;
     request.set_object(target.handle);
-    let deadline = set_deadline(&mut request, core.timeout_on(&target.connection));
     let response = target.connection.call(request, deadline).await?;
     decode_response::<C, E>(method, &response)
 }
@@ -172,9 +173,10 @@ where
 {
     let mut request = request?;
     request.set_one_way();
-    let target = core.object().live_target().await?;
+    let current = core.object().current_target();
+    let deadline = set_deadline(&mut request, core.timeout_on(&current.connection));
+    let target = core.object().usable_target(current, deadline).await?;
     request.set_object(target.handle);
-    let deadline = set_deadline(&mut request, core.timeout_on(&target.connection));
     target
         .connection
         .send_one_way(request, deadline)

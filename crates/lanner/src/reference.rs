@@ -100,15 +100,34 @@ impl ObjectRef {
         )
     }
 
-    /// The target to call through: the current one, or, if its connection takes no new
-    /// calls and the reference knows its URL, a fresh one (reconnecting, with backoff).
-    /// A reference without a URL keeps its target: the call then fails with the
-    /// connection's own error.
-    pub(crate) async fn live_target(&self) -> Result<Arc<Target>, Error> {
-        let target = self.inner.target.load_full();
+    /// Where calls go now.
+    pub(crate) fn current_target(&self) -> Arc<Target> {
+        self.inner.target.load_full()
+    }
+
+    /// The target to call through: `current` if its connection takes new calls, else, if
+    /// the reference knows its URL, a fresh one (reconnecting, with backoff, giving up at
+    /// `deadline`). A reference without a URL keeps its target: the call then fails with
+    /// the connection's own error.
+    pub(crate) async fn usable_target(
+        &self,
+        current: Arc<Target>,
+        deadline: Option<Instant>,
+    ) -> Result<Arc<Target>, Error> {
         match &self.inner.origin {
-            Some(origin) if !target.connection.usable() => self.reconnect(origin).await,
-            _ => Ok(target),
+            Some(origin) if !current.connection.usable() => {
+                crate::connection::until(deadline, self.reconnect(origin), || {
+                    Error::new(
+                        ErrorKind::DeadlineExceeded,
+                        format!(
+                            "the deadline passed while reconnecting to {} (the request was not sent)",
+                            origin.url
+                        ),
+                    )
+                })
+                .await?
+            }
+            _ => Ok(current),
         }
     }
 

@@ -218,7 +218,7 @@ impl Connection {
 
 /// Runs `future` until `deadline` (if any); `expired` is the error if the deadline comes
 /// first.
-async fn until<F: Future>(
+pub(crate) async fn until<F: Future>(
     deadline: Option<Instant>,
     future: F,
     expired: impl FnOnce() -> Error,

@@ -34,6 +34,7 @@ mod keepalive;
 mod reader;
 mod writer;
 
+pub(crate) use calls::until;
 pub(crate) use exports::{ExportTable, ROOT_HANDLE};
 pub(crate) use handshake::{accept, connect, refuse};
 
