@@ -77,6 +77,9 @@ mod connection;
 mod context;
 mod depth;
 mod error;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 mod id;
 mod id_hasher;
 mod marshal;
