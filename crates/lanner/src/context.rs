@@ -31,6 +31,8 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::transport::PeerCredentials;
+
 thread_local! {
     /// The context of the call being polled on this thread, set only during its polls.
     static CURRENT: RefCell<Option<CallContext>> = const { RefCell::new(None) };
@@ -40,6 +42,7 @@ thread_local! {
 #[derive(Debug, Clone)]
 pub struct CallContext {
     deadline: Option<Instant>,
+    peer: Option<PeerCredentials>,
     /// Created when first needed (the method asks for its context, or the call outlives
     /// its first poll and so can be cancelled): a call that needs neither costs nothing.
     cancel: Option<CancellationToken>,
@@ -49,8 +52,21 @@ impl CallContext {
     pub(crate) fn new(deadline: Option<Instant>) -> CallContext {
         CallContext {
             deadline,
+            peer: None,
             cancel: None,
         }
+    }
+
+    pub(crate) fn with_peer(mut self, peer: Option<PeerCredentials>) -> CallContext {
+        self.peer = peer;
+        self
+    }
+
+    /// Who called, as the kernel vouches for it: the caller process's pid, uid and gid on
+    /// `unix://` and `shm://` connections (from `SO_PEERCRED` when the connection was
+    /// made); `None` on transports that cannot say (TCP, in-memory).
+    pub fn peer_credentials(&self) -> Option<PeerCredentials> {
+        self.peer
     }
 
     /// The context of the call whose method is running, or `None` outside a served call.

@@ -44,7 +44,8 @@ impl Connection {
             request,
             connection: self,
         };
-        let mut future = CallContext::new(deadline).scope(stub.dispatch(call));
+        let context = CallContext::new(deadline).with_peer(self.credentials);
+        let mut future = context.scope(stub.dispatch(call));
         match std::panic::catch_unwind(AssertUnwindSafe(|| future.poll_unpin(cx))) {
             Ok(Poll::Ready(reply)) => self.answer(call_id, one_way, reply_of(self, Ok(reply))),
             Err(panic) => self.answer(call_id, one_way, reply_of(self, Err(panic))),

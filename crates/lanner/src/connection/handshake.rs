@@ -23,7 +23,7 @@ pub(crate) async fn connect(
         mut sink,
         mut source,
         peer,
-        ..
+        credentials,
     } = transport;
     let (mut proto, hello) = lanner_proto::Connection::client(options.limits());
     send(sink.as_mut(), hello, &peer).await?;
@@ -46,6 +46,7 @@ pub(crate) async fn connect(
         sink,
         source,
         peer,
+        credentials,
         Side::Client,
         options,
     ))
@@ -62,7 +63,7 @@ pub(crate) async fn accept(
         mut sink,
         mut source,
         peer,
-        ..
+        credentials,
     } = transport;
     let mut proto = lanner_proto::Connection::server(options.limits());
     let received = receive(source.as_mut(), options, &peer)
@@ -81,6 +82,7 @@ pub(crate) async fn accept(
         sink,
         source,
         peer,
+        credentials,
         Side::Server(names, calls),
         options,
     ))

@@ -22,7 +22,7 @@ use crate::error::Error;
 use crate::id_hasher::IdBuildHasher;
 use crate::object::Object;
 use crate::server::{CallLimit, NameRegistry};
-use crate::transport::{FrameSink, FrameSource};
+use crate::transport::{FrameSink, FrameSource, PeerCredentials};
 
 mod calls;
 mod control;
@@ -58,6 +58,8 @@ pub(crate) struct Connection {
     /// The peer's calls still running after their first poll, by call id (to cancel them).
     serving: Mutex<HashMap<u64, CancellationToken, IdBuildHasher>>,
     peer: String,
+    /// Who the peer process is, as the kernel says (Unix sockets and shared memory).
+    credentials: Option<PeerCredentials>,
     spin: Duration,
     /// How long a call waits for its answer unless its proxy says otherwise.
     call_timeout: Option<Duration>,
@@ -125,6 +127,7 @@ impl Connection {
         sink: Box<dyn FrameSink>,
         mut source: Box<dyn FrameSource>,
         peer: String,
+        credentials: Option<PeerCredentials>,
         side: Side,
         options: &crate::ConnectionOptions,
     ) -> Arc<Connection> {
@@ -154,6 +157,7 @@ impl Connection {
             exports: Mutex::new(exports),
             serving: Mutex::new(HashMap::default()),
             peer,
+            credentials,
             // Deadlines are computed as now + spin: keep that representable.
             spin: options.spin.min(crate::ConnectionOptions::BUSY_POLL),
             call_timeout: options.call_timeout,

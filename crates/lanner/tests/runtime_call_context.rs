@@ -1,6 +1,6 @@
-//! Deadlines and cancellation: a call fails at its deadline even if the server never
-//! answers, the server sees the time left and learns when the caller gives up, and every
-//! error says whether the request may have run.
+//! The call context and deadlines: a call fails at its deadline even if the server never
+//! answers, the server sees the time left, learns when the caller gives up and who the
+//! caller is, and every error says whether the request may have run.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -18,6 +18,8 @@ trait Patient {
     async fn remaining_us(&self) -> Result<Option<u64>, lanner::Error>;
     /// Answers at once.
     async fn ping(&self) -> Result<u32, lanner::Error>;
+    /// The calling process's pid and uid, as the call context reports them.
+    async fn caller(&self) -> Result<Option<(i32, u32)>, lanner::Error>;
 }
 
 #[derive(Default)]
@@ -62,6 +64,11 @@ impl Patient for PatientService {
 
     async fn ping(&self) -> Result<u32, lanner::Error> {
         Ok(7)
+    }
+
+    async fn caller(&self) -> Result<Option<(i32, u32)>, lanner::Error> {
+        let call = CallContext::current().expect("a served call has a context");
+        Ok(call.peer_credentials().map(|peer| (peer.pid, peer.uid)))
     }
 }
 
@@ -219,4 +226,32 @@ async fn errors_say_whether_the_request_may_have_run() {
     let decoded: lanner::Error =
         serde_json::from_str(&serde_json::to_string(&late).unwrap()).unwrap();
     assert_eq!(decoded, late);
+}
+
+#[tokio::test]
+async fn the_method_sees_the_callers_kernel_verified_identity() {
+    let path = std::env::temp_dir().join(format!("lanner-caller-{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let (_server, _listening, _service, patient) = serve(
+        &format!("unix://{}", path.display()),
+        ConnectionOptions::default(),
+    )
+    .await;
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    assert_eq!(
+        patient.caller().await,
+        Ok(Some((std::process::id() as i32, uid)))
+    );
+    let _ = std::fs::remove_file(&path);
+    let shm = format!("shm://lanner-caller-{}", std::process::id());
+    let (_server, _listening, _service, patient) = serve(&shm, ConnectionOptions::default()).await;
+    assert_eq!(
+        patient.caller().await,
+        Ok(Some((std::process::id() as i32, uid)))
+    );
+    // In memory, nobody vouches for the caller.
+    let (_server, _listening, _service, patient) =
+        serve("mem://deadline-caller", ConnectionOptions::default()).await;
+    assert_eq!(patient.caller().await, Ok(None));
 }
