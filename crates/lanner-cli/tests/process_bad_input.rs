@@ -403,8 +403,9 @@ fn a_client_that_stops_reading_costs_the_server_bounded_memory() {
         (peak - before) >> 20,
         PAYLOAD >> 10
     );
-    // One request more than the credits allow ends the connection instead of growing: the
-    // answers already queued come out, then the reason.
+    // One request more than the credits allow ends the connection instead of growing.
+    // What was queued for this peer that does not read is dropped, so it sees some
+    // answers, then the end (the CLOSE saying why, if it fit in the socket).
     let _ = stream.write_all(&echo_request(echo, credits + 1, &payload));
     let mut answers = 0;
     let close = loop {
@@ -419,7 +420,8 @@ fn a_client_that_stops_reading_costs_the_server_bounded_memory() {
     );
     match close {
         Some(Frame::Close(close)) => assert_eq!(close.status, Status::Overloaded, "{close:?}"),
-        other => panic!("expected a CLOSE after the answers, got {other:?}"),
+        None => {}
+        other => panic!("expected the end of the connection, got {other:?}"),
     }
     still_serving(&server);
 }

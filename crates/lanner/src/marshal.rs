@@ -189,11 +189,13 @@ where
     C: ValueCodec,
     E: DeserializeOwned + From<Error>,
 {
+    // The method ran: an answer that cannot be decoded still means it executed.
     let context = |e: Error| {
         Error::new(
             e.kind(),
             format!("result of {}: {}", method.name, e.message()),
         )
+        .after_sending()
     };
     match response.status {
         Status::Ok => C::decode(&response.payload).map_err(|e| E::from(context(e))),

@@ -161,6 +161,8 @@ impl ObjectRef {
             }
         };
         if fresh.inner.interfaces != self.inner.interfaces {
+            // Not worth a connection per call to find out again.
+            backoff.not_before = Some(now + BACKOFF_MAX);
             return Err(Error::new(
                 ErrorKind::Unimplemented,
                 format!(

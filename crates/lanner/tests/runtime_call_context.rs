@@ -20,7 +20,19 @@ trait Patient {
     async fn ping(&self) -> Result<u32, lanner::Error>;
     /// The calling process's pid and uid, as the call context reports them.
     async fn caller(&self) -> Result<Option<(i32, u32)>, lanner::Error>;
+    /// A value nested `depth` levels deep (counted in `NESTED_RUNS`).
+    async fn nested(&self, depth: u32) -> Result<Nest, lanner::Error>;
 }
+
+/// A type that contains itself.
+#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+enum Nest {
+    Leaf,
+    Node(Box<Nest>),
+}
+
+/// Runs of `nested`.
+static NESTED_RUNS: AtomicU32 = AtomicU32::new(0);
 
 #[derive(Default)]
 struct PatientService {
@@ -64,6 +76,11 @@ impl Patient for PatientService {
 
     async fn ping(&self) -> Result<u32, lanner::Error> {
         Ok(7)
+    }
+
+    async fn nested(&self, depth: u32) -> Result<Nest, lanner::Error> {
+        NESTED_RUNS.fetch_add(1, Ordering::SeqCst);
+        Ok((0..depth).fold(Nest::Leaf, |nest, _| Nest::Node(Box::new(nest))))
     }
 
     async fn caller(&self) -> Result<Option<(i32, u32)>, lanner::Error> {
@@ -222,6 +239,18 @@ async fn errors_say_whether_the_request_may_have_run() {
         .await
         .unwrap_err();
     assert!(late.may_have_executed(), "{late}");
+    // An answer that ran but cannot be decoded (here: nested deeper than a decoder goes)
+    // may have executed: it did.
+    assert!(matches!(patient.nested(3).await, Ok(Nest::Node(_))));
+    let runs = NESTED_RUNS.load(Ordering::SeqCst);
+    let undecodable = patient.nested(300).await.unwrap_err();
+    assert_eq!(
+        undecodable.kind(),
+        ErrorKind::InvalidArgument,
+        "{undecodable}"
+    );
+    assert!(undecodable.may_have_executed(), "{undecodable}");
+    assert_eq!(NESTED_RUNS.load(Ordering::SeqCst), runs + 1);
     // Both facts survive the trip inside an application error.
     let decoded: lanner::Error =
         serde_json::from_str(&serde_json::to_string(&late).unwrap()).unwrap();

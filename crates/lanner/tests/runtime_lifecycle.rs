@@ -11,7 +11,12 @@ use lanner::{Client, ErrorKind, Object, Server};
 trait Slow {
     /// Answers after `millis`.
     async fn sleep_ms(&self, millis: u64) -> Result<u64, lanner::Error>;
+    /// Waits until its caller is gone, then counts it in `SEEN_CANCELLED`.
+    async fn until_cancelled(&self) -> Result<(), lanner::Error>;
 }
+
+/// Calls of `until_cancelled` that saw their cancellation.
+static SEEN_CANCELLED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 struct SlowService;
 
@@ -19,6 +24,13 @@ impl Slow for SlowService {
     async fn sleep_ms(&self, millis: u64) -> Result<u64, lanner::Error> {
         tokio::time::sleep(Duration::from_millis(millis)).await;
         Ok(millis)
+    }
+
+    async fn until_cancelled(&self) -> Result<(), lanner::Error> {
+        let call = lanner::CallContext::current().expect("served");
+        call.cancelled().await;
+        SEEN_CANCELLED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
     }
 }
 
@@ -89,6 +101,10 @@ struct Numbered(u64);
 impl Slow for Numbered {
     async fn sleep_ms(&self, millis: u64) -> Result<u64, lanner::Error> {
         Ok(self.0 + millis)
+    }
+
+    async fn until_cancelled(&self) -> Result<(), lanner::Error> {
+        Ok(())
     }
 }
 
@@ -260,4 +276,42 @@ async fn calls_beyond_the_servers_limit_are_turned_away_unexecuted() {
     }
     // Room again once they are done.
     assert_eq!(second.sleep_ms(1).await, Ok(1));
+}
+
+#[tokio::test]
+async fn a_closed_connection_cancels_the_calls_it_was_serving() {
+    let server = Server::new().with_max_suspended_calls(1);
+    server.publish("slow", Object::new(SlowStub::new(Arc::new(SlowService))));
+    let listening = server
+        .listen("mem://lifecycle-cancel-on-close")
+        .await
+        .unwrap();
+    let slow: SlowProxy = Client::new()
+        .connect(&listening.endpoint().object_url("slow"))
+        .await
+        .unwrap();
+    let before = SEEN_CANCELLED.load(std::sync::atomic::Ordering::SeqCst);
+    let waiting = tokio::spawn(async move { slow.until_cancelled().await });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let report = listening.shutdown(Duration::from_millis(20)).await;
+    assert_eq!(report.unfinished_calls, 1);
+    assert!(waiting.await.unwrap().is_err(), "the cut-off call fails");
+    // The method hears that nobody waits any more, and its slot in the limit frees.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while SEEN_CANCELLED.load(std::sync::atomic::Ordering::SeqCst) == before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the method was never told"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let again = server
+        .listen("mem://lifecycle-cancel-on-close-2")
+        .await
+        .unwrap();
+    let slow: SlowProxy = Client::new()
+        .connect(&again.endpoint().object_url("slow"))
+        .await
+        .unwrap();
+    assert_eq!(slow.sleep_ms(1).await, Ok(1));
 }

@@ -3,11 +3,15 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use lanner_proto::{MessageBuilder, OutFrame, Status};
 
 use super::Connection;
 use crate::error::Error;
+
+/// How long a deliberately closed connection keeps writing what it had queued.
+const CLOSE_LINGER: Duration = Duration::from_secs(5);
 
 impl Connection {
     /// Ends the peer's one-way call `call_id`: gives its credit back (a failure has nobody
@@ -63,14 +67,34 @@ impl Connection {
 
     /// Closes the connection on purpose: tells the peer why (CLOSE) and fails what is left.
     pub(crate) fn close(self: &Arc<Self>, status: Status, reason: &str) {
+        self.close_if(status, reason, |_, _| true);
+    }
+
+    /// [`Connection::close`] if `condition` holds, decided under the same lock that makes
+    /// new calls fail (so no call can slip in between); returns whether it closed.
+    pub(super) fn close_if(
+        self: &Arc<Self>,
+        status: Status,
+        reason: &str,
+        condition: impl FnOnce(&Connection, &super::State) -> bool,
+    ) -> bool {
         let frame = {
             let mut state = self.state();
-            if state.closed.is_some() {
-                return;
+            if state.closed.is_some() || !condition(self, &state) {
+                return false;
             }
             state.proto.close(status, reason)
         };
         let _ = self.send_frame(OutFrame::contiguous(frame));
-        self.fail(Error::from_status(status, format!("closed here: {reason}")));
+        // Answers still queued (and the CLOSE after them) get a while to reach a slow
+        // reader before writing stops.
+        if self.end(Error::from_status(status, format!("closed here: {reason}"))) {
+            let connection = self.clone();
+            self.runtime.spawn(async move {
+                tokio::time::sleep(CLOSE_LINGER).await;
+                connection.abort_writes();
+            });
+        }
+        true
     }
 }

@@ -38,7 +38,9 @@ impl Connection {
                 return self.answer(call_id, one_way, reply);
             }
         };
-        let deadline = (request.timeout_us != 0)
+        // 0: no deadline; the largest value: "at least that long", which is no deadline the
+        // method could act on either.
+        let deadline = (request.timeout_us != 0 && request.timeout_us != u32::MAX)
             .then(|| Instant::now() + Duration::from_micros(request.timeout_us.into()));
         let call = IncomingCall {
             request,

@@ -33,12 +33,17 @@ pub(super) fn spawn(connection: Weak<Connection>, timeout: Duration) {
                 continue;
             }
             if idle_since.elapsed() >= timeout {
-                tracing::debug!(peer = %alive.peer(), ?timeout, "closing an idle connection");
-                alive.close(
-                    Status::Unavailable,
-                    &format!("the connection was idle for {timeout:?}"),
-                );
-                return;
+                let reason = format!("the connection was idle for {timeout:?}");
+                // Checked again under the lock that new calls take: one that started since
+                // keeps the connection open.
+                let still_idle = |connection: &Connection, state: &super::State| {
+                    let now = connection.activity_in(state);
+                    !now.busy && now.calls == activity.calls
+                };
+                if alive.close_if(Status::Unavailable, &reason, still_idle) {
+                    tracing::debug!(peer = %alive.peer(), ?timeout, "closed an idle connection");
+                    return;
+                }
             }
         }
     });

@@ -187,10 +187,16 @@ impl Connection {
 
     /// How much the connection is used (see the idle module).
     fn activity(&self) -> idle::Activity {
-        let state = self.state();
+        self.activity_in(&self.state())
+    }
+
+    /// [`Connection::activity`], under the state lock the caller holds.
+    fn activity_in(&self, state: &State) -> idle::Activity {
         idle::Activity {
             calls: state.calls_made + self.calls_served.load(Ordering::Relaxed),
-            busy: !state.pending.is_empty() || state.proto.peer_in_flight() > 0,
+            busy: !state.pending.is_empty()
+                || state.proto.in_flight() > 0
+                || state.proto.peer_in_flight() > 0,
         }
     }
 
@@ -343,12 +349,29 @@ impl Connection {
     }
 
     /// Closes the connection with `error`: every pending call fails with it, every later
-    /// call fails fast with it.
+    /// call fails fast with it, and nothing more is written.
     pub(crate) fn fail(&self, error: Error) {
+        if self.end(error) {
+            self.abort_writes();
+        }
+    }
+
+    /// Stops writing: what is queued is dropped, and a flusher waiting for a peer that
+    /// stopped reading (which would wait forever) ends.
+    fn abort_writes(&self) {
+        self.writer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .abort();
+    }
+
+    /// Marks the connection closed with `error` and tells everyone who waits on it;
+    /// false if it already was.
+    fn end(&self, error: Error) -> bool {
         let wakers = {
             let mut state = self.state();
             if state.closed.is_some() {
-                return;
+                return false;
             }
             state.closed = Some(error.clone());
             self.usable.store(false, Ordering::Release);
@@ -359,10 +382,16 @@ impl Connection {
             waker.wake();
         }
         self.credit_available.notify_waiters();
-        // Nothing more will be received: the reader stops (and with it a server-side
-        // connection, which its reader keeps alive).
+        // Nobody will read the answers of the calls still being served: tell their methods.
+        let serving: Vec<CancellationToken> = self.serving().values().cloned().collect();
+        for token in serving {
+            token.cancel();
+        }
+        // Nothing more will be received: the reader stops (with the flusher, the last
+        // holder of a server-side connection).
         self.signal.shutdown.store(true, Ordering::SeqCst);
         self.signal.waker.wake();
+        true
     }
 }
 

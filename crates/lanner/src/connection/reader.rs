@@ -64,7 +64,10 @@ impl Connection {
         };
         match source.try_recv() {
             Ok(Received::Frame(frame)) => self.process(frame, cx, mine),
-            Ok(Received::Partial) => Ok(Progress::Other),
+            Ok(Received::Partial) => {
+                self.note_sign_of_life();
+                Ok(Progress::Other)
+            }
             Ok(Received::Empty) => Ok(Progress::Empty),
             Ok(Received::Closed) => Err(Error::unavailable("the peer closed the connection")),
             Err(error) => Err(self.receive_failed(error)),
@@ -81,6 +84,7 @@ impl Connection {
         match source.poll_recv(cx) {
             Poll::Ready(Ok(Received::Frame(frame))) => Poll::Ready(self.process(frame, cx, None)),
             Poll::Ready(Ok(Received::Partial | Received::Empty)) => {
+                self.note_sign_of_life();
                 Poll::Ready(Ok(Progress::Other))
             }
             Poll::Ready(Ok(Received::Closed)) => {
@@ -102,6 +106,13 @@ impl Connection {
         tracing::warn!(peer = %self.peer(), %error, "closing connection");
         let _ = self.send_frame(OutFrame::contiguous(error.close_frame()));
         Error::from_protocol(&error)
+    }
+
+    /// Something arrived (a frame or part of one): the keepalive's sign of life. Receiving
+    /// happens one attempt at a time (under the receive lock): no read-modify-write.
+    fn note_sign_of_life(&self) {
+        let received = self.frames_received.load(Ordering::Relaxed);
+        self.frames_received.store(received + 1, Ordering::Relaxed);
     }
 
     /// A request may use only credits the peer has received: those returned in answers
@@ -136,9 +147,7 @@ impl Connection {
         cx: &mut Context<'_>,
         mine: Option<u64>,
     ) -> Result<Progress, Error> {
-        // Frames are processed one at a time (under the receive lock): no read-modify-write.
-        let received = self.frames_received.load(Ordering::Relaxed);
-        self.frames_received.store(received + 1, Ordering::Relaxed);
+        self.note_sign_of_life();
         match self.handle_frame(frame, mine) {
             Ok(Handled::Mine(response)) => Ok(Progress::Mine(response)),
             Ok(Handled::Delivered) => Ok(Progress::Delivered),

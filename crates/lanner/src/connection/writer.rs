@@ -9,7 +9,7 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll, Waker, ready};
 
 use lanner_proto::OutFrame;
 
@@ -24,6 +24,10 @@ pub(super) struct Writer {
     queued_credits: u32,
     /// A flusher task is waiting for room on the transport; senders only queue.
     flushing: bool,
+    /// The flusher's waker while it waits for room.
+    flusher: Option<Waker>,
+    /// The connection failed: nothing more is written.
+    aborted: bool,
 }
 
 /// What a sender should do after queueing.
@@ -43,6 +47,8 @@ impl Writer {
             queue: VecDeque::new(),
             queued_credits: 0,
             flushing: false,
+            flusher: None,
+            aborted: false,
         }
     }
 
@@ -57,6 +63,12 @@ impl Writer {
         returns_credit: bool,
         cx: &mut Context<'_>,
     ) -> io::Result<Flushed> {
+        if self.aborted {
+            return Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "the connection is closed",
+            ));
+        }
         if self.flushing {
             self.enqueue(frame, returns_credit);
             return Ok(Flushed::FlusherRunning);
@@ -90,10 +102,20 @@ impl Writer {
         cx: &mut Context<'_>,
         progress: impl FnOnce(),
     ) -> Poll<io::Result<()>> {
+        if self.aborted {
+            self.flushing = false;
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "the connection closed with frames unwritten",
+            )));
+        }
         let before = self.queued_bytes();
         let result = self.poll_flush(cx);
         if self.queued_bytes() != before {
             progress();
+        }
+        if result.is_pending() {
+            self.flusher = Some(cx.waker().clone());
         }
         let result = ready!(result);
         self.flushing = false;
@@ -104,6 +126,17 @@ impl Writer {
             self.queued_credits = 0;
         }
         Poll::Ready(result)
+    }
+
+    /// The connection failed: drops what is queued, refuses what comes, and wakes a
+    /// waiting flusher so that it ends.
+    pub(super) fn abort(&mut self) {
+        self.aborted = true;
+        self.queue.clear();
+        self.queued_credits = 0;
+        if let Some(flusher) = self.flusher.take() {
+            flusher.wake();
+        }
     }
 
     fn queued_bytes(&self) -> usize {
