@@ -8,6 +8,8 @@
 //! `serde` feature; Lanner does not enable it, so use `Vec<u8>` there.
 
 use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use lanner_proto::{MessageBuilder, Payload, Response, Status};
@@ -19,6 +21,7 @@ use crate::depth::{self, Limited, MAX_DEPTH};
 use crate::error::{Error, ErrorKind};
 use crate::id::MethodInfo;
 use crate::proxy::ProxyCore;
+use crate::reference::Target;
 
 /// How a method's success value travels: inline ([`Inline`]) or as a bulk segment
 /// ([`Bulk`]). The generated code picks one per method.
@@ -143,23 +146,33 @@ where
     C: ValueCodec,
     E: DeserializeOwned + From<Error>,
 {
-    let mut request = request?;
+    let (target, request, deadline) = address(core, request?).await?;
+    let response = target.connection.call(request, deadline).await?;
+    decode_response::<C, E>(method, &response)
+}
+
+/// Addresses a request built by [`request`]: picks the connection it goes on
+/// (reconnecting the reference if need be), stamps the object's handle there and the
+/// call's timeout, and returns the call's deadline.
+async fn address(
+    core: &ProxyCore,
+    mut request: MessageBuilder,
+) -> Result<(Arc<Target>, MessageBuilder, Option<Instant>), Error> {
     let current = core.object().current_target();
     let deadline = set_deadline(&mut request, core.timeout_on(&current.connection));
     let target = core.object().usable_target(current, deadline).await?;
     request.set_object(target.handle);
-    let response = target.connection.call(request, deadline).await?;
-    decode_response::<C, E>(method, &response)
+    Ok((target, request, deadline))
 }
 
 /// Puts `timeout` (if any) in the request and returns the call's deadline.
 pub(crate) fn set_deadline(
     request: &mut MessageBuilder,
-    timeout: Option<std::time::Duration>,
-) -> Option<std::time::Instant> {
+    timeout: Option<Duration>,
+) -> Option<Instant> {
     let timeout = timeout?;
     request.set_timeout(timeout);
-    Some(std::time::Instant::now() + timeout)
+    Some(Instant::now() + timeout)
 }
 
 /// Sends a one-way request: `Ok` once it is written (the method's outcome never comes
@@ -173,10 +186,7 @@ where
 {
     let mut request = request?;
     request.set_one_way();
-    let current = core.object().current_target();
-    let deadline = set_deadline(&mut request, core.timeout_on(&current.connection));
-    let target = core.object().usable_target(current, deadline).await?;
-    request.set_object(target.handle);
+    let (target, request, deadline) = address(core, request).await?;
     target
         .connection
         .send_one_way(request, deadline)

@@ -191,7 +191,6 @@ impl Connections {
             connection.close(lanner_proto::Status::Unavailable, "the server shut down");
             return;
         }
-        live.retain(|c| c.strong_count() > 0);
         live.push(Arc::downgrade(connection));
     }
 
@@ -205,11 +204,12 @@ impl Connections {
             .collect()
     }
 
-    /// Connections that are still open (accepted ones whose handshake is under way are
-    /// not counted: the limit is approximate by those few).
+    /// Connections that still exist (a server-side connection goes away as soon as it
+    /// closes; ones whose handshake is under way are not counted: the limit is approximate
+    /// by those few). No lock per connection: this runs on every accept.
     fn count(&self) -> usize {
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
-        live.retain(|c| c.upgrade().is_some_and(|c| c.closed().is_none()));
+        live.retain(|c| c.strong_count() > 0);
         live.len()
     }
 }

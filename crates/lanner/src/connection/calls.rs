@@ -169,7 +169,7 @@ impl Connection {
         let one_way = request.is_one_way();
         match state.proto.send_request(request) {
             Ok((call_id, frame)) => {
-                state.calls_made += 1;
+                state.calls += 1;
                 if !one_way {
                     state.pending.insert(call_id, PendingCall::default());
                 }

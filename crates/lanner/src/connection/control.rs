@@ -20,12 +20,8 @@ impl Connection {
         if let Some(status) = reply.status().filter(|status| *status != Status::Ok) {
             tracing::warn!(peer = %self.peer, call_id, ?status, "one-way call failed");
         }
-        let credit = {
-            let mut state = self.state();
-            if state.closed.is_some() {
-                return;
-            }
-            state.proto.finish_one_way()
+        let Some(credit) = self.with_open_proto(lanner_proto::Connection::finish_one_way) else {
+            return;
         };
         match credit {
             Ok(frame) => {
@@ -48,14 +44,7 @@ impl Connection {
 
     /// Tells the peer we are shutting down: it should make no new calls.
     pub(crate) fn go_away(self: &Arc<Self>) {
-        let frame = {
-            let state = self.state();
-            if state.closed.is_some() {
-                return;
-            }
-            state.proto.go_away()
-        };
-        if let Some(frame) = frame {
+        if let Some(Some(frame)) = self.with_open_proto(|proto| proto.go_away()) {
             let _ = self.send_frame(OutFrame::contiguous(frame));
         }
     }

@@ -20,10 +20,7 @@ pub(super) fn spawn(connection: Weak<Connection>, timeout: Duration) {
         let mut idle_since = Instant::now();
         loop {
             tokio::time::sleep(timeout / CHECKS_PER_TIMEOUT).await;
-            let Some(alive) = connection
-                .upgrade()
-                .filter(|connection| connection.closed().is_none())
-            else {
+            let Some(alive) = Connection::upgrade_open(&connection) else {
                 return;
             };
             let activity = alive.activity();

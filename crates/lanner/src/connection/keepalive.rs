@@ -26,7 +26,7 @@ pub(super) fn spawn(connection: Weak<Connection>, interval: Duration, timeout: D
         let mut nonce = 0u64;
         loop {
             tokio::time::sleep(interval).await;
-            let Some(alive) = live(&connection) else {
+            let Some(alive) = Connection::upgrade_open(&connection) else {
                 return;
             };
             let received = alive.frames_received.load(Ordering::Relaxed);
@@ -38,7 +38,7 @@ pub(super) fn spawn(connection: Weak<Connection>, interval: Duration, timeout: D
             let _ = alive.send_frame(OutFrame::contiguous(encode_ping(nonce)));
             drop(alive);
             tokio::time::sleep(timeout).await;
-            let Some(alive) = live(&connection) else {
+            let Some(alive) = Connection::upgrade_open(&connection) else {
                 return;
             };
             if alive.frames_received.load(Ordering::Relaxed) == received {
@@ -51,11 +51,4 @@ pub(super) fn spawn(connection: Weak<Connection>, interval: Duration, timeout: D
             }
         }
     });
-}
-
-/// The connection, if it still exists and is open.
-fn live(connection: &Weak<Connection>) -> Option<std::sync::Arc<Connection>> {
-    connection
-        .upgrade()
-        .filter(|connection| connection.closed().is_none())
 }

@@ -67,8 +67,6 @@ pub(crate) struct Connection {
     frames_received: AtomicU64,
     /// The server's bound on suspended calls (server side only).
     call_limit: Option<Arc<CallLimit>>,
-    /// The peer's calls received so far (for the idle check).
-    calls_served: AtomicU64,
     /// New calls can be made: cleared when the connection fails or the peer sends
     /// GOAWAY (read on every call through a reference that can reconnect).
     usable: AtomicBool,
@@ -77,8 +75,8 @@ pub(crate) struct Connection {
 struct State {
     proto: lanner_proto::Connection,
     pending: calls::PendingCalls,
-    /// Calls made so far (for the idle check).
-    calls_made: u64,
+    /// Calls made and received so far (for the idle check).
+    calls: u64,
     closed: Option<Error>,
     credit_waiters: usize,
 }
@@ -143,7 +141,7 @@ impl Connection {
             state: Mutex::new(State {
                 proto,
                 pending: HashMap::default(),
-                calls_made: 0,
+                calls: 0,
                 closed: None,
                 credit_waiters: 0,
             }),
@@ -162,7 +160,6 @@ impl Connection {
             spin: options.spin.min(crate::ConnectionOptions::BUSY_POLL),
             call_timeout: options.call_timeout,
             frames_received: AtomicU64::new(0),
-            calls_served: AtomicU64::new(0),
             call_limit,
             usable: AtomicBool::new(true),
         });
@@ -193,7 +190,7 @@ impl Connection {
     /// [`Connection::activity`], under the state lock the caller holds.
     fn activity_in(&self, state: &State) -> idle::Activity {
         idle::Activity {
-            calls: state.calls_made + self.calls_served.load(Ordering::Relaxed),
+            calls: state.calls,
             busy: !state.pending.is_empty()
                 || state.proto.in_flight() > 0
                 || state.proto.peer_in_flight() > 0,
@@ -289,17 +286,32 @@ impl Connection {
     }
 
     fn stamp_response(&self, call_id: u64, reply: MessageBuilder) -> Option<OutFrame> {
-        let mut state = self.state();
-        if state.closed.is_some() {
-            return None;
-        }
-        match state.proto.send_response(call_id, reply) {
+        match self.with_open_proto(|proto| proto.send_response(call_id, reply))? {
             Ok(frame) => Some(frame),
             Err(error) => {
                 tracing::warn!(peer = %self.peer, %error, "response not sent");
                 None
             }
         }
+    }
+
+    /// Runs `step` on the protocol state machine, unless the connection has closed.
+    fn with_open_proto<T>(
+        &self,
+        step: impl FnOnce(&mut lanner_proto::Connection) -> T,
+    ) -> Option<T> {
+        let mut state = self.state();
+        if state.closed.is_some() {
+            return None;
+        }
+        Some(step(&mut state.proto))
+    }
+
+    /// The connection behind `weak`, if it still exists and is open (for the tasks that
+    /// watch a connection without keeping it alive).
+    fn upgrade_open(weak: &std::sync::Weak<Connection>) -> Option<Arc<Connection>> {
+        weak.upgrade()
+            .filter(|connection| connection.closed().is_none())
     }
 
     /// Answers the peer's call `call_id`, then has the reader spin for the peer's next
@@ -344,7 +356,12 @@ impl Connection {
                     }
                 })
             }
-            event => Ok(Handled::Event(event)),
+            event => {
+                if let Event::Request(_) = event {
+                    state.calls += 1;
+                }
+                Ok(Handled::Event(event))
+            }
         }
     }
 

@@ -156,9 +156,6 @@ impl Connection {
             }
             Ok(Handled::Event(Event::Request(request))) => {
                 self.check_credits()?;
-                // Requests are processed one at a time (under the receive lock).
-                let served = self.calls_served.load(Ordering::Relaxed);
-                self.calls_served.store(served + 1, Ordering::Relaxed);
                 self.dispatch(request, cx);
                 Ok(Progress::Other)
             }
