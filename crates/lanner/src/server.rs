@@ -204,12 +204,12 @@ impl Connections {
             .collect()
     }
 
-    /// Connections that still exist (a server-side connection goes away as soon as it
-    /// closes; ones whose handshake is under way are not counted: the limit is approximate
-    /// by those few). No lock per connection: this runs on every accept.
+    /// Connections still open (ones whose handshake is under way are not counted: the
+    /// limit is approximate by those few). No lock per connection, only its atomic flag:
+    /// this runs on every accept.
     fn count(&self) -> usize {
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
-        live.retain(|c| c.strong_count() > 0);
+        live.retain(|c| c.upgrade().is_some_and(|c| c.usable()));
         live.len()
     }
 }
