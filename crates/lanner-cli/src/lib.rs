@@ -5,6 +5,7 @@
 pub mod bench;
 pub mod demo;
 pub mod placement;
+pub mod procfs;
 pub mod raw;
 pub mod raw_shm;
 pub mod serve;

@@ -315,12 +315,6 @@ fn open_fds() -> std::io::Result<Vec<String>> {
     Ok(fds)
 }
 
-fn peak_rss_mb() -> Result<f64, Box<dyn std::error::Error>> {
-    let status = std::fs::read_to_string("/proc/self/status")?;
-    let kib: f64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .ok_or("no VmHWM in /proc/self/status")?;
-    Ok(kib / 1024.0)
+fn peak_rss_mb() -> std::io::Result<f64> {
+    Ok(crate::procfs::status_kib("self", "VmHWM")? as f64 / 1024.0)
 }

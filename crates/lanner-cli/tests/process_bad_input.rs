@@ -351,13 +351,7 @@ fn a_client_refuses_bad_servers_with_clear_errors() {
 
 /// The server process's resident memory, in bytes.
 fn resident_bytes(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib: u64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/PID/status");
-    kib * 1024
+    lanner_cli::procfs::status_kib(&pid.to_string(), "VmRSS").unwrap() * 1024
 }
 
 /// An echo REQUEST with call id `call_id` carrying `payload` as its bulk argument.

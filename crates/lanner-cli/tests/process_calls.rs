@@ -8,7 +8,7 @@ use lanner::{ErrorKind, Proxy};
 use lanner_cli::services::{
     CalcError, Calculator, CalculatorProxy, Echo, EchoProxy, Greeter, GreeterProxy,
 };
-use support::{TRANSPORTS, client, connect, payload, runtime, server};
+use support::{TRANSPORTS, client, connect, payload, rpc_error, runtime, server};
 
 #[test]
 fn typed_results_errors_and_a_second_interface() {
@@ -97,12 +97,8 @@ fn a_killed_server_fails_calls_with_unavailable() {
             let failed = tokio::time::timeout(Duration::from_secs(5), calc.add(1, 2))
                 .await
                 .expect("a call to a dead server fails instead of hanging");
-            match failed {
-                Err(CalcError::Rpc(error)) => {
-                    assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}")
-                }
-                other => panic!("expected an unavailable error, got {other:?}"),
-            }
+            let error = rpc_error(failed, "a call to a dead server");
+            assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
             assert!(start.elapsed() < Duration::from_secs(5));
             let next = calc.add(1, 2).await;
             assert!(

@@ -7,8 +7,8 @@ mod support;
 use std::time::{Duration, Instant};
 
 use lanner::{ConnectionOptions, ErrorKind};
-use lanner_cli::services::{CalcError, Calculator, CalculatorProxy};
-use support::{TRANSPORTS, runtime, server};
+use lanner_cli::services::{Calculator, CalculatorProxy};
+use support::{TRANSPORTS, connect_with, rpc_error, runtime, server};
 
 /// Sends `signal` to `pid`.
 fn signal(pid: u32, signal: libc::c_int) {
@@ -24,13 +24,9 @@ fn a_stopped_server_is_detected_by_keepalive() {
     for transport in TRANSPORTS {
         let mut server = server(transport);
         runtime().block_on(async {
-            let client = lanner::Client::with_options(
-                ConnectionOptions::default().with_keepalive(interval, timeout),
-            );
-            let calc: CalculatorProxy = client
-                .connect(&format!("{}/calc", server.lanner))
-                .await
-                .unwrap();
+            let options = ConnectionOptions::default().with_keepalive(interval, timeout);
+            let calc: CalculatorProxy =
+                connect_with(&server.lanner, "calc", options).await.unwrap();
             // Idle for several intervals: the probes are answered, the connection lives.
             tokio::time::sleep(interval * 5).await;
             assert_eq!(calc.add(1, 2).await, Ok(3), "{transport:?}");
@@ -42,18 +38,14 @@ fn a_stopped_server_is_detected_by_keepalive() {
                 .expect("keepalive ends the call instead of letting it hang");
             let waited = started.elapsed();
             signal(server.pid(), libc::SIGCONT);
-            match result {
-                Err(CalcError::Rpc(error)) => {
-                    assert_eq!(
-                        error.kind(),
-                        ErrorKind::Unavailable,
-                        "{transport:?}: {error}"
-                    );
-                    assert!(error.may_have_executed(), "{error}");
-                    assert!(error.message().contains("keepalive"), "{error}");
-                }
-                other => panic!("{transport:?}: expected an unavailable error, got {other:?}"),
-            }
+            let error = rpc_error(result, &format!("{transport:?}"));
+            assert_eq!(
+                error.kind(),
+                ErrorKind::Unavailable,
+                "{transport:?}: {error}"
+            );
+            assert!(error.may_have_executed(), "{error}");
+            assert!(error.message().contains("keepalive"), "{error}");
             // Detected within about two intervals plus the timeout (with slack for a busy
             // machine), not after some transport-level timeout of minutes.
             assert!(

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use lanner::{ConnectionOptions, ErrorKind, Proxy};
 use lanner_cli::server_process::ServerProcess;
-use lanner_cli::services::{CalcError, Calculator, CalculatorProxy};
-use support::runtime;
+use lanner_cli::services::{Calculator, CalculatorProxy};
+use support::{connect_with, rpc_error, runtime};
 
 /// Runs `ip`/`tc` with `args`; false if it failed.
 fn run(program: &str, args: &[&str]) -> bool {
@@ -127,11 +127,8 @@ fn keepalive_finds_a_cut_link_and_tolerates_a_lossy_one() {
     let interval = Duration::from_millis(200);
     let timeout = Duration::from_millis(400);
     runtime().block_on(async {
-        let client = lanner::Client::with_options(
-            ConnectionOptions::default().with_keepalive(interval, timeout),
-        );
-        let calc: CalculatorProxy = client
-            .connect(&format!("{}/calc", server.lanner))
+        let options = ConnectionOptions::default().with_keepalive(interval, timeout);
+        let calc: CalculatorProxy = connect_with(&server.lanner, "calc", options)
             .await
             .expect("connect across the veth pair");
 
@@ -151,14 +148,10 @@ fn keepalive_finds_a_cut_link_and_tolerates_a_lossy_one() {
         let result = tokio::time::timeout(Duration::from_secs(20), calc.add(1, 1))
             .await
             .expect("the keepalive ends the call instead of letting it hang");
-        match result {
-            Err(CalcError::Rpc(error)) => {
-                assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
-                assert!(error.message().contains("keepalive"), "{error}");
-                assert!(error.may_have_executed(), "{error}");
-            }
-            other => panic!("expected an unavailable error, got {other:?}"),
-        }
+        let error = rpc_error(result, "a call over the cut link");
+        assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
+        assert!(error.message().contains("keepalive"), "{error}");
+        assert!(error.may_have_executed(), "{error}");
         let waited = started.elapsed();
         assert!(waited < Duration::from_secs(10), "took {waited:?}");
 
@@ -169,25 +162,20 @@ fn keepalive_finds_a_cut_link_and_tolerates_a_lossy_one() {
             .with_timeout(Duration::from_millis(300))
             .add(1, 1)
             .await;
-        match result {
-            Err(CalcError::Rpc(error)) => {
-                assert_eq!(error.kind(), ErrorKind::DeadlineExceeded, "{error}");
-                assert!(!error.may_have_executed(), "{error}");
-            }
-            other => panic!("expected a deadline error, got {other:?}"),
-        }
+        let error = rpc_error(result, "a call that must reconnect");
+        assert_eq!(error.kind(), ErrorKind::DeadlineExceeded, "{error}");
+        assert!(!error.may_have_executed(), "{error}");
         assert!(
             started.elapsed() < Duration::from_secs(3),
             "{:?}",
             started.elapsed()
         );
         let started = Instant::now();
-        let error = lanner::Client::with_options(
-            ConnectionOptions::default().with_handshake_timeout(Duration::from_millis(300)),
-        )
-        .connect::<CalculatorProxy>(&format!("{}/calc", server.lanner))
-        .await
-        .unwrap_err();
+        let options =
+            ConnectionOptions::default().with_handshake_timeout(Duration::from_millis(300));
+        let error = connect_with::<CalculatorProxy>(&server.lanner, "calc", options)
+            .await
+            .unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
         assert!(
             started.elapsed() < Duration::from_secs(3),

@@ -34,6 +34,28 @@ impl Slow for SlowService {
     }
 }
 
+/// Makes `attempt` until it succeeds, within 10 s, waiting 10 ms between tries; each
+/// failure must have kind `expected` (any kind if `None`). `what` names the awaited event.
+async fn retry<T, F, Fut>(what: &str, expected: Option<ErrorKind>, mut attempt: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, lanner::Error>>,
+{
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match attempt().await {
+            Ok(value) => return value,
+            Err(error) => {
+                if let Some(kind) = expected {
+                    assert_eq!(error.kind(), kind, "{error}");
+                }
+                assert!(std::time::Instant::now() < deadline, "{what}: {error}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
 async fn serve(endpoint: &str) -> (Server, lanner::Listening, SlowProxy) {
     let server = Server::new();
     server.publish("slow", Object::new(SlowStub::new(Arc::new(SlowService))));
@@ -142,20 +164,10 @@ async fn a_proxy_to_a_name_reconnects_when_the_server_is_back() {
 
     // Another server takes the endpoint: the same proxies work again (after the backoff).
     let (_second, _listening) = serve_numbered(endpoint, 2000).await;
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let answer = loop {
-        match slow.sleep_ms(2).await {
-            Ok(answer) => break answer,
-            Err(error) => {
-                assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "never reconnected: {error}"
-                );
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
-    };
+    let answer = retry("never reconnected", Some(ErrorKind::Unavailable), || {
+        slow.sleep_ms(2)
+    })
+    .await;
     assert_eq!(answer, 2002);
     // A clone shares the reference, so it is reconnected too.
     assert_eq!(other.sleep_ms(3).await, Ok(2003));
@@ -182,17 +194,10 @@ async fn connections_beyond_the_limit_are_refused_with_overloaded() {
     assert_eq!(second.sleep_ms(1).await, Ok(1));
     // A client that leaves makes room.
     drop(first);
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    let third: SlowProxy = loop {
-        match Client::new().connect(&url).await {
-            Ok(proxy) => break proxy,
-            Err(error) => {
-                assert_eq!(error.kind(), ErrorKind::Overloaded, "{error}");
-                assert!(std::time::Instant::now() < deadline, "no room was made");
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        }
-    };
+    let third: SlowProxy = retry("no room was made", Some(ErrorKind::Overloaded), || async {
+        Client::new().connect(&url).await
+    })
+    .await;
     assert_eq!(third.sleep_ms(2).await, Ok(2));
 }
 
@@ -217,35 +222,16 @@ async fn idle_connections_are_closed_and_proxies_reconnect() {
         ErrorKind::Overloaded,
         "the first connection is still open"
     );
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    let second: SlowProxy = loop {
-        match Client::new().connect(&url).await {
-            Ok(proxy) => break proxy,
-            Err(error) => {
-                assert_eq!(error.kind(), ErrorKind::Overloaded, "{error}");
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "the idle connection stayed"
-                );
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
-    };
+    let second: SlowProxy = retry(
+        "the idle connection stayed",
+        Some(ErrorKind::Overloaded),
+        || async { Client::new().connect(&url).await },
+    )
+    .await;
     assert_eq!(second.sleep_ms(1).await, Ok(1));
     // The first client's proxy reconnects once the second connection has gone idle too.
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        match first.sleep_ms(2).await {
-            Ok(answer) => break assert_eq!(answer, 2),
-            Err(error) => {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "never reconnected: {error}"
-                );
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
-    }
+    let answer = retry("never reconnected", None, || first.sleep_ms(2)).await;
+    assert_eq!(answer, 2);
 }
 
 #[tokio::test]

@@ -107,3 +107,27 @@ pub(crate) fn request(
     let (_, out) = conn.send_request(message).map_err(|(e, _)| e).unwrap();
     out.into_contiguous()
 }
+
+/// The `lanner::Error` a failed calculator call carries; panics, naming `what`, if the call
+/// succeeded or failed with an application error.
+pub(crate) fn rpc_error<T: std::fmt::Debug>(
+    result: Result<T, lanner_cli::services::CalcError>,
+    what: &str,
+) -> lanner::Error {
+    match result {
+        Err(lanner_cli::services::CalcError::Rpc(error)) => error,
+        other => panic!("{what}: expected a call failure, got {other:?}"),
+    }
+}
+
+/// A proxy to the object `name` at the Lanner endpoint `endpoint`, through a fresh client
+/// with `options`.
+pub(crate) async fn connect_with<P: lanner::Proxy>(
+    endpoint: &str,
+    name: &str,
+    options: lanner::ConnectionOptions,
+) -> Result<P, lanner::Error> {
+    lanner::Client::with_options(options)
+        .connect(&format!("{endpoint}/{name}"))
+        .await
+}
