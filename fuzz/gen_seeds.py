@@ -15,17 +15,25 @@ def header(length, kind, segments=0, flags=0):
 
 
 # The protocol version the seeds speak.
-VERSION = 2
+VERSION = 3
 
 
-def hello(vmin=VERSION, vmax=VERSION, max_frame=4096, credits=2):
-    body = MAGIC + struct.pack("<HHIII", vmin, vmax, max_frame, credits, 0)
+# Authentication mechanisms.
+NONE, PEERCRED, PSK, TLS = 0, 1, 2, 3
+
+
+def hello(vmin=VERSION, vmax=VERSION, max_frame=4096, credits=2, mechanism=NONE, auth=b""):
+    body = MAGIC + struct.pack("<HHIIB3x", vmin, vmax, max_frame, credits, mechanism) + auth
     return header(8 + len(body), 1) + body
 
 
-def welcome(version=VERSION, max_frame=4096, credits=2):
-    body = MAGIC + struct.pack("<HHII", version, 0, max_frame, credits)
+def welcome(version=VERSION, max_frame=4096, credits=2, mechanism=NONE, auth=b""):
+    body = MAGIC + struct.pack("<HHIIB3x", version, 0, max_frame, credits, mechanism) + auth
     return header(8 + len(body), 2) + body
+
+
+def auth(data):
+    return header(8 + len(data), 11) + data
 
 
 def payload(inline, bulk):
@@ -74,6 +82,9 @@ FRAMES = {
     "hello": hello(),
     "hello_range": hello(0, 7, 1 << 20, 256),
     "welcome": welcome(),
+    "hello_psk": hello(mechanism=PSK, auth=b"\x02" * 32 + b"fuzz"),
+    "welcome_psk": welcome(mechanism=PSK, auth=b"\x01" * 64),
+    "auth": auth(b"\x5a" * 32),
     "request_inline": request(1, b"\x01args"),
     "request_bulk": request(2, b"\x00ab", [b"one", b"", b"three"]),
     "response_ok": response(1, 0, 1, b"result"),
@@ -96,6 +107,8 @@ STREAMS = {
     "big_request": request(9, b"\x00" + b"i" * 1800, [b"b" * 1000]),
     "close_after_request": request(1, b"\x01") + close(),
     "handshake_then_calls": hello() + request(1, b"\x01") + request(2),
+    "psk_auth_then_calls": auth(b"\x5a" * 32) + request(1, b"\x01"),
+    "psk_hello_then_calls": hello(mechanism=PSK, auth=b"\x02" * 32 + b"fuzz") + request(1),
     "welcome_then_calls": welcome() + response(1) + request(1, b"\x00"),
     "call_cancel_ping": request(7, b"\x00", timeout_us=10) + word(7, 7) + word(8, 1),
     "one_way_then_credit": request(8, b"\x02", one_way=True) + credit(1) + word(9, 1),

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use lanner::Proxy;
 
+use crate::auth_arg::plain_client_auth;
 use crate::bench::pingpong::{measure, print_table};
 use crate::bench::{BenchArgs, Workload};
 use crate::placement::Placement;
@@ -41,6 +42,7 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
         placement: Placement::Split,
         spin_us: 50,
         busy_poll: false,
+        auth: None,
         json: true,
     };
     let (rows, _) = measure(&bench, 0.0)?;
@@ -62,7 +64,8 @@ fn calls(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
     runtime.block_on(async {
         let url = format!("{}/calc", server.lanner);
         let start = Instant::now();
-        let calc: CalculatorProxy = lanner::connect(&url).await?;
+        let client = lanner::Client::new().with_auth(plain_client_auth(args.transport));
+        let calc: CalculatorProxy = client.connect(&url).await?;
         println!("connected to {url} in {:?}", start.elapsed());
         println!("  the object implements {} interfaces: {:?}", calc.object().interfaces().len(), calc.object().interfaces());
         println!("  Calculator.add(40, 2)      = {:?}", calc.add(40, 2).await);

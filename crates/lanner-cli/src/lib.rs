@@ -2,8 +2,10 @@
 //! socket and shared-memory baselines, the benchmark drivers and the server process. Integration tests use it
 //! to talk to a real `lanner serve` process.
 
+pub mod auth_arg;
 pub mod bench;
 pub mod demo;
+pub mod pki;
 pub mod placement;
 pub mod procfs;
 pub mod raw;

@@ -2,6 +2,10 @@
 //! echo and demo objects with Lanner and runs the raw echo baseline beside them, prints
 //! one JSON line `{"lanner": <endpoint>, "raw": <endpoint>}` on stdout, and exits when its
 //! standard input closes (so it never outlives the process that started it).
+//!
+//! Clients authenticate as `--auth` says (peer credentials by default on `unix` and `shm`;
+//! over `tcp` the user must choose, `--auth none` included). The raw baseline beside it is
+//! never authenticated.
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -9,6 +13,7 @@ use std::time::Duration;
 
 use clap::Args;
 
+use crate::auth_arg::{AuthArg, TCP_NEEDS_AUTH, TlsFiles, server_auth};
 use crate::placement::pin_current_thread;
 use crate::raw::RawListener;
 use crate::raw_shm::RawShmListener;
@@ -33,6 +38,54 @@ pub struct ServeArgs {
     /// Listen here instead of a fresh endpoint (a restarted server keeps its address).
     #[arg(long)]
     pub listen: Option<String>,
+    /// How clients authenticate [default: peercred on unix and shm; over tcp there is no
+    /// default: choose one, or --auth none to accept anyone]. psk reads the key from the
+    /// environment variable LANNER_PSK.
+    ///
+    /// none: anyone who can connect may call (an explicit opt-out).
+    /// peercred: the kernel's word for the local peer process (unix and shm only).
+    /// psk: clients and server prove to each other that they hold the same key, given in
+    /// the environment variable LANNER_PSK as `<key id>:<secret in hex>` (at least 16
+    /// bytes; 32 random ones is best), for example LANNER_PSK=ops:$(openssl rand -hex 32).
+    /// tls: TLS 1.3 with --tls-cert and --tls-key, and --tls-client-ca to require client
+    /// certificates (tcp only).
+    #[arg(long, value_enum, verbatim_doc_comment)]
+    pub auth: Option<AuthArg>,
+    /// With --auth tls: the server's certificate chain (PEM, leaf first).
+    #[arg(long, value_name = "PEM")]
+    pub tls_cert: Option<PathBuf>,
+    /// With --auth tls: the server's private key (PEM).
+    #[arg(long, value_name = "PEM")]
+    pub tls_key: Option<PathBuf>,
+    /// With --auth tls: require client certificates signed by this authority (PEM).
+    #[arg(long, value_name = "PEM")]
+    pub tls_client_ca: Option<PathBuf>,
+}
+
+impl ServeArgs {
+    /// Whether the server listens on TCP (`--listen`'s scheme, else `--transport`).
+    fn listens_on_tcp(&self) -> bool {
+        match &self.listen {
+            Some(listen) => listen.starts_with("tcp://"),
+            None => self.transport == TransportArg::Tcp,
+        }
+    }
+
+    /// The `--auth` in effect and what it needs; fails if a TCP server has no `--auth`.
+    fn auth(&self) -> Result<(AuthArg, lanner::ServerAuth), String> {
+        let tcp = self.listens_on_tcp();
+        let auth = match self.auth {
+            Some(auth) => auth,
+            None if tcp => return Err(TCP_NEEDS_AUTH.into()),
+            None => AuthArg::Peercred,
+        };
+        let tls = TlsFiles {
+            cert: self.tls_cert.as_deref(),
+            key: self.tls_key.as_deref(),
+            client_ca: self.tls_client_ca.as_deref(),
+        };
+        Ok((auth, server_auth(auth, tcp, &tls)?))
+    }
 }
 
 fn socket_path(tag: &str) -> PathBuf {
@@ -41,6 +94,7 @@ fn socket_path(tag: &str) -> PathBuf {
 
 /// Runs the server process until stdin closes, then shuts down gracefully.
 pub fn run(args: &ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let (auth, server_auth) = args.auth()?;
     if let Some(cpu) = args.cpu {
         pin_current_thread(cpu)?;
     }
@@ -53,7 +107,7 @@ pub fn run(args: &ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let shm_name = format!("lanner-{}", std::process::id());
     runtime.block_on(async {
         let options = lanner::ConnectionOptions::default().with_spin(spin);
-        let server = lanner::Server::with_options(options);
+        let server = lanner::Server::with_options(options).with_auth(server_auth);
         publish_all(&server);
         let listen = match (&args.listen, args.transport) {
             (Some(listen), _) => listen.clone(),
@@ -76,6 +130,7 @@ pub fn run(args: &ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         let ready = serde_json::json!({
             "lanner": listening.endpoint().to_string(),
             "raw": raw_endpoint,
+            "auth": auth.name(),
         });
         let mut stdout = std::io::stdout();
         writeln!(stdout, "{ready}")?;

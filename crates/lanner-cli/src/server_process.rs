@@ -1,10 +1,103 @@
 //! Starting `lanner serve` as a child process and reading where it listens.
 
+use std::fmt;
 use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::auth_arg::{AuthArg, PSK_ENV, psk_env_value};
 use crate::transport_arg::TransportArg;
+
+/// How a `lanner serve` child authenticates its clients: its `--auth` and what goes with
+/// it.
+#[derive(Clone)]
+pub enum ServeAuth {
+    /// `--auth none`.
+    None,
+    /// `--auth peercred`.
+    PeerCredentials,
+    /// `--auth psk`, the key passed in the child's environment ([`PSK_ENV`]).
+    Psk {
+        /// The key's id.
+        id: String,
+        /// The secret (at least 16 bytes).
+        secret: Vec<u8>,
+    },
+    /// `--auth tls` with these PEM files.
+    Tls {
+        /// `--tls-cert`.
+        cert: PathBuf,
+        /// `--tls-key`.
+        key: PathBuf,
+        /// `--tls-client-ca`, if client certificates are required.
+        client_ca: Option<PathBuf>,
+    },
+}
+
+impl fmt::Debug for ServeAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ServeAuth::Psk { id, .. } => write!(f, "Psk({id:?})"),
+            ServeAuth::Tls {
+                cert,
+                key,
+                client_ca,
+            } => f
+                .debug_struct("Tls")
+                .field("cert", cert)
+                .field("key", key)
+                .field("client_ca", client_ca)
+                .finish(),
+            other => f.write_str(other.arg().name()),
+        }
+    }
+}
+
+impl ServeAuth {
+    /// What benchmarks, the demo and tests use when authentication is not their subject:
+    /// `none` over TCP (said explicitly, as TCP requires), peer credentials (the default)
+    /// on local transports. Clients use [`crate::auth_arg::plain_client_auth`].
+    pub fn plain(transport: TransportArg) -> ServeAuth {
+        match transport {
+            TransportArg::Tcp => ServeAuth::None,
+            TransportArg::Unix | TransportArg::Shm => ServeAuth::PeerCredentials,
+        }
+    }
+
+    /// The `--auth` value.
+    pub fn arg(&self) -> AuthArg {
+        match self {
+            ServeAuth::None => AuthArg::None,
+            ServeAuth::PeerCredentials => AuthArg::Peercred,
+            ServeAuth::Psk { .. } => AuthArg::Psk,
+            ServeAuth::Tls { .. } => AuthArg::Tls,
+        }
+    }
+
+    /// Adds `--auth` and what it needs (options, or the key in the environment) to a
+    /// `lanner serve` command.
+    pub fn apply(&self, command: &mut Command) {
+        command.args(["--auth", self.arg().name()]);
+        match self {
+            ServeAuth::Psk { id, secret } => {
+                command.env(PSK_ENV, psk_env_value(id, secret));
+            }
+            ServeAuth::Tls {
+                cert,
+                key,
+                client_ca,
+            } => {
+                command.arg("--tls-cert").arg(cert);
+                command.arg("--tls-key").arg(key);
+                if let Some(ca) = client_ca {
+                    command.arg("--tls-client-ca").arg(ca);
+                }
+            }
+            ServeAuth::None | ServeAuth::PeerCredentials => {}
+        }
+    }
+}
 
 /// A running server process; dropping it closes its stdin, which stops it.
 pub struct ServerProcess {
@@ -18,7 +111,7 @@ pub struct ServerProcess {
 
 impl ServerProcess {
     /// Starts this executable's `serve` on `transport`, pinned to `cpu`, with the given
-    /// spin budget.
+    /// spin budget, authenticating as [`ServeAuth::plain`] says.
     pub fn spawn(
         transport: TransportArg,
         cpu: Option<usize>,
@@ -27,30 +120,45 @@ impl ServerProcess {
         ServerProcess::spawn_program(&std::env::current_exe()?, transport, cpu, spin)
     }
 
-    /// Starts `program serve` (a `lanner` executable) on `transport`.
+    /// Starts `program serve` (a `lanner` executable) on `transport`, authenticating as
+    /// [`ServeAuth::plain`] says.
     pub fn spawn_program(
         program: &std::path::Path,
         transport: TransportArg,
         cpu: Option<usize>,
         spin: Duration,
     ) -> Result<ServerProcess, Box<dyn std::error::Error>> {
-        ServerProcess::spawn_listening(program, transport, cpu, spin, None)
+        let auth = ServeAuth::plain(transport);
+        ServerProcess::spawn_listening(program, transport, cpu, spin, None, &auth)
+    }
+
+    /// Starts `program serve` on `transport`, authenticating clients with `auth`.
+    pub fn spawn_with_auth(
+        program: &std::path::Path,
+        transport: TransportArg,
+        cpu: Option<usize>,
+        spin: Duration,
+        auth: &ServeAuth,
+    ) -> Result<ServerProcess, Box<dyn std::error::Error>> {
+        ServerProcess::spawn_listening(program, transport, cpu, spin, None, auth)
     }
 
     /// Starts `program serve` on `transport`, listening at `listen` if given (a server
-    /// restarted with the same `listen` keeps its address).
+    /// restarted with the same `listen` keeps its address), authenticating with `auth`.
     pub fn spawn_listening(
         program: &std::path::Path,
         transport: TransportArg,
         cpu: Option<usize>,
         spin: Duration,
         listen: Option<&str>,
+        auth: &ServeAuth,
     ) -> Result<ServerProcess, Box<dyn std::error::Error>> {
         let mut command = Command::new(program);
         command
             .arg("serve")
             .args(["--transport", transport.name()])
             .args(["--spin-us", &spin.as_micros().to_string()]);
+        auth.apply(&mut command);
         if let Some(cpu) = cpu {
             command.args(["--cpu", &cpu.to_string()]);
         }
@@ -72,6 +180,14 @@ impl ServerProcess {
         let stdout = child.stdout.take().ok_or("no stdout from the server")?;
         let mut line = String::new();
         BufReader::new(stdout).read_line(&mut line)?;
+        if line.is_empty() {
+            drop(stdin);
+            let status = child.wait()?;
+            return Err(format!(
+                "the server process exited ({status}) before listening; its error is above"
+            )
+            .into());
+        }
         let ready: serde_json::Value = serde_json::from_str(&line)
             .map_err(|e| format!("the server process did not start ({e}): {line:?}"))?;
         let field = |name: &str| {

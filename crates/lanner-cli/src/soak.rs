@@ -17,7 +17,8 @@ use clap::Args;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
-use crate::server_process::ServerProcess;
+use crate::auth_arg::plain_client_auth;
+use crate::server_process::{ServeAuth, ServerProcess};
 use crate::services::{Echo, EchoProxy};
 use crate::transport_arg::TransportArg;
 
@@ -149,6 +150,7 @@ async fn soak(args: &SoakArgs, endpoint: &str) -> Result<Summary, Box<dyn std::e
                 None,
                 Duration::from_micros(50),
                 Some(&endpoint),
+                &ServeAuth::plain(transport),
             )
         }
     };
@@ -162,6 +164,7 @@ async fn soak(args: &SoakArgs, endpoint: &str) -> Result<Summary, Box<dyn std::e
     for index in 0..args.clients {
         let options = lanner::ConnectionOptions::default().with_call_timeout(CALL_TIMEOUT);
         let echo: EchoProxy = lanner::Client::with_options(options)
+            .with_auth(plain_client_auth(args.transport))
             .connect(&url)
             .await
             .map_err(|e| format!("client {index} could not connect: {e}"))?;

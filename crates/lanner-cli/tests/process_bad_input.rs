@@ -14,8 +14,11 @@ use lanner::Proxy;
 use lanner_cli::services::{CalculatorProxy, EchoProxy};
 use lanner_cli::transport_arg::TransportArg;
 use lanner_proto::frame::{self, Frame};
-use lanner_proto::{FrameSplitter, Hello, Limits, Status};
-use support::{STREAM_TRANSPORTS, client, garbage, hello, request, runtime, server, still_serving};
+use lanner_proto::{FrameSplitter, Hello, Limits, Mechanism, Status};
+use support::{
+    STREAM_TRANSPORTS, client, garbage, hello, plain_mechanism, request, runtime, server,
+    still_serving, welcome,
+};
 
 trait Stream: Read + Write {}
 impl<T: Read + Write> Stream for T {}
@@ -75,7 +78,7 @@ fn expect_close(stream: &mut dyn Stream, status: Status, needle: &str) {
 /// receive buffer.
 fn handshaken(endpoint: &str) -> (Box<dyn Stream>, BytesMut) {
     let mut stream = raw(endpoint);
-    stream.write_all(&hello()).unwrap();
+    stream.write_all(&hello(endpoint)).unwrap();
     let mut buffer = BytesMut::new();
     assert!(matches!(
         read_frame(stream.as_mut(), &mut buffer),
@@ -117,7 +120,7 @@ fn handshake_violations_are_refused_with_a_reason() {
     for transport in STREAM_TRANSPORTS {
         let server = server(transport);
 
-        let mut bad_magic = hello().to_vec();
+        let mut bad_magic = hello(&server.lanner).to_vec();
         bad_magic[8..12].copy_from_slice(b"HTTP");
         let mut stream = raw(&server.lanner);
         stream.write_all(&bad_magic).unwrap();
@@ -129,6 +132,8 @@ fn handshake_violations_are_refused_with_a_reason() {
                 version_min: 7,
                 version_max: 9,
                 limits: Limits::default(),
+                mechanism: plain_mechanism(&server.lanner),
+                auth: Bytes::new(),
             }))
             .unwrap();
         expect_close(stream.as_mut(), Status::Protocol, "version");
@@ -153,7 +158,7 @@ fn handshake_violations_are_refused_with_a_reason() {
 
         // Half a HELLO, then silence and a close: nothing breaks.
         let mut stream = raw(&server.lanner);
-        stream.write_all(&hello()[..10]).unwrap();
+        stream.write_all(&hello(&server.lanner)[..10]).unwrap();
         drop(stream);
 
         still_serving(&server);
@@ -310,15 +315,15 @@ fn a_client_refuses_bad_servers_with_clear_errors() {
     let (url, server) = fake_server(|mut stream| {
         let mut hello = [0u8; frame::HELLO_LEN];
         stream.read_exact(&mut hello).unwrap();
-        let welcome = frame::encode_welcome(&lanner_proto::Welcome {
-            version: lanner_proto::PROTOCOL_VERSION + 1,
-            limits: Limits::default(),
-        });
+        let welcome = welcome(
+            lanner_proto::PROTOCOL_VERSION + 1,
+            Mechanism::PeerCredentials,
+        );
         stream.write_all(&welcome).unwrap();
         let _ = stream.read(&mut [0u8; 16]);
     });
     let error = runtime()
-        .block_on(client().connect::<EchoProxy>(&url))
+        .block_on(client(&url).connect::<EchoProxy>(&url))
         .unwrap_err();
     assert_eq!(error.kind(), lanner::ErrorKind::Protocol, "{error}");
     assert!(error.message().contains("version"), "{error}");
@@ -330,7 +335,7 @@ fn a_client_refuses_bad_servers_with_clear_errors() {
         let _ = stream.read(&mut [0u8; 64]);
     });
     let error = runtime()
-        .block_on(client().connect::<EchoProxy>(&url))
+        .block_on(client(&url).connect::<EchoProxy>(&url))
         .unwrap_err();
     assert_eq!(error.kind(), lanner::ErrorKind::Protocol, "{error}");
     server.join().unwrap();
@@ -361,11 +366,8 @@ fn echo_request(handle: u64, call_id: u64, payload: &Bytes) -> Vec<u8> {
         lanner_proto::MessageBuilder::request(handle, 0, method.ordinal, method.fingerprint);
     message.push_segment(payload.clone());
     let (mut conn, _) = lanner_proto::Connection::client(Limits::default());
-    conn.handle_frame(frame::encode_welcome(&lanner_proto::Welcome {
-        version: lanner_proto::PROTOCOL_VERSION,
-        limits: Limits::default(),
-    }))
-    .unwrap();
+    conn.handle_frame(welcome(lanner_proto::PROTOCOL_VERSION, Mechanism::None))
+        .unwrap();
     let (_, out) = conn.send_request(message).map_err(|(e, _)| e).unwrap();
     let mut frame = out.into_contiguous().to_vec();
     frame[8..16].copy_from_slice(&call_id.to_le_bytes());

@@ -56,7 +56,7 @@ fn sixty_four_tasks_share_one_connection() {
     for transport in TRANSPORTS {
         let server = server(transport);
         runtime().block_on(async {
-            let client = client();
+            let client = client(&server.lanner);
             let url = format!("{}/calc", server.lanner);
             let calc: CalculatorProxy = client.connect(&url).await.unwrap();
             let tasks: Vec<_> = (0..64i64)
@@ -112,12 +112,12 @@ fn a_killed_server_fails_calls_with_unavailable() {
 #[test]
 fn connecting_to_nothing_is_unavailable() {
     runtime().block_on(async {
-        let error = client()
+        let error = client("unix://")
             .connect::<EchoProxy>("unix:///nonexistent-dir/lanner.sock/echo")
             .await
             .unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
-        let error = client()
+        let error = client("tcp://")
             .connect::<EchoProxy>("tcp://127.0.0.1:1/echo")
             .await
             .unwrap_err();
@@ -129,7 +129,7 @@ fn connecting_to_nothing_is_unavailable() {
 fn unknown_names_are_not_found() {
     let server = server(TRANSPORTS[0]);
     runtime().block_on(async {
-        let error = client()
+        let error = client(&server.lanner)
             .connect::<EchoProxy>(&format!("{}/nope", server.lanner))
             .await
             .unwrap_err();

@@ -122,6 +122,8 @@ fn keepalive_finds_a_cut_link_and_tolerates_a_lossy_one() {
             "tcp",
             "--listen",
             "tcp://10.231.7.2:0",
+            "--auth",
+            "none",
         ]);
     let mut server = ServerProcess::start(command).expect("the server starts in the namespace");
     let interval = Duration::from_millis(200);

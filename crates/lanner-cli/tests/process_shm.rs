@@ -19,13 +19,13 @@ use lanner::ErrorKind;
 use lanner_cli::server_process::ServerProcess;
 use lanner_cli::services::{Echo, EchoProxy};
 use lanner_cli::transport_arg::TransportArg;
-use lanner_proto::Status;
 use lanner_proto::frame::{Close, Frame};
+use lanner_proto::{Mechanism, Status};
 use lanner_shm::doorbell::Doorbell;
 use lanner_shm::handoff;
 use lanner_shm::{Consumer, Producer, Side};
 use support::{
-    PATIENCE, connect, garbage, hello, payload, request, runtime, server, still_serving,
+    PATIENCE, connect, garbage, hello, hello_with, payload, request, runtime, server, still_serving,
 };
 
 /// Where ring 0 (client → server) lives in the region (see `lanner_shm::region`).
@@ -94,7 +94,7 @@ impl Hostile {
 
     /// HELLO and WELCOME, through the rings.
     fn handshake(&mut self) {
-        self.send_record(&hello(), false);
+        self.send_record(&hello_with(Mechanism::PeerCredentials), false);
         let welcome = self.next_frame();
         assert!(
             matches!(welcome, Frame::Welcome(_)),
@@ -282,7 +282,7 @@ fn garbage_records_before_the_handshake_close_only_that_connection() {
 
     // A HELLO whose length word disagrees with the record holding it.
     let mut hostile = Hostile::connect(&server);
-    let mut lying = hello().to_vec();
+    let mut lying = hello(&server.lanner).to_vec();
     lying[0..4].copy_from_slice(&100u32.to_le_bytes());
     hostile.send_record(&lying, false);
     assert_eq!(

@@ -271,6 +271,10 @@ fn expand_stub(interface: &Interface) -> TokenStream {
                 <#proxy as ::lanner::__private::Proxy>::INTERFACE_NAME
             }
 
+            fn methods(&self) -> &'static [::lanner::__private::MethodInfo] {
+                <#proxy as ::lanner::__private::Proxy>::METHODS
+            }
+
             fn dispatch(
                 &self,
                 #call: ::lanner::__private::IncomingCall<'_>,

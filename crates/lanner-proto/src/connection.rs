@@ -13,6 +13,10 @@
 
 use bytes::Bytes;
 
+use crate::auth::{
+    AuthError, ClientAuthenticator, Principal, ServerAuthenticator, ServerStep,
+    TransportAuthentication,
+};
 use crate::builder::MessageBuilder;
 use crate::error::{ProtocolError, SendError};
 use crate::frame::{
@@ -41,6 +45,7 @@ pub enum Role {
 enum State {
     AwaitingHello,
     AwaitingWelcome,
+    AwaitingAuth,
     Open,
     Closed,
 }
@@ -50,6 +55,7 @@ impl State {
         match self {
             State::AwaitingHello => "awaiting HELLO",
             State::AwaitingWelcome => "awaiting WELCOME",
+            State::AwaitingAuth => "awaiting AUTH",
             State::Open => "open",
             State::Closed => "closed",
         }
@@ -60,13 +66,21 @@ impl State {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     /// (Server) The client's HELLO was accepted; send this WELCOME frame. The connection is
-    /// open.
+    /// open unless the mechanism needs the client's AUTH frame first
+    /// ([`Connection::is_open`] says which; [`Event::Authenticated`] follows then).
     Accepted {
         /// The WELCOME frame to send.
         welcome: Bytes,
     },
-    /// (Client) The server's WELCOME arrived; the connection is open.
-    Established,
+    /// (Server) The client's AUTH frame proved who it is; the connection is open.
+    Authenticated,
+    /// (Client) The server's WELCOME arrived and proved what the mechanism requires; the
+    /// connection is open.
+    Established {
+        /// The AUTH frame to send before anything else, if the mechanism has one (requests
+        /// may follow it at once, without waiting for an answer).
+        auth: Option<Bytes>,
+    },
     /// The peer calls us.
     Request(Request),
     /// The peer answers one of our calls.
@@ -95,6 +109,11 @@ pub enum Event {
 pub struct Connection {
     role: Role,
     state: State,
+    authenticator: Authenticator,
+    /// What the handshake said so far, for the authenticator's proofs (emptied once open).
+    transcript: Vec<u8>,
+    /// Who the peer proved to be.
+    peer_principal: Option<Principal>,
     local: Limits,
     peer: Limits,
     send_credits: u32,
@@ -105,30 +124,65 @@ pub struct Connection {
     next_call_id: u64,
 }
 
+#[derive(Debug)]
+enum Authenticator {
+    Client(Box<dyn ClientAuthenticator>),
+    Server(Box<dyn ServerAuthenticator>),
+}
+
 impl Connection {
-    /// A client connection and the HELLO frame to send first.
+    /// A client connection without authentication (mechanism `none`) and the HELLO frame
+    /// to send first.
     pub fn client(local: Limits) -> (Connection, Bytes) {
+        Connection::client_with(local, Box::new(TransportAuthentication::none()))
+    }
+
+    /// A client connection authenticating with `authenticator`, and the HELLO frame to
+    /// send first.
+    pub fn client_with(
+        local: Limits,
+        authenticator: Box<dyn ClientAuthenticator>,
+    ) -> (Connection, Bytes) {
         let local = local.clamped();
         let hello = frame::encode_hello(&Hello {
             version_min: PROTOCOL_VERSION,
             version_max: PROTOCOL_VERSION,
             limits: local,
+            mechanism: authenticator.mechanism(),
+            auth: Bytes::from(authenticator.hello_data()),
         });
-        (Connection::new(Role::Client, local), hello)
+        let mut connection =
+            Connection::new(Role::Client, local, Authenticator::Client(authenticator));
+        connection.transcript.extend_from_slice(&hello);
+        (connection, hello)
     }
 
-    /// A server connection awaiting the client's HELLO.
+    /// A server connection awaiting the client's HELLO, accepting only clients without
+    /// authentication (mechanism `none`).
     pub fn server(local: Limits) -> Connection {
-        Connection::new(Role::Server, local.clamped())
+        Connection::server_with(local, Box::new(TransportAuthentication::none()))
     }
 
-    fn new(role: Role, local: Limits) -> Connection {
+    /// A server connection awaiting the client's HELLO, accepting what `authenticator`
+    /// accepts.
+    pub fn server_with(local: Limits, authenticator: Box<dyn ServerAuthenticator>) -> Connection {
+        Connection::new(
+            Role::Server,
+            local.clamped(),
+            Authenticator::Server(authenticator),
+        )
+    }
+
+    fn new(role: Role, local: Limits, authenticator: Authenticator) -> Connection {
         Connection {
             role,
             state: match role {
                 Role::Client => State::AwaitingWelcome,
                 Role::Server => State::AwaitingHello,
             },
+            authenticator,
+            transcript: Vec::new(),
+            peer_principal: None,
             local,
             peer: Limits {
                 max_frame_size: HANDSHAKE_MAX_FRAME_SIZE,
@@ -153,10 +207,18 @@ impl Connection {
         self.state == State::Open
     }
 
+    /// Who the peer proved to be (once open; a client learns the server's identity only
+    /// from mechanisms that authenticate both ways).
+    pub fn peer_principal(&self) -> Option<&Principal> {
+        self.peer_principal.as_ref()
+    }
+
     /// The largest frame to accept from the peer now: small during the handshake, the
     /// local limit after.
     pub fn max_incoming_frame_size(&self) -> u32 {
         match self.state {
+            // Not before authentication: an unauthenticated peer gets no large buffer
+            // (a client's requests pipelined behind its AUTH frame are split after it).
             State::Open => self.local.max_frame_size,
             _ => HANDSHAKE_MAX_FRAME_SIZE,
         }
@@ -195,14 +257,23 @@ impl Connection {
     /// Processes one received frame. An error means the connection is broken: send
     /// [`ProtocolError::close_frame`] and drop it. Never panics.
     pub fn handle_frame(&mut self, bytes: Bytes) -> Result<Event, ProtocolError> {
+        // Handshake frames are kept for the transcript (a cheap reference count).
+        let raw = match self.state {
+            State::Open => Bytes::new(),
+            _ => bytes.clone(),
+        };
         let frame = Frame::decode(bytes)?;
         match (self.state, frame) {
             (_, Frame::Close(close)) => {
                 self.state = State::Closed;
                 Ok(Event::Closed(close))
             }
-            (State::AwaitingHello, Frame::Hello(hello)) => self.accept_hello(hello),
-            (State::AwaitingWelcome, Frame::Welcome(welcome)) => self.accept_welcome(welcome),
+            (State::AwaitingHello, Frame::Hello(hello)) => self.accept_hello(hello, &raw),
+            (State::AwaitingWelcome, Frame::Welcome(welcome)) => self.accept_welcome(welcome, &raw),
+            (State::AwaitingAuth, Frame::Auth(data)) => self.accept_auth(&data),
+            (State::AwaitingAuth, Frame::Request(_)) => Err(ProtocolError::Unauthenticated(
+                "a request arrived before authentication completed".to_owned(),
+            )),
             (State::Open, Frame::Request(request)) => {
                 if self.peer_in_flight >= self.peer_window {
                     return Err(ProtocolError::CreditViolation {
@@ -243,7 +314,7 @@ impl Connection {
         }
     }
 
-    fn accept_hello(&mut self, hello: Hello) -> Result<Event, ProtocolError> {
+    fn accept_hello(&mut self, hello: Hello, raw: &[u8]) -> Result<Event, ProtocolError> {
         if !(hello.version_min..=hello.version_max).contains(&PROTOCOL_VERSION) {
             return Err(ProtocolError::VersionMismatch {
                 ours: PROTOCOL_VERSION,
@@ -251,15 +322,69 @@ impl Connection {
                 theirs_max: hello.version_max,
             });
         }
-        self.open_with(hello.limits)?;
-        let welcome = frame::encode_welcome(&Welcome {
+        check_limits(hello.limits)?;
+        let Authenticator::Server(authenticator) = &mut self.authenticator else {
+            return Err(ProtocolError::UnexpectedFrame {
+                kind: FrameKind::Hello,
+                state: "a client",
+            });
+        };
+        if !authenticator.accepts(hello.mechanism) {
+            let accepted: Vec<&str> = authenticator.accepted().iter().map(|m| m.name()).collect();
+            return Err(ProtocolError::Unauthenticated(format!(
+                "this server does not accept {} authentication (it accepts: {})",
+                hello.mechanism,
+                accepted.join(", ")
+            )));
+        }
+        let mut welcome = Welcome {
             version: PROTOCOL_VERSION,
             limits: self.local,
-        });
-        Ok(Event::Accepted { welcome })
+            mechanism: hello.mechanism,
+            auth: Bytes::new(),
+        };
+        self.transcript.extend_from_slice(raw);
+        self.transcript
+            .extend_from_slice(fixed_fields(&frame::encode_welcome(&welcome)));
+        let step = authenticator
+            .hello(hello.mechanism, &self.transcript, &hello.auth)
+            .map_err(unauthenticated)?;
+        self.peer = hello.limits;
+        self.send_credits = hello.limits.credits;
+        match step {
+            ServerStep::Done {
+                welcome_data,
+                principal,
+            } => {
+                welcome.auth = Bytes::from(welcome_data);
+                self.open(principal);
+            }
+            ServerStep::NeedAuth { welcome_data } => {
+                self.transcript.extend_from_slice(&welcome_data);
+                welcome.auth = Bytes::from(welcome_data);
+                self.state = State::AwaitingAuth;
+            }
+        }
+        Ok(Event::Accepted {
+            welcome: frame::encode_welcome(&welcome),
+        })
     }
 
-    fn accept_welcome(&mut self, welcome: Welcome) -> Result<Event, ProtocolError> {
+    fn accept_auth(&mut self, data: &[u8]) -> Result<Event, ProtocolError> {
+        let Authenticator::Server(authenticator) = &mut self.authenticator else {
+            return Err(ProtocolError::UnexpectedFrame {
+                kind: FrameKind::Auth,
+                state: "a client",
+            });
+        };
+        let principal = authenticator
+            .auth(&self.transcript, data)
+            .map_err(unauthenticated)?;
+        self.open(principal);
+        Ok(Event::Authenticated)
+    }
+
+    fn accept_welcome(&mut self, welcome: Welcome, raw: &[u8]) -> Result<Event, ProtocolError> {
         if welcome.version != PROTOCOL_VERSION {
             return Err(ProtocolError::VersionMismatch {
                 ours: PROTOCOL_VERSION,
@@ -267,23 +392,36 @@ impl Connection {
                 theirs_max: welcome.version,
             });
         }
-        self.open_with(welcome.limits)?;
-        Ok(Event::Established)
+        check_limits(welcome.limits)?;
+        let Authenticator::Client(authenticator) = &mut self.authenticator else {
+            return Err(ProtocolError::UnexpectedFrame {
+                kind: FrameKind::Welcome,
+                state: "a server",
+            });
+        };
+        if welcome.mechanism != authenticator.mechanism() {
+            return Err(ProtocolError::Unauthenticated(format!(
+                "this client asked for {} authentication but the server answered with {}: refused (a server, or someone in between, tried another mechanism)",
+                authenticator.mechanism(),
+                welcome.mechanism
+            )));
+        }
+        self.transcript.extend_from_slice(fixed_fields(raw));
+        let finish = authenticator
+            .welcome(&self.transcript, &welcome.auth)
+            .map_err(unauthenticated)?;
+        self.peer = welcome.limits;
+        self.send_credits = welcome.limits.credits;
+        self.open(finish.server);
+        Ok(Event::Established {
+            auth: finish.auth_data.map(|data| frame::encode_auth(&data)),
+        })
     }
 
-    fn open_with(&mut self, peer: Limits) -> Result<(), ProtocolError> {
-        if !(MIN_FRAME_SIZE..=MAX_FRAME_SIZE).contains(&peer.max_frame_size) {
-            return Err(ProtocolError::InvalidLimits(
-                "maximum frame size outside 4 KiB..=1 GiB",
-            ));
-        }
-        if peer.credits == 0 {
-            return Err(ProtocolError::InvalidLimits("zero request credits"));
-        }
-        self.peer = peer;
-        self.send_credits = peer.credits;
+    fn open(&mut self, peer: Principal) {
+        self.peer_principal = Some(peer);
+        self.transcript = Vec::new();
         self.state = State::Open;
-        Ok(())
     }
 
     /// Stamps a request with a fresh call id and spends a credit. Without credit the
@@ -390,4 +528,27 @@ impl Connection {
         self.state = State::Closed;
         frame::encode_close(status, reason)
     }
+}
+
+/// The peer's limits must be within the protocol's ranges.
+fn check_limits(peer: Limits) -> Result<(), ProtocolError> {
+    if !(MIN_FRAME_SIZE..=MAX_FRAME_SIZE).contains(&peer.max_frame_size) {
+        return Err(ProtocolError::InvalidLimits(
+            "maximum frame size outside 4 KiB..=1 GiB",
+        ));
+    }
+    if peer.credits == 0 {
+        return Err(ProtocolError::InvalidLimits("zero request credits"));
+    }
+    Ok(())
+}
+
+/// A WELCOME frame's fixed fields (after the header, before the auth data): what the
+/// transcript records of it before its auth data is known.
+fn fixed_fields(welcome: &[u8]) -> &[u8] {
+    &welcome[frame::HEADER_LEN..WELCOME_LEN]
+}
+
+fn unauthenticated(error: AuthError) -> ProtocolError {
+    ProtocolError::Unauthenticated(error.0)
 }

@@ -85,6 +85,17 @@ pub enum FrameError {
     /// A handshake frame without the protocol magic: the peer does not speak Lanner.
     #[error("bad magic {0:02x?}: the peer does not speak the Lanner protocol")]
     BadMagic([u8; 4]),
+    /// A handshake names an authentication mechanism this build does not know.
+    #[error("unknown authentication mechanism {0}")]
+    UnknownMechanism(u8),
+    /// A handshake frame carries more authentication data than the protocol allows.
+    #[error("{len} bytes of authentication data exceed the limit of {max}")]
+    AuthDataTooLong {
+        /// Bytes present.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
     /// A close frame's reason is too long or not UTF-8.
     #[error("close frame reason is invalid: {0}")]
     BadReason(&'static str),
@@ -137,6 +148,9 @@ pub enum ProtocolError {
         /// The call id in the response.
         call_id: u64,
     },
+    /// Authentication failed, or the peer sent a request before it completed.
+    #[error("{0}")]
+    Unauthenticated(String),
     /// The peer closed the connection.
     #[error("the peer closed the connection ({}): {reason}", status.name())]
     PeerClosed {
@@ -152,6 +166,7 @@ impl ProtocolError {
     pub fn status(&self) -> Status {
         match self {
             ProtocolError::CreditViolation { .. } => Status::Overloaded,
+            ProtocolError::Unauthenticated(_) => Status::Unauthenticated,
             ProtocolError::PeerClosed { status, .. } => *status,
             _ => Status::Protocol,
         }

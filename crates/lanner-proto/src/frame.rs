@@ -5,7 +5,7 @@
 //! ```text
 //! 0..4  len   u32  total frame length in bytes, header included
 //! 4     kind  u8   HELLO=1 WELCOME=2 REQUEST=3 RESPONSE=4 CREDIT=5 CLOSE=6 CANCEL=7
-//!                  PING=8 PONG=9 GOAWAY=10
+//!                  PING=8 PONG=9 GOAWAY=10 AUTH=11
 //! 5     flags u8   REQUEST: bit 0 ONE_WAY (no RESPONSE; the callee returns the credit with
 //!                  a CREDIT frame). Other bits, and flags of other kinds, are ignored.
 //! 6..8  segs  u16  number of bulk segments (REQUEST and RESPONSE only, else 0)
@@ -18,8 +18,11 @@
 //! received frame. Neither side copies them.
 //!
 //! ```text
-//! HELLO     magic[4] version_min u16 version_max u16 max_frame u32 credits u32 reserved u32
+//! HELLO     magic[4] version_min u16 version_max u16 max_frame u32 credits u32
+//!           mechanism u8 reserved[3]                                | auth data
 //! WELCOME   magic[4] version u16 reserved u16 max_frame u32 credits u32
+//!           mechanism u8 reserved[3]                                | auth data
+//! AUTH      auth data (the client's last authentication step, before any request)
 //! REQUEST   call_id u64 object u64 slot u16 method u16 fingerprint u32 timeout_us u32
 //!           inline_len u32                                                    | payload
 //! RESPONSE  call_id u64 status u8 reserved[3] credits u32 inline_len u32            | payload
@@ -41,6 +44,7 @@ use std::fmt;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use crate::auth::{MAX_AUTH_DATA, Mechanism};
 use crate::error::FrameError;
 use crate::limits::{Limits, MAGIC, MAX_BULK_SEGMENTS, MAX_REASON_LEN};
 use crate::payload::Payload;
@@ -48,10 +52,10 @@ use crate::status::Status;
 
 /// Size of the common frame header.
 pub const HEADER_LEN: usize = 8;
-/// Total size of a HELLO frame.
+/// Size of a HELLO frame before its auth data.
 pub const HELLO_LEN: usize = HEADER_LEN + 20;
-/// Total size of a WELCOME frame.
-pub const WELCOME_LEN: usize = HEADER_LEN + 16;
+/// Size of a WELCOME frame before its auth data.
+pub const WELCOME_LEN: usize = HEADER_LEN + 20;
 /// Size of a REQUEST frame before its payload.
 pub const REQUEST_FIXED_LEN: usize = HEADER_LEN + 32;
 /// Size of a RESPONSE frame before its payload.
@@ -91,6 +95,8 @@ pub enum FrameKind {
     Pong = 9,
     /// The sender is shutting down: no new calls, please.
     GoAway = 10,
+    /// The client's last authentication step.
+    Auth = 11,
 }
 
 impl FrameKind {
@@ -107,6 +113,7 @@ impl FrameKind {
             8 => FrameKind::Ping,
             9 => FrameKind::Pong,
             10 => FrameKind::GoAway,
+            11 => FrameKind::Auth,
             other => return Err(FrameError::UnknownKind(other)),
         })
     }
@@ -123,6 +130,7 @@ impl FrameKind {
             FrameKind::Ping => "PING",
             FrameKind::Pong => "PONG",
             FrameKind::GoAway => "GOAWAY",
+            FrameKind::Auth => "AUTH",
         }
     }
 }
@@ -142,6 +150,10 @@ pub struct Hello {
     pub version_max: u16,
     /// What the client accepts from the server.
     pub limits: Limits,
+    /// How the client authenticates.
+    pub mechanism: Mechanism,
+    /// The mechanism's data (at most [`MAX_AUTH_DATA`] bytes).
+    pub auth: Bytes,
 }
 
 /// A server's handshake answer.
@@ -151,6 +163,10 @@ pub struct Welcome {
     pub version: u16,
     /// What the server accepts from the client.
     pub limits: Limits,
+    /// The mechanism the client asked for, accepted.
+    pub mechanism: Mechanism,
+    /// The mechanism's data (at most [`MAX_AUTH_DATA`] bytes).
+    pub auth: Bytes,
 }
 
 /// A call.
@@ -220,6 +236,8 @@ pub enum Frame {
     Pong(u64),
     /// The sender is shutting down: it answers the calls it has and takes no new ones.
     GoAway,
+    /// The client's last authentication step, with its data.
+    Auth(Bytes),
 }
 
 impl Frame {
@@ -236,6 +254,7 @@ impl Frame {
             Frame::Ping(_) => FrameKind::Ping,
             Frame::Pong(_) => FrameKind::Pong,
             Frame::GoAway => FrameKind::GoAway,
+            Frame::Auth(_) => FrameKind::Auth,
         }
     }
 
@@ -260,6 +279,7 @@ impl Frame {
         match header.kind {
             FrameKind::Hello => decode_hello(&frame).map(Frame::Hello),
             FrameKind::Welcome => decode_welcome(&frame).map(Frame::Welcome),
+            FrameKind::Auth => auth_data(&frame, HEADER_LEN).map(Frame::Auth),
             FrameKind::Request => {
                 let one_way = header.flags & FLAG_ONE_WAY != 0;
                 decode_request(frame, header.segments, one_way).map(Frame::Request)
@@ -345,7 +365,7 @@ fn check_magic(frame: &[u8]) -> Result<(), FrameError> {
     Ok(())
 }
 
-fn decode_hello(frame: &[u8]) -> Result<Hello, FrameError> {
+fn decode_hello(frame: &Bytes) -> Result<Hello, FrameError> {
     need(frame, FrameKind::Hello, HELLO_LEN)?;
     check_magic(frame)?;
     Ok(Hello {
@@ -355,10 +375,12 @@ fn decode_hello(frame: &[u8]) -> Result<Hello, FrameError> {
             max_frame_size: le_u32(frame, 16),
             credits: le_u32(frame, 20),
         },
+        mechanism: mechanism(frame[24])?,
+        auth: auth_data(frame, HELLO_LEN)?,
     })
 }
 
-fn decode_welcome(frame: &[u8]) -> Result<Welcome, FrameError> {
+fn decode_welcome(frame: &Bytes) -> Result<Welcome, FrameError> {
     need(frame, FrameKind::Welcome, WELCOME_LEN)?;
     check_magic(frame)?;
     Ok(Welcome {
@@ -367,7 +389,25 @@ fn decode_welcome(frame: &[u8]) -> Result<Welcome, FrameError> {
             max_frame_size: le_u32(frame, 16),
             credits: le_u32(frame, 20),
         },
+        mechanism: mechanism(frame[24])?,
+        auth: auth_data(frame, WELCOME_LEN)?,
     })
+}
+
+fn mechanism(byte: u8) -> Result<Mechanism, FrameError> {
+    Mechanism::from_wire(byte).ok_or(FrameError::UnknownMechanism(byte))
+}
+
+/// The auth data from `start` to the end of the frame.
+fn auth_data(frame: &Bytes, start: usize) -> Result<Bytes, FrameError> {
+    let len = frame.len() - start;
+    if len > MAX_AUTH_DATA {
+        return Err(FrameError::AuthDataTooLong {
+            len,
+            max: MAX_AUTH_DATA,
+        });
+    }
+    Ok(frame.slice(start..))
 }
 
 fn decode_request(frame: Bytes, segments: u16, one_way: bool) -> Result<Request, FrameError> {
@@ -428,28 +468,45 @@ fn put_header(buf: &mut BytesMut, len: usize, kind: FrameKind) {
     buf.put_u16_le(0);
 }
 
-/// Encodes a HELLO frame.
+/// Encodes a HELLO frame. Auth data beyond [`MAX_AUTH_DATA`] bytes is the caller's bug:
+/// the peer will reject the frame.
 pub fn encode_hello(hello: &Hello) -> Bytes {
-    let mut buf = BytesMut::with_capacity(HELLO_LEN);
-    put_header(&mut buf, HELLO_LEN, FrameKind::Hello);
+    let len = HELLO_LEN + hello.auth.len();
+    let mut buf = BytesMut::with_capacity(len);
+    put_header(&mut buf, len, FrameKind::Hello);
     buf.put_slice(&MAGIC);
     buf.put_u16_le(hello.version_min);
     buf.put_u16_le(hello.version_max);
     buf.put_u32_le(hello.limits.max_frame_size);
     buf.put_u32_le(hello.limits.credits);
-    buf.put_u32_le(0);
+    buf.put_u8(hello.mechanism.to_wire());
+    buf.put_slice(&[0; 3]);
+    buf.put_slice(&hello.auth);
     buf.freeze()
 }
 
-/// Encodes a WELCOME frame.
+/// Encodes a WELCOME frame (see [`encode_hello`] on the auth data's size).
 pub fn encode_welcome(welcome: &Welcome) -> Bytes {
-    let mut buf = BytesMut::with_capacity(WELCOME_LEN);
-    put_header(&mut buf, WELCOME_LEN, FrameKind::Welcome);
+    let len = WELCOME_LEN + welcome.auth.len();
+    let mut buf = BytesMut::with_capacity(len);
+    put_header(&mut buf, len, FrameKind::Welcome);
     buf.put_slice(&MAGIC);
     buf.put_u16_le(welcome.version);
     buf.put_u16_le(0);
     buf.put_u32_le(welcome.limits.max_frame_size);
     buf.put_u32_le(welcome.limits.credits);
+    buf.put_u8(welcome.mechanism.to_wire());
+    buf.put_slice(&[0; 3]);
+    buf.put_slice(&welcome.auth);
+    buf.freeze()
+}
+
+/// Encodes an AUTH frame carrying `data`.
+pub fn encode_auth(data: &[u8]) -> Bytes {
+    let len = HEADER_LEN + data.len();
+    let mut buf = BytesMut::with_capacity(len);
+    put_header(&mut buf, len, FrameKind::Auth);
+    buf.put_slice(data);
     buf.freeze()
 }
 

@@ -4,8 +4,13 @@
 //! crates. The drivers assert the properties the fuzzers check; they panic on a violation,
 //! which is how a fuzzer reports one.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use bytes::Bytes;
 
+use crate::auth::Mechanism;
+use crate::auth::psk::{PskClient, PskServer};
 use crate::builder::MessageBuilder;
 use crate::connection::{Connection, Event};
 use crate::error::{ProtocolError, SendError};
@@ -66,6 +71,8 @@ pub fn stream_split(input: &[u8]) {
         version_min: PROTOCOL_VERSION,
         version_max: PROTOCOL_VERSION,
         limits: SMALL,
+        mechanism: Mechanism::None,
+        auth: Bytes::new(),
     });
     drive(
         &mut Peer::new(Connection::server(SMALL)),
@@ -74,16 +81,41 @@ pub fn stream_split(input: &[u8]) {
     let welcome = frame::encode_welcome(&Welcome {
         version: PROTOCOL_VERSION,
         limits: SMALL,
+        mechanism: Mechanism::None,
+        auth: Bytes::new(),
     });
     drive(
         &mut Peer::new(Connection::client(SMALL).0),
         chunks.reads(&with_prefix(&welcome, data)),
     );
 
+    // Pre-shared key authentication: a fresh server and client, and a server that has
+    // answered a genuine HELLO and now waits for AUTH (the input may forge it, skip it,
+    // or call before it).
+    drive(&mut Peer::new(psk_server()), chunks.reads(data));
+    drive(&mut Peer::new(psk_client().0), chunks.reads(data));
+    let mut waiting = Peer::new(psk_server());
+    waiting.inject(&psk_client().1);
+    let _ = waiting.receive_all();
+    drive(&mut waiting, chunks.reads(data));
+
     // Both ends of an open pair, each with a call outstanding towards the other.
     let mut pair = busy_pair();
     drive_per_read(&mut pair.server, chunks.reads(data));
     drive_per_read(&mut pair.client, chunks.reads(data));
+}
+
+/// The key the fuzzed pre-shared key peers hold (the fuzzer cannot know it).
+const FUZZ_KEY: &[u8] = b"fuzzing key, 32 bytes long......";
+
+fn psk_server() -> Connection {
+    let keys = HashMap::from([("fuzz".to_owned(), Arc::<[u8]>::from(FUZZ_KEY))]);
+    Connection::server_with(SMALL, Box::new(PskServer::new(Arc::new(keys), [1; 32])))
+}
+
+fn psk_client() -> (Connection, Bytes) {
+    let client = PskClient::new("fuzz", Arc::from(FUZZ_KEY), [2; 32]).expect("a valid key id");
+    Connection::client_with(SMALL, Box::new(client))
 }
 
 /// An open pair with small limits and one call outstanding in each direction.

@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 
 use bytes::{Bytes, BytesMut};
 
+use crate::auth::{ClientAuthenticator, ServerAuthenticator};
 use crate::builder::MessageBuilder;
 use crate::connection::{Connection, Event};
 use crate::error::{ProtocolError, SendError};
@@ -92,9 +93,26 @@ impl Pair {
     /// server's inbox.
     pub fn new(client_limits: Limits, server_limits: Limits) -> Pair {
         let (client, hello) = Connection::client(client_limits);
+        Pair::from_parts(client, hello, Connection::server(server_limits))
+    }
+
+    /// A pair whose handshake has not run yet, authenticating with these mechanisms.
+    pub fn with_auth(
+        client: Box<dyn ClientAuthenticator>,
+        server: Box<dyn ServerAuthenticator>,
+    ) -> Pair {
+        let (client, hello) = Connection::client_with(Limits::default(), client);
+        Pair::from_parts(
+            client,
+            hello,
+            Connection::server_with(Limits::default(), server),
+        )
+    }
+
+    fn from_parts(client: Connection, hello: Bytes, server: Connection) -> Pair {
         let mut pair = Pair {
             client: Peer::new(client),
-            server: Peer::new(Connection::server(server_limits)),
+            server: Peer::new(server),
             client_sent: VecDeque::new(),
             server_sent: VecDeque::new(),
         };
@@ -116,7 +134,8 @@ impl Pair {
         Pair::connected_with(Limits::default(), Limits::default())
     }
 
-    /// Runs the handshake: the server processes HELLO, the client processes WELCOME.
+    /// Runs the handshake: the server processes HELLO, the client processes WELCOME (and
+    /// sends AUTH if its mechanism has one), the server processes AUTH.
     pub fn handshake(&mut self) -> Result<(), ProtocolError> {
         for event in self.server.receive_all() {
             if let Event::Accepted { welcome } = event? {
@@ -124,8 +143,18 @@ impl Pair {
                 self.server_sent.push_back(welcome);
             }
         }
+        let mut authenticating = false;
         for event in self.client.receive_all() {
-            event?;
+            if let Event::Established { auth: Some(auth) } = event? {
+                self.server.inject(&auth);
+                self.client_sent.push_back(auth);
+                authenticating = true;
+            }
+        }
+        if authenticating {
+            for event in self.server.receive_all() {
+                event?;
+            }
         }
         Ok(())
     }

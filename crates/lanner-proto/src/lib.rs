@@ -15,6 +15,7 @@
 //!
 //! See [`frame`] for the wire layout.
 
+pub mod auth;
 pub mod builder;
 pub mod connection;
 pub mod error;
@@ -30,6 +31,10 @@ pub mod fuzzing;
 #[cfg(any(test, feature = "harness"))]
 pub mod harness;
 
+pub use auth::{
+    AuthError, ClientAuthenticator, Mechanism, Principal, ServerAuthenticator,
+    TransportAuthentication,
+};
 pub use builder::{InlineWriter, MessageBuilder};
 pub use connection::{Connection, Event, HANDSHAKE_MAX_FRAME_SIZE, Role};
 pub use error::{FrameError, ProtocolError, SendError};

@@ -503,6 +503,18 @@ pub struct PeerCredentials {
     pub gid: u32,
 }
 
+/// This process's own credentials, in the form [`peer_credentials`] reports a peer's
+/// (for in-process connections, whose peer is this process).
+pub fn process_credentials() -> PeerCredentials {
+    // SAFETY: geteuid and getegid take no arguments, touch no memory and cannot fail.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    PeerCredentials {
+        pid: i32::try_from(std::process::id()).unwrap_or(i32::MAX),
+        uid,
+        gid,
+    }
+}
+
 /// Asks the kernel who is at the other end of the connected Unix socket `socket`
 /// (`getsockopt(SO_PEERCRED)`).
 pub fn peer_credentials(socket: BorrowedFd<'_>) -> io::Result<PeerCredentials> {
@@ -929,6 +941,7 @@ mod tests {
     fn peer_credentials_name_this_process() {
         let (a, _b) = UnixStream::pair().unwrap();
         let creds = peer_credentials(a.as_fd()).unwrap();
+        assert_eq!(creds, process_credentials());
         // SAFETY: getuid and getgid take no arguments and cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         assert_eq!(

@@ -2,6 +2,8 @@
 
 #[path = "shared/calculator.rs"]
 mod calculator;
+#[path = "shared/key.rs"]
+mod key;
 
 use calculator::{CalcError, Calculator, CalculatorProxy, Memory, MemoryProxy};
 use lanner::Proxy;
@@ -10,8 +12,9 @@ use lanner::Proxy;
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = std::env::args()
         .nth(1)
-        .unwrap_or_else(|| "tcp://127.0.0.1:7000/calc".to_owned());
-    let calc: CalculatorProxy = lanner::connect(&url).await?;
+        .unwrap_or_else(|| "unix:///tmp/lanner-calc.sock/calc".to_owned());
+    let client = lanner::Client::new().with_auth(key::client_auth()?);
+    let calc: CalculatorProxy = client.connect(&url).await?;
     println!("2 + 40 = {:?}", calc.add(2, 40).await);
     match calc.divide(1, 0).await {
         Err(CalcError::DivisionByZero) => println!("1 / 0 = division by zero, as typed"),

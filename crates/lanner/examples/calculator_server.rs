@@ -1,6 +1,14 @@
 //! Serves a calculator object with two interfaces.
 //!
 //! ```text
+//! cargo run -p lanner --example calculator_server -- unix:///tmp/lanner-calc.sock
+//! cargo run -p lanner --example calculator_client -- unix:///tmp/lanner-calc.sock/calc
+//! ```
+//!
+//! Over TCP both sides need a key (`LANNER_KEY`, at least 16 bytes, the same on both):
+//!
+//! ```text
+//! export LANNER_KEY=$(head -c 32 /dev/urandom | base64)
 //! cargo run -p lanner --example calculator_server -- tcp://127.0.0.1:7000
 //! cargo run -p lanner --example calculator_client -- tcp://127.0.0.1:7000/calc
 //! ```
@@ -10,6 +18,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 #[path = "shared/calculator.rs"]
 mod calculator;
+#[path = "shared/key.rs"]
+mod key;
 
 use calculator::{CalcError, Calculator, CalculatorStub, Memory, MemoryStub};
 
@@ -42,9 +52,9 @@ impl Memory for Desk {
 async fn main() -> Result<(), lanner::Error> {
     let endpoint = std::env::args()
         .nth(1)
-        .unwrap_or_else(|| "tcp://127.0.0.1:7000".to_owned());
+        .unwrap_or_else(|| "unix:///tmp/lanner-calc.sock".to_owned());
     let desk = Arc::new(Desk::default());
-    let server = lanner::Server::new();
+    let server = lanner::Server::new().with_auth(key::server_auth()?);
     server.publish(
         "calc",
         lanner::Object::new(CalculatorStub::new(desk.clone())).with(MemoryStub::new(desk)),

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use lanner_proto::{MessageBuilder, Request, Status};
 
+use crate::access::MethodAccess;
 use crate::connection::Connection;
 use crate::error::{Error, ErrorKind};
 use crate::id::MethodInfo;
@@ -14,6 +15,8 @@ use crate::id::MethodInfo;
 pub struct IncomingCall<'a> {
     pub(crate) request: Request,
     pub(crate) connection: &'a Arc<Connection>,
+    /// What the peer may call on this interface of the object.
+    pub(crate) access: &'a MethodAccess,
 }
 
 impl IncomingCall<'_> {
@@ -54,16 +57,20 @@ impl IncomingCall<'_> {
     /// Finds the method to run among `methods` (an interface's table, indexed by ordinal):
     /// the ordinal the caller named if its fingerprint matches, else the method with that
     /// fingerprint at another ordinal (an interface that grew), else an `Unimplemented`
-    /// reply saying how the signatures differ.
+    /// reply saying how the signatures differ. A method the caller may not call (see
+    /// [`crate::AccessPolicy`]) gets a `PermissionDenied` reply; the check is on the
+    /// method found, whatever ordinal the caller named.
     pub fn route(&self, interface: &str, methods: &[MethodInfo]) -> Result<u16, Reply> {
         let fingerprint = self.request.fingerprint;
-        if let Some(method) = methods.get(usize::from(self.request.method))
-            && method.fingerprint == fingerprint
-        {
-            return Ok(method.ordinal);
-        }
-        if let Some(method) = methods.iter().find(|m| m.fingerprint == fingerprint) {
-            return Ok(method.ordinal);
+        let found = match methods.get(usize::from(self.request.method)) {
+            Some(method) if method.fingerprint == fingerprint => Some(method),
+            _ => methods.iter().find(|m| m.fingerprint == fingerprint),
+        };
+        if let Some(method) = found {
+            if self.access.allows(method.ordinal) {
+                return Ok(method.ordinal);
+            }
+            return Err(self.denied(interface, method));
         }
         let detail = match methods.get(usize::from(self.request.method)) {
             Some(method) => format!(
@@ -77,6 +84,18 @@ impl IncomingCall<'_> {
             ),
         };
         Err(Reply::error(&Error::new(ErrorKind::Unimplemented, detail)))
+    }
+}
+
+impl IncomingCall<'_> {
+    #[cold]
+    fn denied(&self, interface: &str, method: &MethodInfo) -> Reply {
+        let principal = &self.connection.identity().principal;
+        tracing::info!(peer = %self.peer(), %principal, interface, method = method.name, "call denied");
+        Reply::error(&Error::new(
+            ErrorKind::PermissionDenied,
+            format!("{principal} may not call {interface}::{}", method.name),
+        ))
     }
 }
 

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 
+use crate::auth::{ClientAuth, ClientTransport};
 use crate::connection::{self, Connection};
 use crate::error::Error;
 use crate::options::ConnectionOptions;
@@ -22,6 +23,7 @@ pub struct Client {
 
 struct ClientInner {
     options: ConnectionOptions,
+    auth: ClientAuth,
     connections: tokio::sync::Mutex<HashMap<Endpoint, Arc<Connection>>>,
 }
 
@@ -41,12 +43,24 @@ impl Client {
 
     /// A client whose connections use `options`.
     pub fn with_options(options: ConnectionOptions) -> Client {
+        Client::build(options, ClientAuth::default())
+    }
+
+    fn build(options: ConnectionOptions, auth: ClientAuth) -> Client {
         Client {
             inner: Arc::new(ClientInner {
                 options,
+                auth,
                 connections: tokio::sync::Mutex::new(HashMap::new()),
             }),
         }
+    }
+
+    /// This client's options with another way to authenticate (default:
+    /// [`ClientAuth::peer_credentials`], local transports only). The returned client opens
+    /// its own connections.
+    pub fn with_auth(self, auth: ClientAuth) -> Client {
+        Client::build(self.inner.options.clone(), auth)
     }
 
     /// The process-wide client used by [`crate::connect`].
@@ -89,15 +103,23 @@ impl Client {
         // Bounded like the handshake: a TCP connect to an unreachable host would otherwise
         // wait for the kernel's SYN retries (minutes).
         let timeout = self.inner.options.handshake_timeout;
-        let transport = tokio::time::timeout(timeout, transport::connect(endpoint))
-            .await
-            .map_err(|_| {
-                Error::unavailable(format!(
-                    "connecting to {endpoint}: no answer within {timeout:?}"
-                ))
-            })?
-            .map_err(|e| Error::io(&format!("connecting to {endpoint}"), &e))?;
-        let connection = connection::connect(transport, &self.inner.options).await?;
+        let auth = &self.inner.auth;
+        let opening = async {
+            match auth.transport_for(endpoint)? {
+                ClientTransport::Plain => transport::connect(endpoint).await,
+                ClientTransport::Tls(config, name) => {
+                    transport::connect_tls(endpoint, config.clone(), name).await
+                }
+            }
+            .map_err(|e| Error::io(&format!("connecting to {endpoint}"), &e))
+        };
+        let transport = tokio::time::timeout(timeout, opening).await.map_err(|_| {
+            Error::unavailable(format!(
+                "connecting to {endpoint}: no answer within {timeout:?}"
+            ))
+        })??;
+        let connection =
+            connection::connect(transport, &self.inner.options, auth.authenticator()).await?;
         connections.insert(endpoint.clone(), connection.clone());
         Ok(connection)
     }

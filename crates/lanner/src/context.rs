@@ -31,6 +31,11 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
+use std::sync::Arc;
+
+use lanner_proto::Principal;
+
+use crate::access::PeerIdentity;
 use crate::transport::PeerCredentials;
 
 thread_local! {
@@ -42,31 +47,44 @@ thread_local! {
 #[derive(Debug, Clone)]
 pub struct CallContext {
     deadline: Option<Instant>,
-    peer: Option<PeerCredentials>,
+    /// The caller: its principal, roles and credentials (shared by its connection's calls).
+    peer: Arc<PeerIdentity>,
     /// Created when first needed (the method asks for its context, or the call outlives
     /// its first poll and so can be cancelled): a call that needs neither costs nothing.
     cancel: Option<CancellationToken>,
 }
 
 impl CallContext {
-    pub(crate) fn new(deadline: Option<Instant>) -> CallContext {
+    pub(crate) fn new(deadline: Option<Instant>, peer: Arc<PeerIdentity>) -> CallContext {
         CallContext {
             deadline,
-            peer: None,
+            peer,
             cancel: None,
         }
     }
 
-    pub(crate) fn with_peer(mut self, peer: Option<PeerCredentials>) -> CallContext {
-        self.peer = peer;
-        self
+    /// Who called, as the connection's handshake established it (see [`crate::ServerAuth`]):
+    /// a local process (peer credentials), a key id, a certificate subject, or anonymous.
+    pub fn principal(&self) -> &Principal {
+        &self.peer.principal
+    }
+
+    /// The caller's roles under the server's access policy (see [`crate::AccessPolicy`]),
+    /// sorted; empty without a policy.
+    pub fn roles(&self) -> &[String] {
+        &self.peer.roles
+    }
+
+    /// Whether the caller has role `role`.
+    pub fn has_role(&self, role: &str) -> bool {
+        self.peer.roles.iter().any(|r| r == role)
     }
 
     /// Who called, as the kernel vouches for it: the caller process's pid, uid and gid on
-    /// `unix://` and `shm://` connections (from `SO_PEERCRED` when the connection was
-    /// made); `None` on transports that cannot say (TCP, in-memory).
+    /// `unix://`, `shm://` and `mem://` connections (from `SO_PEERCRED` when the
+    /// connection was made, whatever the authentication mechanism); `None` on TCP.
     pub fn peer_credentials(&self) -> Option<PeerCredentials> {
-        self.peer
+        self.peer.credentials
     }
 
     /// The context of the call whose method is running, or `None` outside a served call.
@@ -148,8 +166,10 @@ impl<F> InCall<F> {
     /// The token that cancels this call (shared with every context the method obtained).
     pub(crate) fn cancel_token(&mut self) -> CancellationToken {
         // Between polls the context is back in its future.
-        let context = self.context.get_or_insert_with(|| CallContext::new(None));
-        context.token().clone()
+        match &mut self.context {
+            Some(context) => context.token().clone(),
+            None => CancellationToken::new(),
+        }
     }
 }
 
@@ -184,6 +204,10 @@ impl Drop for Restore<'_> {
 mod tests {
     use super::*;
 
+    fn anonymous() -> Arc<PeerIdentity> {
+        Arc::new(PeerIdentity::new(Principal::Anonymous, None, None))
+    }
+
     #[test]
     fn outside_a_call_there_is_no_context() {
         assert!(CallContext::current().is_none());
@@ -192,7 +216,7 @@ mod tests {
     #[tokio::test]
     async fn inside_its_scope_the_context_is_current() {
         let deadline = Instant::now() + Duration::from_secs(60);
-        let mut call = CallContext::new(Some(deadline)).scope(Box::pin(async {
+        let mut call = CallContext::new(Some(deadline), anonymous()).scope(Box::pin(async {
             CallContext::current().expect("in scope")
         }));
         let token = call.cancel_token();
@@ -214,8 +238,8 @@ mod tests {
 
     #[test]
     fn a_nested_call_sees_its_own_context_and_restores_the_outer_one() {
-        let outer = CallContext::new(None);
-        let inner = CallContext::new(Some(Instant::now() + Duration::from_secs(1)));
+        let outer = CallContext::new(None, anonymous());
+        let inner = CallContext::new(Some(Instant::now() + Duration::from_secs(1)), anonymous());
         let nested = async move {
             let before = CallContext::current().unwrap().deadline();
             let seen = inner
@@ -234,7 +258,7 @@ mod tests {
 
     #[test]
     fn a_panicking_poll_still_restores_the_slot() {
-        let context = CallContext::new(None);
+        let context = CallContext::new(None, anonymous());
         let mut future = context.scope(Box::pin(async { panic!("boom") }));
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             futures_util::FutureExt::now_or_never(&mut future)
@@ -249,12 +273,13 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_passed_deadline_counts_as_cancelled() {
-        let mut context = CallContext::new(Some(Instant::now() + Duration::from_millis(5)));
+        let mut context =
+            CallContext::new(Some(Instant::now() + Duration::from_millis(5)), anonymous());
         context.token();
         assert!(!context.is_cancelled());
         context.cancelled().await;
         assert!(context.remaining().is_some());
-        let none = CallContext::new(None);
+        let none = CallContext::new(None, anonymous());
         assert_eq!(none.remaining(), None);
         assert!(!none.is_cancelled());
     }

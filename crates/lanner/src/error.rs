@@ -217,6 +217,9 @@ impl Error {
             ProtocolError::CreditViolation { .. } => {
                 Error::new(ErrorKind::Overloaded, error.to_string())
             }
+            ProtocolError::Unauthenticated(message) => {
+                Error::new(ErrorKind::Unauthenticated, message.clone())
+            }
             other => Error::protocol(other.to_string()),
         }
     }
@@ -236,7 +239,12 @@ impl Error {
         }
     }
 
+    /// A transport failure. `InvalidData` is what TLS reports when the peer's certificate
+    /// is refused or it refuses ours (plain sockets never report it): `Unauthenticated`.
     pub(crate) fn io(context: &str, error: &std::io::Error) -> Error {
+        if error.kind() == std::io::ErrorKind::InvalidData {
+            return Error::new(ErrorKind::Unauthenticated, format!("{context}: {error}"));
+        }
         Error::unavailable(format!("{context}: {error}"))
     }
 }

@@ -71,6 +71,8 @@
 
 extern crate self as lanner;
 
+mod access;
+mod auth;
 mod call;
 mod client;
 mod connection;
@@ -92,6 +94,8 @@ mod server;
 pub mod transport;
 mod url;
 
+pub use access::{AccessPolicy, Target};
+pub use auth::{ClientAuth, Mechanism, PreSharedKey, Principal, ServerAuth};
 pub use bytes::Bytes;
 pub use call::{IncomingCall, Reply};
 pub use client::{Client, connect};
@@ -103,6 +107,7 @@ pub use object::{DispatchFuture, Object, Stub};
 pub use options::ConnectionOptions;
 pub use proxy::{Proxy, ProxyCore};
 pub use reference::ObjectRef;
+pub use rustls;
 pub use server::{Listening, Server, ShutdownReport};
 pub use url::{Endpoint, ObjectUrl};
 

@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::call::{IncomingCall, Reply};
-use crate::id::InterfaceId;
+use crate::id::{InterfaceId, MethodInfo};
 
 /// The future a stub returns for one call: it runs the method and encodes its reply.
 pub type DispatchFuture = Pin<Box<dyn Future<Output = Reply> + Send + 'static>>;
@@ -20,6 +20,9 @@ pub trait Stub: Send + Sync + 'static {
 
     /// The interface's name, for error messages.
     fn interface_name(&self) -> &'static str;
+
+    /// The interface's methods, indexed by ordinal (access rules name methods by name).
+    fn methods(&self) -> &'static [MethodInfo];
 
     /// Runs one call. Dispatch is by the method ordinal the request carries (O(1)); the
     /// fingerprint is checked against the method's signature. The call is read here; the
@@ -83,8 +86,8 @@ impl Object {
         self.inner.interfaces.contains(&id)
     }
 
-    pub(crate) fn stub(&self, slot: u16) -> Option<&Arc<dyn Stub>> {
-        self.inner.stubs.get(usize::from(slot))
+    pub(crate) fn stubs(&self) -> &[Arc<dyn Stub>] {
+        &self.inner.stubs
     }
 
     /// Identity of the object (two clones of one object share it).

@@ -8,7 +8,7 @@ use lanner_proto::{MessageBuilder, Status};
 use serde::{Deserialize, Serialize};
 
 use crate::call::{IncomingCall, Reply};
-use crate::connection::Connection;
+use crate::connection::{Connection, Denied};
 use crate::error::{Error, ErrorKind};
 use crate::id::{InterfaceId, MethodInfo, method_fingerprint};
 use crate::marshal::{self, Inline};
@@ -46,6 +46,10 @@ impl Stub for RootStub {
         "lanner::Root"
     }
 
+    fn methods(&self) -> &'static [MethodInfo] {
+        &ROOT_METHODS
+    }
+
     fn dispatch(&self, call: IncomingCall<'_>) -> DispatchFuture {
         let reply = self.resolve(&call);
         Box::pin(std::future::ready(reply))
@@ -62,10 +66,19 @@ impl RootStub {
             Err(reply) => return reply,
         };
         let result = match self.names.get(&name) {
-            Some(object) => Ok(WireRef {
-                handle: call.connection.export(&object),
-                interfaces: object.interfaces().to_vec(),
-            }),
+            Some(object) => match call.connection.export(&object, Some(&name)) {
+                Ok(handle) => Ok(WireRef {
+                    handle,
+                    interfaces: object.interfaces().to_vec(),
+                }),
+                Err(Denied) => Err(Error::new(
+                    ErrorKind::PermissionDenied,
+                    format!(
+                        "{} may not use the object published as {name:?}",
+                        call.connection.identity().principal
+                    ),
+                )),
+            },
             None => Err(Error::new(
                 ErrorKind::NotFound,
                 format!("no object is published as {name:?} on this server"),

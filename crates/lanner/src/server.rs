@@ -7,8 +7,10 @@ use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
 
-use crate::connection::{self, Connection};
-use crate::error::Error;
+use crate::access::AccessPolicy;
+use crate::auth::ServerAuth;
+use crate::connection::{self, Admission, Connection};
+use crate::error::{Error, ErrorKind};
 use crate::object::Object;
 use crate::options::ConnectionOptions;
 use crate::transport::Listener;
@@ -58,6 +60,8 @@ pub struct Server {
     options: ConnectionOptions,
     max_connections: usize,
     calls: Arc<CallLimit>,
+    auth: ServerAuth,
+    policy: Option<Arc<AccessPolicy>>,
 }
 
 impl Default for Server {
@@ -82,7 +86,24 @@ impl Server {
                 max: DEFAULT_MAX_SUSPENDED_CALLS,
                 running: AtomicUsize::new(0),
             }),
+            auth: ServerAuth::default(),
+            policy: None,
         }
+    }
+
+    /// Sets how clients authenticate (default: [`ServerAuth::peer_credentials`], which
+    /// works on local transports only; listening on TCP then fails until a mechanism for
+    /// TCP is given). Set it before listening.
+    pub fn with_auth(mut self, auth: ServerAuth) -> Server {
+        self.auth = auth;
+        self
+    }
+
+    /// Sets which principals may call what (see [`AccessPolicy`]). Without a policy, every
+    /// authenticated client may call every object it can reach. Set it before listening.
+    pub fn with_access(mut self, policy: AccessPolicy) -> Server {
+        self.policy = Some(Arc::new(policy));
+        self
     }
 
     /// Sets how many calls may be suspended in this server's methods at once, across all
@@ -119,12 +140,23 @@ impl Server {
 
     /// Starts accepting connections on `endpoint` (`tcp://host:port`, `unix:///path`,
     /// `shm://name`, `mem://name`). Runs until the returned [`Listening`] is dropped or
-    /// closed.
+    /// closed. Fails with `Unauthenticated` if no client could authenticate there with
+    /// this server's [`ServerAuth`].
     pub async fn listen(&self, endpoint: &str) -> Result<Listening, Error> {
         let endpoint = Endpoint::parse(endpoint)?;
+        self.auth.check_endpoint(&endpoint)?;
         let mut listener = Listener::bind(&endpoint)
             .await
             .map_err(|e| Error::io(&format!("listening on {endpoint}"), &e))?;
+        let tls = match (&endpoint, self.auth.tls_config()) {
+            (Endpoint::Tcp(_), Some(config)) => {
+                listener
+                    .set_tls(config.clone())
+                    .map_err(|e| Error::io("setting up TLS", &e))?;
+                true
+            }
+            _ => false,
+        };
         let endpoint = listener
             .local_endpoint()
             .map_err(|e| Error::io("reading the bound address", &e))?;
@@ -132,19 +164,38 @@ impl Server {
         let options = self.options.clone();
         let max_connections = self.max_connections;
         let calls = self.calls.clone();
+        let auth = self.auth.clone();
+        let policy = self.policy.clone();
         let connections = Arc::new(Connections::default());
         let accepted = connections.clone();
         let task = tokio::spawn(async move {
             loop {
                 match listener.accept().await {
-                    Ok(transport) => {
+                    Ok(incoming) => {
                         let names = names.clone();
                         let options = options.clone();
                         let accepted = accepted.clone();
                         let calls = calls.clone();
+                        let auth = auth.clone();
+                        let policy = policy.clone();
                         let open = accepted.count();
                         tokio::spawn(async move {
-                            let peer = transport.peer.clone();
+                            let peer = incoming.peer().to_owned();
+                            let established = tokio::time::timeout(
+                                options.handshake_timeout,
+                                incoming.establish(),
+                            );
+                            let transport = match established.await {
+                                Ok(Ok(transport)) => transport,
+                                Ok(Err(error)) => {
+                                    tracing::warn!(%peer, %error, "connection setup failed");
+                                    return;
+                                }
+                                Err(_) => {
+                                    tracing::warn!(%peer, "connection setup timed out");
+                                    return;
+                                }
+                            };
                             if open >= max_connections {
                                 tracing::warn!(%peer, open, "too many connections: refused");
                                 let reason = format!(
@@ -154,8 +205,18 @@ impl Server {
                                 connection::refuse(transport, &options, status, &reason).await;
                                 return;
                             }
-                            match connection::accept(transport, &options, names, calls).await {
+                            let subject = tls.then(|| transport.certificate_subject.clone());
+                            let admission = Admission {
+                                authenticator: auth.authenticator(transport.credentials, subject),
+                                policy,
+                                names,
+                                calls,
+                            };
+                            match connection::accept(transport, &options, admission).await {
                                 Ok(connection) => accepted.add(&connection),
+                                Err(error) if error.kind() == ErrorKind::Unauthenticated => {
+                                    tracing::warn!(%peer, %error, "authentication failed");
+                                }
                                 Err(error) => tracing::info!(%peer, %error, "connection refused"),
                             }
                         });

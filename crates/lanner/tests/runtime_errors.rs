@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use lanner::{Client, ConnectionOptions, ErrorKind, Object, Proxy, Server};
+use lanner::{Client, ClientAuth, ConnectionOptions, ErrorKind, Object, Proxy, Server, ServerAuth};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A value that refuses to be encoded as 13 and to be decoded as 7.
@@ -254,13 +254,14 @@ async fn listening_on_a_mem_name_already_in_use_fails_clearly() {
 async fn a_closed_tcp_listener_releases_its_port_at_once() {
     let (server, listening) = serve_at(
         "tcp://127.0.0.1:0",
-        Server::new(),
+        Server::new().with_auth(ServerAuth::none()),
         service_object(&Arc::default()),
     )
     .await;
     let endpoint = listening.endpoint().to_string();
     assert!(!endpoint.ends_with(":0"), "{endpoint}");
     let control: ControlProxy = Client::new()
+        .with_auth(ClientAuth::none())
         .connect(&format!("{endpoint}/obj"))
         .await
         .unwrap();

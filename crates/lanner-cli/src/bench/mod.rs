@@ -6,6 +6,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
+use crate::auth_arg::AuthArg;
 use crate::placement::Placement;
 use crate::transport_arg::TransportArg;
 
@@ -13,6 +14,7 @@ pub mod bandwidth;
 pub mod idle;
 pub mod pingpong;
 pub mod raw_client;
+pub mod secure;
 pub mod setup;
 pub mod stats;
 
@@ -23,6 +25,9 @@ pub enum Workload {
     Pingpong,
     /// One-way bulk transfer: calls taking a payload vs raw one-way messages.
     Bandwidth,
+    /// Null-call round trips with authentication (--auth) vs without (none), after
+    /// connecting.
+    Secure,
 }
 
 /// Options of `lanner bench`.
@@ -55,6 +60,10 @@ pub struct BenchArgs {
     /// Never sleep: poll until the peer answers (both sides; overrides --spin-us).
     #[arg(long)]
     pub busy_poll: bool,
+    /// Authentication measured by the secure workload against none [default: psk over
+    /// tcp, peercred on unix and shm].
+    #[arg(long, value_enum)]
+    pub auth: Option<AuthArg>,
     /// Print one JSON object on stdout and nothing else.
     #[arg(long)]
     pub json: bool,
@@ -165,5 +174,6 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     match args.workload {
         Workload::Pingpong => pingpong::run(args),
         Workload::Bandwidth => bandwidth::run(args),
+        Workload::Secure => secure::run(args),
     }
 }

@@ -106,8 +106,6 @@ pub fn measure(
             eprintln!("  size {size}: {iters} iterations …");
         }
         let payload = Bytes::from(vec![0xa5u8; size]);
-        let mut rpc_samples = Vec::with_capacity(iters);
-        let mut raw_samples = Vec::with_capacity(iters);
         for _ in 0..warmup {
             raw.round_trip(&payload)?;
         }
@@ -117,32 +115,38 @@ pub fn measure(
             }
             Ok::<(), lanner::Error>(())
         })?;
-        let block_size = (iters / 16).clamp(1, BLOCK);
-        while rpc_samples.len() < iters {
-            let block = block_size.min(iters - rpc_samples.len());
-            let mut echoed = 0;
-            for _ in 0..block {
-                let start = Instant::now();
-                echoed = raw.round_trip(&payload)?;
-                raw_samples.push(start.elapsed());
-            }
-            if echoed != size {
-                return Err(format!("raw echo returned {echoed} bytes, sent {size}").into());
-            }
-            runtime.block_on(async {
+        let (mut raw_samples, mut rpc_samples) = alternate(
+            iters,
+            |block, samples| {
+                let mut echoed = 0;
                 for _ in 0..block {
                     let start = Instant::now();
-                    let echoed = echo.echo(payload.clone()).await?;
-                    rpc_samples.push(start.elapsed());
-                    if echoed.len() != size {
-                        return Err(
-                            format!("echo returned {} bytes, sent {size}", echoed.len()).into()
-                        );
-                    }
+                    echoed = raw.round_trip(&payload)?;
+                    samples.push(start.elapsed());
                 }
-                Ok::<(), Box<dyn std::error::Error>>(())
-            })?;
-        }
+                if echoed != size {
+                    return Err(format!("raw echo returned {echoed} bytes, sent {size}").into());
+                }
+                Ok(())
+            },
+            |block, samples| {
+                runtime.block_on(async {
+                    for _ in 0..block {
+                        let start = Instant::now();
+                        let echoed = echo.echo(payload.clone()).await?;
+                        samples.push(start.elapsed());
+                        if echoed.len() != size {
+                            return Err(format!(
+                                "echo returned {} bytes, sent {size}",
+                                echoed.len()
+                            )
+                            .into());
+                        }
+                    }
+                    Ok(())
+                })
+            },
+        )?;
         rows.push(row(size, &mut rpc_samples, &mut raw_samples));
     }
     let idle = if idle_secs > 0.0 {
@@ -151,6 +155,30 @@ pub fn measure(
         None
     };
     Ok((rows, idle))
+}
+
+/// The result of one block of a measurement.
+pub type BlockResult = Result<(), Box<dyn std::error::Error>>;
+
+/// Measures two sides in alternating blocks (`first`, then `second`, again and again)
+/// until each has `iters` samples, so that both see the same machine conditions: blocks
+/// of at most [`BLOCK`] iterations and at least 16 blocks per side. A side is called with
+/// the block's length and its samples, and pushes one time per iteration. Returns the
+/// samples of (`first`, `second`).
+pub fn alternate(
+    iters: usize,
+    mut first: impl FnMut(usize, &mut Vec<Duration>) -> BlockResult,
+    mut second: impl FnMut(usize, &mut Vec<Duration>) -> BlockResult,
+) -> Result<(Vec<Duration>, Vec<Duration>), Box<dyn std::error::Error>> {
+    let mut first_samples = Vec::with_capacity(iters);
+    let mut second_samples = Vec::with_capacity(iters);
+    let block_size = (iters / 16).clamp(1, BLOCK);
+    while second_samples.len() < iters {
+        let block = block_size.min(iters - second_samples.len());
+        first(block, &mut first_samples)?;
+        second(block, &mut second_samples)?;
+    }
+    Ok((first_samples, second_samples))
 }
 
 fn row(size: usize, rpc: &mut [Duration], raw: &mut [Duration]) -> Row {

@@ -1,6 +1,7 @@
 //! What every benchmark starts with: a pinned client, a server process, a Lanner connection
 //! to its echo object and a raw connection beside it.
 
+use crate::auth_arg::plain_client_auth;
 use crate::placement::pin_current_thread;
 use crate::server_process::ServerProcess;
 use crate::services::EchoProxy;
@@ -22,7 +23,8 @@ pub struct Setup {
 
 impl Setup {
     /// Pins this process, starts the server with the same placement and wait strategy,
-    /// and connects both ways.
+    /// and connects both ways (authentication as [`plain_client_auth`] says: `none` over
+    /// TCP, explicitly on both sides).
     pub fn start(args: &BenchArgs) -> Result<Setup, Box<dyn std::error::Error>> {
         let (client_cpu, server_cpu) = args.placement.cpus();
         if let Some(cpu) = client_cpu {
@@ -34,7 +36,8 @@ impl Setup {
             .enable_all()
             .build()?;
         let options = lanner::ConnectionOptions::default().with_spin(spin);
-        let client = lanner::Client::with_options(options);
+        let client =
+            lanner::Client::with_options(options).with_auth(plain_client_auth(args.transport));
         let url = format!("{}/echo", server.lanner);
         let echo: EchoProxy = runtime.block_on(client.connect::<EchoProxy>(&url))?;
         let raw = RawClient::connect(&server.raw, spin)?;

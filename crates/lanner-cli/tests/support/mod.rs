@@ -10,7 +10,7 @@ use lanner_cli::server_process::ServerProcess;
 use lanner_cli::services::{Calculator, CalculatorProxy};
 use lanner_cli::transport_arg::TransportArg;
 use lanner_proto::frame;
-use lanner_proto::{Hello, Limits, MessageBuilder, PROTOCOL_VERSION};
+use lanner_proto::{Hello, Limits, Mechanism, MessageBuilder, PROTOCOL_VERSION};
 
 /// Every transport between processes.
 pub(crate) const TRANSPORTS: [TransportArg; 3] =
@@ -22,7 +22,8 @@ pub(crate) const STREAM_TRANSPORTS: [TransportArg; 2] = [TransportArg::Tcp, Tran
 /// How long the server gets to react to anything a test does.
 pub(crate) const PATIENCE: Duration = Duration::from_secs(5);
 
-/// Starts `lanner serve` on `transport` (no pinning, default spin).
+/// Starts `lanner serve` on `transport` (no pinning, default spin), authenticating as
+/// `ServeAuth::plain` says: `none` over TCP, peer credentials on local transports.
 pub(crate) fn server(transport: TransportArg) -> ServerProcess {
     ServerProcess::spawn_program(
         Path::new(env!("CARGO_BIN_EXE_lanner")),
@@ -42,14 +43,35 @@ pub(crate) fn runtime() -> tokio::runtime::Runtime {
         .expect("runtime")
 }
 
-/// A fresh client (not the global one), so tests do not share connections.
-pub(crate) fn client() -> lanner::Client {
-    lanner::Client::new()
+/// The client authentication a server started by [`server`] accepts at `endpoint` (a
+/// URL): `none` over TCP, peer credentials on local transports.
+pub(crate) fn plain_auth(endpoint: &str) -> lanner::ClientAuth {
+    if endpoint.starts_with("tcp://") {
+        lanner::ClientAuth::none()
+    } else {
+        lanner::ClientAuth::peer_credentials()
+    }
+}
+
+/// The mechanism a hand-built HELLO names for a server started by [`server`] at
+/// `endpoint`.
+pub(crate) fn plain_mechanism(endpoint: &str) -> Mechanism {
+    if endpoint.starts_with("tcp://") {
+        Mechanism::None
+    } else {
+        Mechanism::PeerCredentials
+    }
+}
+
+/// A fresh client (not the global one), so tests do not share connections, that
+/// authenticates as a server started by [`server`] at `endpoint` expects.
+pub(crate) fn client(endpoint: &str) -> lanner::Client {
+    lanner::Client::new().with_auth(plain_auth(endpoint))
 }
 
 /// A proxy to the object `name` of `server`, through a fresh client.
 pub(crate) async fn connect<P: lanner::Proxy>(server: &ServerProcess, name: &str) -> P {
-    client()
+    client(&server.lanner)
         .connect(&format!("{}/{name}", server.lanner))
         .await
         .unwrap()
@@ -78,12 +100,30 @@ pub(crate) fn garbage(len: u32, shift: u32) -> Vec<u8> {
         .collect()
 }
 
-/// A HELLO frame offering this build's protocol version.
-pub(crate) fn hello() -> Bytes {
+/// A HELLO frame offering this build's protocol version, authenticating with
+/// `mechanism` (one without data: `none` or peer credentials).
+pub(crate) fn hello_with(mechanism: Mechanism) -> Bytes {
     frame::encode_hello(&Hello {
         version_min: PROTOCOL_VERSION,
         version_max: PROTOCOL_VERSION,
         limits: Limits::default(),
+        mechanism,
+        auth: Bytes::new(),
+    })
+}
+
+/// The HELLO a server started by [`server`] at `endpoint` accepts.
+pub(crate) fn hello(endpoint: &str) -> Bytes {
+    hello_with(plain_mechanism(endpoint))
+}
+
+/// A WELCOME without authentication data, as a server accepting `mechanism` sends it.
+pub(crate) fn welcome(version: u16, mechanism: Mechanism) -> Bytes {
+    frame::encode_welcome(&lanner_proto::Welcome {
+        version,
+        limits: Limits::default(),
+        mechanism,
+        auth: Bytes::new(),
     })
 }
 
@@ -97,11 +137,8 @@ pub(crate) fn request(
     inline: &[u8],
 ) -> Bytes {
     let (mut conn, _) = lanner_proto::Connection::client(Limits::default());
-    let welcome = frame::encode_welcome(&lanner_proto::Welcome {
-        version: PROTOCOL_VERSION,
-        limits: Limits::default(),
-    });
-    conn.handle_frame(welcome).unwrap();
+    conn.handle_frame(welcome(PROTOCOL_VERSION, Mechanism::None))
+        .unwrap();
     let mut message = MessageBuilder::request(object, slot, method, fingerprint);
     message.inline().put_slice(inline);
     let (_, out) = conn.send_request(message).map_err(|(e, _)| e).unwrap();
@@ -128,6 +165,7 @@ pub(crate) async fn connect_with<P: lanner::Proxy>(
     options: lanner::ConnectionOptions,
 ) -> Result<P, lanner::Error> {
     lanner::Client::with_options(options)
+        .with_auth(plain_auth(endpoint))
         .connect(&format!("{endpoint}/{name}"))
         .await
 }

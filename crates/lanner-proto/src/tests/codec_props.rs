@@ -7,6 +7,7 @@ use bytes::{Bytes, BytesMut};
 use proptest::collection::vec;
 use proptest::prelude::*;
 
+use crate::auth::Mechanism;
 use crate::builder::MessageBuilder;
 use crate::connection::{Connection, Event};
 use crate::frame::{self, Frame, HEADER_LEN, REQUEST_FIXED_LEN, RESPONSE_FIXED_LEN};
@@ -229,12 +230,12 @@ proptest! {
         credits in any::<u32>(),
     ) {
         let limits = Limits { max_frame_size, credits };
-        let hello = frame::Hello { version_min, version_max, limits };
+        let hello = frame::Hello { version_min, version_max, limits, mechanism: Mechanism::None, auth: Bytes::new() };
         prop_assert_eq!(
             Frame::decode(frame::encode_hello(&hello)),
             Ok(Frame::Hello(hello))
         );
-        let welcome = frame::Welcome { version: version_min, limits };
+        let welcome = frame::Welcome { version: version_min, limits, mechanism: Mechanism::PreSharedKey, auth: Bytes::from_static(b"data") };
         prop_assert_eq!(
             Frame::decode(frame::encode_welcome(&welcome)),
             Ok(Frame::Welcome(welcome))

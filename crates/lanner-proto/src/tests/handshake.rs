@@ -4,6 +4,7 @@
 use bytes::Bytes;
 
 use super::{all_ok, assert_close_frame, limits, raw_request, raw_response, request, response};
+use crate::auth::Mechanism;
 use crate::connection::{Connection, Event, HANDSHAKE_MAX_FRAME_SIZE, Role};
 use crate::error::{FrameError, ProtocolError, SendError};
 use crate::frame::{self, Close, Frame, FrameKind, Hello, Welcome};
@@ -16,11 +17,18 @@ fn hello(version_min: u16, version_max: u16, limits: Limits) -> Bytes {
         version_min,
         version_max,
         limits,
+        mechanism: Mechanism::None,
+        auth: Bytes::new(),
     })
 }
 
 fn welcome(version: u16, limits: Limits) -> Bytes {
-    frame::encode_welcome(&Welcome { version, limits })
+    frame::encode_welcome(&Welcome {
+        version,
+        limits,
+        mechanism: Mechanism::None,
+        auth: Bytes::new(),
+    })
 }
 
 #[test]
@@ -42,6 +50,8 @@ fn handshake_opens_both_sides_and_exchanges_limits() {
             version_min: PROTOCOL_VERSION,
             version_max: PROTOCOL_VERSION,
             limits: client_limits,
+            mechanism: Mechanism::None,
+            auth: Bytes::new(),
         }))
     );
 
@@ -56,13 +66,18 @@ fn handshake_opens_both_sides_and_exchanges_limits() {
         Ok(Frame::Welcome(Welcome {
             version: PROTOCOL_VERSION,
             limits: server_limits,
+            mechanism: Mechanism::None,
+            auth: Bytes::new(),
         }))
     );
     assert!(pair.server.conn.is_open());
     assert!(!pair.client.conn.is_open());
 
     pair.client.inject(welcome);
-    assert_eq!(all_ok(pair.client.receive_all()), vec![Event::Established]);
+    assert_eq!(
+        all_ok(pair.client.receive_all()),
+        vec![Event::Established { auth: None }]
+    );
     assert!(pair.client.conn.is_open());
     assert_eq!(pair.client.pending_bytes(), 0);
     assert_eq!(pair.server.pending_bytes(), 0);

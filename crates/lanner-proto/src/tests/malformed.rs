@@ -4,6 +4,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::{assert_rejected, raw_frame, raw_frame_with_len, raw_request, raw_response};
+use crate::auth::Mechanism;
 use crate::error::FrameError;
 use crate::frame::{
     self, CANCEL_LEN, CLOSE_FIXED_LEN, CREDIT_LEN, Frame, FrameKind, HEADER_LEN, HELLO_LEN,
@@ -134,14 +135,14 @@ fn length_field_disagreeing_with_the_frame() {
 
 #[test]
 fn unknown_kind() {
-    for kind in [0u8, 11, 12, 0x80, 255] {
+    for kind in [0u8, 12, 13, 0x80, 255] {
         assert_rejected(raw_frame(kind, 0, &[0; 4]), FrameError::UnknownKind(kind));
     }
-    // Every byte outside 1..=10 is unknown, every byte inside is known.
+    // Every byte outside 1..=11 is unknown, every byte inside is known.
     for byte in 0..=255u8 {
         assert_eq!(
             FrameKind::from_wire(byte).is_ok(),
-            (1..=10).contains(&byte),
+            (1..=11).contains(&byte),
             "kind byte {byte}"
         );
     }
@@ -163,11 +164,15 @@ fn segments_on_frames_that_carry_none() {
         version_min: 1,
         version_max: 1,
         limits: Default::default(),
+        mechanism: Mechanism::None,
+        auth: Bytes::new(),
     });
     let close = frame::encode_close(Status::Ok, "bye");
     let welcome = frame::encode_welcome(&frame::Welcome {
         version: 1,
         limits: Default::default(),
+        mechanism: Mechanism::None,
+        auth: Bytes::new(),
     });
     for (kind, frame) in [
         (FrameKind::Hello, handshake),

@@ -4,6 +4,7 @@
 //! payloads, malformed frames, stream splitting, property tests of the codec, and the
 //! regression inputs found by fuzzing (`/fuzz` at the workspace root).
 
+mod auth;
 mod calls;
 mod codec_props;
 mod credits;

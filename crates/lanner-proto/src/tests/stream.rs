@@ -101,7 +101,7 @@ fn a_frame_fed_one_byte_at_a_time_still_decodes() {
     };
     assert_eq!(
         feed_byte_by_byte(&mut pair.client, welcome),
-        vec![Event::Established]
+        vec![Event::Established { auth: None }]
     );
 
     // Then a request with bulk segments, one byte per read.

@@ -30,9 +30,9 @@ impl Connection {
             let reply = MessageBuilder::error_response(Status::Overloaded, &limit.full_message());
             return self.answer(call_id, one_way, reply);
         }
-        let stub = self.exports().stub(request.object, request.slot);
-        let stub = match stub {
-            Ok(stub) => stub,
+        let slot = self.exports().slot(request.object, request.slot);
+        let slot = match slot {
+            Ok(slot) => slot,
             Err(message) => {
                 let reply = MessageBuilder::error_response(Status::NotFound, &message);
                 return self.answer(call_id, one_way, reply);
@@ -45,9 +45,10 @@ impl Connection {
         let call = IncomingCall {
             request,
             connection: self,
+            access: &slot.access,
         };
-        let context = CallContext::new(deadline).with_peer(self.credentials);
-        let mut future = context.scope(stub.dispatch(call));
+        let context = CallContext::new(deadline, self.identity().clone());
+        let mut future = context.scope(slot.stub.dispatch(call));
         match std::panic::catch_unwind(AssertUnwindSafe(|| future.poll_unpin(cx))) {
             Ok(Poll::Ready(reply)) => self.answer(call_id, one_way, reply_of(self, Ok(reply))),
             Err(panic) => self.answer(call_id, one_way, reply_of(self, Err(panic))),

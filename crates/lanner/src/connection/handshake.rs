@@ -1,37 +1,51 @@
-//! Opening a connection: HELLO → WELCOME, within the handshake timeout, with frames capped
-//! at the handshake size until it completes.
+//! Opening a connection: HELLO → WELCOME (→ AUTH, for mechanisms with a last step), within
+//! the handshake timeout, with frames capped at the handshake size until the peer is
+//! authenticated. A failed authentication ends with a CLOSE saying why, on both sides, and
+//! is logged by the server.
 
 use std::future::poll_fn;
 use std::sync::Arc;
 use std::task::Poll;
 
 use bytes::Bytes;
-use lanner_proto::{Event, OutFrame, ProtocolError};
+use lanner_proto::{
+    ClientAuthenticator, Event, OutFrame, Principal, ProtocolError, ServerAuthenticator,
+};
 
 use super::{Connection, Side};
+use crate::access::{AccessPolicy, PeerIdentity};
 use crate::error::{Error, ErrorKind};
 use crate::options::ConnectionOptions;
 use crate::server::{CallLimit, NameRegistry};
 use crate::transport::{FrameSink, FrameSource, Received, RecvError, Transport};
 
-/// Client side: sends HELLO, expects WELCOME.
+/// Client side: sends HELLO, expects WELCOME (checking the server's proof, if the
+/// mechanism has one), sends AUTH if the mechanism has that step. Requests may follow at
+/// once: the client never waits for an answer to AUTH.
 pub(crate) async fn connect(
     transport: Transport,
     options: &ConnectionOptions,
+    authenticator: Box<dyn ClientAuthenticator>,
 ) -> Result<Arc<Connection>, Error> {
     let Transport {
         mut sink,
         mut source,
         peer,
         credentials,
+        ..
     } = transport;
-    let (mut proto, hello) = lanner_proto::Connection::client(options.limits());
+    let (mut proto, hello) = lanner_proto::Connection::client_with(options.limits(), authenticator);
     send(sink.as_mut(), hello, &peer).await?;
     let frame = receive(source.as_mut(), options, &peer)
-        .await?
+        .await
+        .map_err(|error| hint_at_tls(error, &peer))?
         .map_err(|error| handshake_failed(&peer, &error))?;
     match proto.handle_frame(frame) {
-        Ok(Event::Established) => {}
+        Ok(Event::Established { auth }) => {
+            if let Some(auth) = auth {
+                send(sink.as_mut(), auth, &peer).await?;
+            }
+        }
         Ok(Event::Closed(close)) => {
             return Err(Error::from_status(
                 close.status,
@@ -39,53 +53,119 @@ pub(crate) async fn connect(
             ));
         }
         Ok(_) => return Err(Error::protocol(format!("{peer} sent no WELCOME"))),
-        Err(error) => return Err(handshake_failed(&peer, &error)),
+        Err(error) => {
+            // Tell the server why (it logs it); this side reports it to the caller.
+            let _ = send(sink.as_mut(), error.close_frame(), &peer).await;
+            return Err(handshake_failed(&peer, &error));
+        }
     }
+    let principal = proto
+        .peer_principal()
+        .cloned()
+        .unwrap_or(Principal::Anonymous);
+    let identity = PeerIdentity::new(principal, credentials, None);
     Ok(Connection::start(
         proto,
         sink,
         source,
         peer,
-        credentials,
+        identity,
         Side::Client,
         options,
     ))
 }
 
-/// Server side: expects HELLO, answers WELCOME (or CLOSE saying why not).
+/// What a server-side handshake needs besides the transport.
+pub(crate) struct Admission {
+    /// The mechanisms this connection may authenticate with.
+    pub(crate) authenticator: Box<dyn ServerAuthenticator>,
+    /// The access policy the peer's calls obey (None: everything allowed).
+    pub(crate) policy: Option<Arc<AccessPolicy>>,
+    pub(crate) names: Arc<NameRegistry>,
+    pub(crate) calls: Arc<CallLimit>,
+}
+
+/// Server side: expects HELLO, answers WELCOME (or CLOSE saying why not), then AUTH if
+/// the mechanism has that step. Until the client is authenticated, only handshake-sized
+/// frames are read and nothing is allocated by the client's say-so.
 pub(crate) async fn accept(
     transport: Transport,
     options: &ConnectionOptions,
-    names: Arc<NameRegistry>,
-    calls: Arc<CallLimit>,
+    admission: Admission,
 ) -> Result<Arc<Connection>, Error> {
     let Transport {
         mut sink,
         mut source,
         peer,
         credentials,
+        ..
     } = transport;
-    let mut proto = lanner_proto::Connection::server(options.limits());
+    let mut proto =
+        lanner_proto::Connection::server_with(options.limits(), admission.authenticator);
     let received = receive(source.as_mut(), options, &peer)
         .await?
         .and_then(|frame| proto.handle_frame(frame));
+    let received = match received {
+        Ok(Event::Accepted { welcome }) => {
+            send(sink.as_mut(), welcome, &peer).await?;
+            if proto.is_open() {
+                Ok(Event::Authenticated)
+            } else {
+                receive(source.as_mut(), options, &peer)
+                    .await?
+                    .and_then(|frame| proto.handle_frame(frame))
+            }
+        }
+        other => other,
+    };
     match received {
-        Ok(Event::Accepted { welcome }) => send(sink.as_mut(), welcome, &peer).await?,
-        Ok(_) => return Err(Error::protocol(format!("{peer} sent no HELLO"))),
+        Ok(Event::Authenticated) => {}
+        Ok(Event::Closed(close)) => {
+            return Err(Error::from_status(
+                close.status,
+                format!("{peer} gave up the handshake: {}", close.reason),
+            ));
+        }
+        Ok(_) => {
+            return Err(Error::protocol(format!(
+                "{peer} did not follow the handshake"
+            )));
+        }
         Err(error) => {
             let _ = send(sink.as_mut(), error.close_frame(), &peer).await;
             return Err(handshake_failed(&peer, &error));
         }
     }
+    let principal = proto
+        .peer_principal()
+        .cloned()
+        .unwrap_or(Principal::Anonymous);
+    tracing::debug!(%peer, %principal, "authenticated");
+    let identity = PeerIdentity::new(principal, credentials, admission.policy);
     Ok(Connection::start(
         proto,
         sink,
         source,
         peer,
-        credentials,
-        Side::Server(names, calls),
+        identity,
+        Side::Server(admission.names, admission.calls),
         options,
     ))
+}
+
+/// A plain TCP client whose server hangs up before answering its HELLO may have reached a
+/// TLS server (which sends an alert and closes): say so.
+fn hint_at_tls(error: Error, peer: &str) -> Error {
+    if peer.starts_with("tcp://") && error.kind() == ErrorKind::Unavailable {
+        return Error::new(
+            error.kind(),
+            format!(
+                "{} (a server that speaks TLS does this to a plain client: connect with ClientAuth::tls)",
+                error.message()
+            ),
+        );
+    }
+    error
 }
 
 fn handshake_failed(peer: &str, error: &ProtocolError) -> Error {

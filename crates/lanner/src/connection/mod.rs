@@ -18,11 +18,12 @@ use lanner_proto::{Event, MessageBuilder, OutFrame};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::access::PeerIdentity;
 use crate::error::Error;
 use crate::id_hasher::IdBuildHasher;
 use crate::object::Object;
 use crate::server::{CallLimit, NameRegistry};
-use crate::transport::{FrameSink, FrameSource, PeerCredentials};
+use crate::transport::{FrameSink, FrameSource};
 
 mod calls;
 mod control;
@@ -35,8 +36,8 @@ mod reader;
 mod writer;
 
 pub(crate) use calls::until;
-pub(crate) use exports::{ExportTable, ROOT_HANDLE};
-pub(crate) use handshake::{accept, connect, refuse};
+pub(crate) use exports::{Denied, ExportTable, ROOT_HANDLE};
+pub(crate) use handshake::{Admission, accept, connect, refuse};
 
 use writer::{Flushed, Writer};
 
@@ -58,8 +59,8 @@ pub(crate) struct Connection {
     /// The peer's calls still running after their first poll, by call id (to cancel them).
     serving: Mutex<HashMap<u64, CancellationToken, IdBuildHasher>>,
     peer: String,
-    /// Who the peer process is, as the kernel says (Unix sockets and shared memory).
-    credentials: Option<PeerCredentials>,
+    /// Who the peer is (as the handshake established) and what it may call.
+    identity: Arc<PeerIdentity>,
     spin: Duration,
     /// How long a call waits for its answer unless its proxy says otherwise.
     call_timeout: Option<Duration>,
@@ -125,7 +126,7 @@ impl Connection {
         sink: Box<dyn FrameSink>,
         mut source: Box<dyn FrameSource>,
         peer: String,
-        credentials: Option<PeerCredentials>,
+        identity: PeerIdentity,
         side: Side,
         options: &crate::ConnectionOptions,
     ) -> Arc<Connection> {
@@ -155,7 +156,7 @@ impl Connection {
             exports: Mutex::new(exports),
             serving: Mutex::new(HashMap::default()),
             peer,
-            credentials,
+            identity: Arc::new(identity),
             // Deadlines are computed as now + spin: keep that representable.
             spin: options.spin.min(crate::ConnectionOptions::BUSY_POLL),
             call_timeout: options.call_timeout,
@@ -214,9 +215,15 @@ impl Connection {
         self.serving.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Makes `object` callable by the peer on this connection; returns its handle.
-    pub(crate) fn export(&self, object: &Object) -> u64 {
-        self.exports().export(object)
+    /// Makes `object` (published as `name`, if it was) callable by the peer on this
+    /// connection, as far as the server's access policy lets it; returns its handle.
+    pub(crate) fn export(&self, object: &Object, name: Option<&str>) -> Result<u64, Denied> {
+        self.exports().export(object, name, &self.identity)
+    }
+
+    /// Who the peer is and what it may call.
+    pub(crate) fn identity(&self) -> &Arc<PeerIdentity> {
+        &self.identity
     }
 
     /// The error the connection closed with, if it has.

@@ -183,9 +183,9 @@ impl Connection {
                     reason: close.reason,
                 }))
             }
-            Ok(Handled::Event(Event::Accepted { .. } | Event::Established)) => {
-                Err(Error::protocol("handshake event on an open connection"))
-            }
+            Ok(Handled::Event(
+                Event::Accepted { .. } | Event::Established { .. } | Event::Authenticated,
+            )) => Err(Error::protocol("handshake event on an open connection")),
             Err(error) => Err(self.protocol_violation(error)),
         }
     }

@@ -3,12 +3,13 @@
 use std::io;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
+use std::sync::Arc;
 
-use tokio::net::{TcpListener, UnixListener};
+use tokio::net::{TcpListener, TcpStream, UnixListener};
 
 use super::mem::MemListener;
 use super::shm::ShmListener;
-use super::{Transport, mem, shm, tcp, unix};
+use super::{Transport, mem, shm, tcp, tls, unix};
 use crate::url::Endpoint;
 
 /// Opens a transport to `endpoint`.
@@ -21,11 +22,38 @@ pub async fn connect(endpoint: &Endpoint) -> io::Result<Transport> {
     }
 }
 
+/// Opens a TLS connection to `endpoint` (see [`tls::connect`]: `server_name` is the DNS
+/// name or IP address the server's certificate must be valid for). Fails with
+/// `InvalidInput` unless `endpoint` is a TCP endpoint.
+pub async fn connect_tls(
+    endpoint: &Endpoint,
+    config: Arc<rustls::ClientConfig>,
+    server_name: &str,
+) -> io::Result<Transport> {
+    match endpoint {
+        Endpoint::Tcp(address) => tls::connect(address, config, server_name).await,
+        _ => Err(tls_on_tcp_only()),
+    }
+}
+
+fn tls_on_tcp_only() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "TLS is available on tcp:// endpoints only",
+    )
+}
+
 /// A bound listener of any transport.
 #[derive(Debug)]
 pub enum Listener {
-    /// TCP.
-    Tcp(TcpListener),
+    /// TCP, plain or TLS.
+    Tcp {
+        /// The bound socket.
+        listener: TcpListener,
+        /// When set (see [`Listener::set_tls`]), every connection runs the TLS server
+        /// handshake with this configuration in [`Incoming::establish`].
+        tls: Option<Arc<rustls::ServerConfig>>,
+    },
     /// Unix socket; the path is removed when the listener is dropped.
     Unix(UnixListener, PathBuf),
     /// Shared memory (set up through an abstract Unix socket).
@@ -39,7 +67,10 @@ impl Listener {
     /// A stale Unix socket file left by a dead server is replaced; a live one is not.
     pub async fn bind(endpoint: &Endpoint) -> io::Result<Listener> {
         match endpoint {
-            Endpoint::Tcp(address) => Ok(Listener::Tcp(TcpListener::bind(address).await?)),
+            Endpoint::Tcp(address) => Ok(Listener::Tcp {
+                listener: TcpListener::bind(address).await?,
+                tls: None,
+            }),
             Endpoint::Unix(path) => {
                 if path.exists() && std::os::unix::net::UnixStream::connect(path).is_err() {
                     std::fs::remove_file(path)?;
@@ -54,22 +85,45 @@ impl Listener {
     /// The endpoint actually bound (with the real port for TCP).
     pub fn local_endpoint(&self) -> io::Result<Endpoint> {
         Ok(match self {
-            Listener::Tcp(listener) => Endpoint::Tcp(listener.local_addr()?.to_string()),
+            Listener::Tcp { listener, .. } => Endpoint::Tcp(listener.local_addr()?.to_string()),
             Listener::Unix(_, path) => Endpoint::Unix(path.clone()),
             Listener::Shm(listener) => Endpoint::Shm(listener.name().to_owned()),
             Listener::Mem(listener) => Endpoint::Mem(listener.name().to_owned()),
         })
     }
 
-    /// The next incoming connection. A connection whose setup fails (the client hung up
-    /// already, say) is logged and skipped, so that one bad client cannot hold up the
-    /// others: only a failure of the listener itself is an error.
-    pub async fn accept(&mut self) -> io::Result<Transport> {
+    /// Makes every connection accepted from now on a TLS connection: [`Incoming::establish`]
+    /// runs the TLS server handshake with `config` (see [`tls::accept`]). Only TCP listeners
+    /// can do this; on any other the result is an `InvalidInput` error.
+    pub fn set_tls(&mut self, config: Arc<rustls::ServerConfig>) -> io::Result<()> {
         match self {
-            Listener::Tcp(listener) => loop {
-                let (stream, _) = listener.accept().await?;
+            Listener::Tcp { tls, .. } => {
+                *tls = Some(config);
+                Ok(())
+            }
+            _ => Err(tls_on_tcp_only()),
+        }
+    }
+
+    /// The next incoming connection, to be finished with [`Incoming::establish`]. A
+    /// connection whose setup fails here (the client hung up already, say) is logged and
+    /// skipped, so that one bad client cannot hold up the others: only a failure of the
+    /// listener itself is an error. Nothing here waits for a client: the TLS handshake (if
+    /// the listener has TLS set) runs in [`Incoming::establish`], which the caller runs in
+    /// a task of its own, under a timeout.
+    pub async fn accept(&mut self) -> io::Result<Incoming> {
+        match self {
+            Listener::Tcp { listener, tls } => loop {
+                let (stream, address) = listener.accept().await?;
+                if let Some(config) = tls {
+                    return Ok(Incoming(Setup::Tls {
+                        stream,
+                        config: config.clone(),
+                        peer: format!("tls://{address}"),
+                    }));
+                }
                 match tcp::from_stream(stream) {
-                    Ok(transport) => return Ok(transport),
+                    Ok(transport) => return Ok(Incoming(Setup::Ready(transport))),
                     Err(error) => tracing::info!(%error, "TCP connection setup failed"),
                 }
             },
@@ -83,14 +137,61 @@ impl Listener {
                             credentials.pid,
                             credentials.uid
                         );
-                        return Ok(unix::from_stream(stream, peer, Some(credentials)));
+                        let transport = unix::from_stream(stream, peer, Some(credentials));
+                        return Ok(Incoming(Setup::Ready(transport)));
                     }
                     Err(error) => tracing::info!(%error, "Unix connection setup failed"),
                 }
             },
-            Listener::Shm(listener) => listener.accept().await,
-            Listener::Mem(listener) => listener.accept().await,
+            Listener::Shm(listener) => Ok(Incoming(Setup::Ready(listener.accept().await?))),
+            Listener::Mem(listener) => Ok(Incoming(Setup::Ready(listener.accept().await?))),
         }
+    }
+}
+
+/// A connection accepted by [`Listener::accept`] whose setup may not be finished: a TLS
+/// connection still needs its handshake, which [`Incoming::establish`] runs.
+pub struct Incoming(Setup);
+
+enum Setup {
+    /// Set up already (plain TCP, Unix sockets, shared memory, in-process).
+    Ready(Transport),
+    /// A TCP connection waiting for its TLS handshake.
+    Tls {
+        stream: TcpStream,
+        config: Arc<rustls::ServerConfig>,
+        peer: String,
+    },
+}
+
+impl Incoming {
+    /// Who connected (an address or path), for logs: the same as the transport's
+    /// [`Transport::peer`] once established.
+    pub fn peer(&self) -> &str {
+        match &self.0 {
+            Setup::Ready(transport) => &transport.peer,
+            Setup::Tls { peer, .. } => peer,
+        }
+    }
+
+    /// Finishes the connection's setup: runs the TLS server handshake (see
+    /// [`tls::accept`]) if the listener had TLS set, otherwise returns the transport at
+    /// once. The handshake waits for the client, so run this in a task of its own and
+    /// under a timeout.
+    pub async fn establish(self) -> io::Result<Transport> {
+        match self.0 {
+            Setup::Ready(transport) => Ok(transport),
+            Setup::Tls { stream, config, .. } => tls::accept(stream, config).await,
+        }
+    }
+}
+
+impl std::fmt::Debug for Incoming {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Incoming")
+            .field("peer", &self.peer())
+            .field("tls_pending", &matches!(self.0, Setup::Tls { .. }))
+            .finish()
     }
 }
 

@@ -102,13 +102,16 @@ pub fn pair(a_peer: String, b_peer: String) -> (Transport, Transport) {
         sink: Box::new(MemSink { tx: a_tx }),
         source: Box::new(MemSource::new(a_rx)),
         peer: a_peer,
-        credentials: None,
+        // Both ends are this process.
+        credentials: Some(lanner_shm::sys::process_credentials()),
+        certificate_subject: None,
     };
     let b = Transport {
         sink: Box::new(MemSink { tx: b_tx }),
         source: Box::new(MemSource::new(b_rx)),
         peer: b_peer,
-        credentials: None,
+        credentials: Some(lanner_shm::sys::process_credentials()),
+        certificate_subject: None,
     };
     (a, b)
 }

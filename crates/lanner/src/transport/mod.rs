@@ -10,8 +10,10 @@
 //! before sleeping, and so they can be used as trait objects without boxing a future per
 //! message.
 //!
-//! Implementations: [`stream`] (TCP with `TCP_NODELAY`, Unix stream sockets), [`shm`]
-//! (rings in memory shared between processes) and [`mem`] (in-process channels for tests).
+//! Implementations: [`stream`] (TCP with `TCP_NODELAY`, Unix stream sockets), [`tls`]
+//! (TLS 1.3 over TCP through the same stream plumbing; encryption means bulk payloads are
+//! copied there), [`shm`] (rings in memory shared between processes) and [`mem`]
+//! (in-process channels for tests).
 
 use std::io;
 use std::task::{Context, Poll};
@@ -24,13 +26,14 @@ pub mod mem;
 pub mod shm;
 pub mod stream;
 pub mod tcp;
+pub mod tls;
 pub mod unix;
 
 mod listener;
 mod recv_buffer;
 mod sys;
 
-pub use listener::{Listener, connect};
+pub use listener::{Incoming, Listener, connect, connect_tls};
 
 /// Why receiving failed.
 #[derive(Debug, thiserror::Error)]
@@ -94,6 +97,11 @@ pub struct Transport {
     /// The peer process's identity as the kernel vouches for it (`SO_PEERCRED`), on
     /// transports that know it (Unix sockets and shared memory, server side).
     pub credentials: Option<PeerCredentials>,
+    /// On the server side of a TLS connection whose client presented a certificate that
+    /// the server's configuration accepted: the subject of the client's leaf certificate,
+    /// such as `CN=alice, O=Acme` (see [`tls::accept`] for the exact form). None on every
+    /// other transport and side.
+    pub certificate_subject: Option<String>,
 }
 
 impl std::fmt::Debug for Transport {
@@ -101,6 +109,7 @@ impl std::fmt::Debug for Transport {
         f.debug_struct("Transport")
             .field("peer", &self.peer)
             .field("credentials", &self.credentials)
+            .field("certificate_subject", &self.certificate_subject)
             .finish()
     }
 }

@@ -1,7 +1,13 @@
-//! Frames over a byte stream (TCP, Unix sockets): vectored writes out, split frames in.
+//! Frames over a byte stream (TCP, Unix sockets, TLS over TCP): vectored writes out, split
+//! frames in.
+//!
+//! [`StreamSource`] and [`StreamSink`] work on any reading and writing half that can be
+//! tried without the reactor ([`StreamReadHalf`], [`StreamWriteHalf`]): for plain sockets
+//! that is a non-blocking system call straight on the descriptor, for TLS (see
+//! [`super::tls`]) a poll of the TLS stream with a waker that does nothing.
 
 use std::io::{self, IoSlice};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
@@ -11,7 +17,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::io::poll_read_buf;
 
 use super::recv_buffer::RecvBuffer;
-use super::sys::{recv_nonblocking, send_nonblocking, send_vectored_nonblocking};
+use super::sys::{recv_nonblocking, send_slices_nonblocking};
 use super::{FrameSink, FrameSource, Received, RecvError};
 
 /// Read at least this much at a time, so that many small frames arrive in one system call.
@@ -49,23 +55,32 @@ impl<R> StreamSource<R> {
     }
 }
 
-/// The reading half of a stream whose socket can be read directly while spinning.
-pub trait RawReadHalf: AsyncRead + Unpin + Send + 'static {
-    /// The socket's file descriptor.
-    fn raw_fd(&self) -> RawFd;
+/// The reading half of a byte stream: read through the reactor when waiting
+/// ([`AsyncRead`]), and without it while spinning ([`StreamReadHalf::try_read`]).
+pub trait StreamReadHalf: AsyncRead + Unpin + Send + 'static {
+    /// Reads what has arrived into `buffer`'s spare capacity without waiting and without
+    /// registering for wake-ups: `Ok(0)` when the peer closed, `WouldBlock` when nothing is
+    /// there. Called while spinning, so it should cost one system call at most.
+    fn try_read(&mut self, buffer: &mut BytesMut) -> io::Result<usize>;
 }
 
-impl RawReadHalf for tokio::net::tcp::OwnedReadHalf {
-    fn raw_fd(&self) -> RawFd {
+/// Plain sockets are read with `recv(MSG_DONTWAIT)` straight on the descriptor: arriving
+/// data is noticed without a trip through the reactor, and the kernel writes it straight
+/// into the receive buffer.
+impl StreamReadHalf for tokio::net::tcp::OwnedReadHalf {
+    #[inline]
+    fn try_read(&mut self, buffer: &mut BytesMut) -> io::Result<usize> {
         let stream: &tokio::net::TcpStream = self.as_ref();
-        stream.as_raw_fd()
+        recv_nonblocking(stream.as_raw_fd(), buffer)
     }
 }
 
-impl RawReadHalf for tokio::net::unix::OwnedReadHalf {
-    fn raw_fd(&self) -> RawFd {
+/// See the TCP implementation.
+impl StreamReadHalf for tokio::net::unix::OwnedReadHalf {
+    #[inline]
+    fn try_read(&mut self, buffer: &mut BytesMut) -> io::Result<usize> {
         let stream: &tokio::net::UnixStream = self.as_ref();
-        stream.as_raw_fd()
+        recv_nonblocking(stream.as_raw_fd(), buffer)
     }
 }
 
@@ -110,16 +125,15 @@ impl<R> StreamSource<R> {
     }
 }
 
-impl<R: RawReadHalf> FrameSource for StreamSource<R> {
+impl<R: StreamReadHalf> FrameSource for StreamSource<R> {
     fn try_recv(&mut self) -> Result<Received, RecvError> {
         let mut progress = false;
         loop {
             if let Some(frame) = self.cut_frame()? {
                 return Ok(Received::Frame(frame));
             }
-            let fd = self.reader.raw_fd();
-            let buffer = self.reserve_for_next_frame()?;
-            match recv_nonblocking(fd, buffer) {
+            self.reserve_for_next_frame()?;
+            match self.reader.try_read(self.buffer.bytes()) {
                 Ok(0) => return self.closed(),
                 Ok(_) => progress = true,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -172,44 +186,52 @@ impl<W> StreamSink<W> {
     }
 }
 
-/// The writing half of a stream whose socket can be written directly.
-pub trait RawWriteHalf: AsyncWrite + Unpin + Send + 'static {
-    /// The socket's file descriptor.
-    fn raw_fd(&self) -> RawFd;
+/// The writing half of a byte stream: written without the reactor first
+/// ([`StreamWriteHalf::try_write_vectored`]), through it ([`AsyncWrite`]) only when full.
+///
+/// [`StreamSink`] flushes ([`AsyncWrite::poll_flush`]) after the last byte of every frame
+/// and reports the frame sent only once the flush is done, so a half that buffers (TLS)
+/// has the frame on the socket by then; for plain sockets the flush does nothing.
+pub trait StreamWriteHalf: AsyncWrite + Unpin + Send + 'static {
+    /// Writes as much of `slices` as goes now, without waiting and without registering for
+    /// wake-ups; `WouldBlock` when nothing goes.
+    fn try_write_vectored(&mut self, slices: &[IoSlice<'_>]) -> io::Result<usize>;
 }
 
-impl RawWriteHalf for tokio::net::tcp::OwnedWriteHalf {
-    fn raw_fd(&self) -> RawFd {
+/// Plain sockets are written with a non-blocking `send`/`sendmsg` straight on the
+/// descriptor (the socket almost always has room).
+impl StreamWriteHalf for tokio::net::tcp::OwnedWriteHalf {
+    #[inline]
+    fn try_write_vectored(&mut self, slices: &[IoSlice<'_>]) -> io::Result<usize> {
         let stream: &tokio::net::TcpStream = self.as_ref();
-        stream.as_raw_fd()
+        send_slices_nonblocking(stream.as_raw_fd(), slices)
     }
 }
 
-impl RawWriteHalf for tokio::net::unix::OwnedWriteHalf {
-    fn raw_fd(&self) -> RawFd {
+/// See the TCP implementation.
+impl StreamWriteHalf for tokio::net::unix::OwnedWriteHalf {
+    #[inline]
+    fn try_write_vectored(&mut self, slices: &[IoSlice<'_>]) -> io::Result<usize> {
         let stream: &tokio::net::UnixStream = self.as_ref();
-        stream.as_raw_fd()
+        send_slices_nonblocking(stream.as_raw_fd(), slices)
     }
 }
 
-impl<W: RawWriteHalf> FrameSink for StreamSink<W> {
-    /// Writes with a vectored `sendmsg` straight on the socket (the socket almost always has room);
-    /// only when it is full does the write go through the reactor, which registers the
-    /// waker for when room appears.
+impl<W: StreamWriteHalf> FrameSink for StreamSink<W> {
+    /// Writes with [`StreamWriteHalf::try_write_vectored`] (for sockets a vectored `sendmsg`
+    /// straight on the socket, which almost always has room); only when it is full does the
+    /// write go through the reactor, which registers the waker for when room appears. Once
+    /// the whole frame is written the half is flushed (a no-op on plain sockets); a flush
+    /// that cannot finish now is Pending, and the next call with the same (now empty)
+    /// frame finishes it.
     fn poll_send(&mut self, cx: &mut Context<'_>, frame: &mut OutFrame) -> Poll<io::Result<()>> {
         loop {
             let mut slices = [IoSlice::new(&[]); MAX_IOVECS];
             let (count, bytes) = frame.io_slices(&mut slices);
             if count == 0 {
-                return Poll::Ready(Ok(()));
+                return Pin::new(&mut self.writer).poll_flush(cx);
             }
-            let fd = self.writer.raw_fd();
-            let sent = if count == 1 {
-                send_nonblocking(fd, &slices[0])
-            } else {
-                send_vectored_nonblocking(fd, &slices[..count])
-            };
-            let written = match sent {
+            let written = match self.writer.try_write_vectored(&slices[..count]) {
                 Ok(written) => written,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -223,7 +245,7 @@ impl<W: RawWriteHalf> FrameSink for StreamSink<W> {
             frame.advance(written);
             if written == bytes && count < MAX_IOVECS {
                 // Everything was written (the common case): no need to look again.
-                return Poll::Ready(Ok(()));
+                return Pin::new(&mut self.writer).poll_flush(cx);
             }
         }
     }

@@ -2,7 +2,8 @@
 //! non-blocking receive straight into a buffer's spare capacity (used while spinning, so
 //! arriving data is noticed without a trip through the reactor, as the raw baseline does),
 //! and a non-blocking vectored send (the socket almost always has room; tokio's registered
-//! path is used only when it is full).
+//! path is used only when it is full). TLS uses the same calls under rustls (a receive into
+//! rustls's own buffer, a send of its records).
 
 use std::io;
 use std::os::fd::RawFd;
@@ -27,6 +28,39 @@ pub(crate) fn recv_nonblocking(fd: RawFd, buffer: &mut BytesMut) -> io::Result<u
     // spare capacity.
     unsafe { buffer.advance_mut(received) };
     Ok(received)
+}
+
+/// Receives up to `buffer.len()` bytes from `fd` into `buffer` without blocking. `Ok(0)`
+/// means the peer closed (or `buffer` is empty); `WouldBlock` means no data now.
+pub(crate) fn recv_slice_nonblocking(fd: RawFd, buffer: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buffer` is valid for writes of `buffer.len()` bytes for the duration of the
+    // call (we hold its only borrow); recv writes at most that many bytes there.
+    let received = unsafe {
+        libc::recv(
+            fd,
+            buffer.as_mut_ptr().cast(),
+            buffer.len(),
+            libc::MSG_DONTWAIT,
+        )
+    };
+    if received < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(received as usize)
+}
+
+/// Sends `slices` on socket `fd` without blocking: `send` for one slice (cheaper in the
+/// kernel), `sendmsg` for several. Returns the bytes sent (`WouldBlock` if the socket is
+/// full).
+#[inline]
+pub(crate) fn send_slices_nonblocking(
+    fd: RawFd,
+    slices: &[std::io::IoSlice<'_>],
+) -> io::Result<usize> {
+    match slices {
+        [one] => send_nonblocking(fd, one),
+        _ => send_vectored_nonblocking(fd, slices),
+    }
 }
 
 /// Sends `slices` on socket `fd` without blocking (`sendmsg` with `MSG_DONTWAIT` and

@@ -27,5 +27,6 @@ pub fn from_stream(stream: TcpStream) -> io::Result<Transport> {
         source: Box::new(StreamSource::new(reader)),
         peer,
         credentials: None,
+        certificate_subject: None,
     })
 }

@@ -31,5 +31,6 @@ pub fn from_stream(
         source: Box::new(StreamSource::new(reader)),
         peer,
         credentials,
+        certificate_subject: None,
     }
 }

@@ -158,5 +158,6 @@ fn transport(
         source: Box::new(ShmSource::new(consumer, source_waiter, [data, space])),
         peer,
         credentials,
+        certificate_subject: None,
     })
 }

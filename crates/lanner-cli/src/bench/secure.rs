@@ -1,0 +1,233 @@
+//! `lanner bench secure`: null-call round trips (the echo of an empty payload) on a
+//! connection authenticated with `--auth`, against the same calls on a connection without
+//! authentication (`--auth none` on both sides), measured after connecting. Two server
+//! processes with the same placement (pinned to the same CPU) and the same wait strategy,
+//! one per side, measured in alternating blocks as the pingpong workload alternates Lanner
+//! and raw.
+//!
+//! For `psk` the bench makes a random 32-byte key and hands it to its server in
+//! `LANNER_PSK`; for `tls` it generates a throw-away authority, server and client
+//! certificate into a private temporary directory (removed afterwards) and measures
+//! mutual TLS 1.3 (the server requires the client's certificate).
+//!
+//! With the default wait strategy the server not being measured sleeps once its spin
+//! budget is spent, so it costs the other nothing. With `--busy-poll` it never sleeps and
+//! shares the server CPU with the measured one: medians stay comparable, but the 99th
+//! percentiles of both sides then show the scheduler's time slices.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use lanner::{ClientAuth, PreSharedKey};
+use serde::Serialize;
+
+use super::pingpong::{BlockResult, alternate};
+use super::stats::{Percentiles, percentiles, ratio, round2};
+use super::{BenchArgs, Env, RunInfo, print_report};
+use crate::auth_arg::{AuthArg, client_tls_config};
+use crate::pki::{SERVER_NAMES, ThrowAwayPki};
+use crate::placement::pin_current_thread;
+use crate::server_process::{ServeAuth, ServerProcess};
+use crate::services::{Echo, EchoProxy};
+use crate::transport_arg::TransportArg;
+
+/// The id of the key the psk measurement makes.
+const KEY_ID: &str = "bench";
+
+/// One row of the result.
+#[derive(Debug, Serialize)]
+pub struct Row {
+    /// The authentication measured (`--auth`).
+    pub auth: &'static str,
+    /// Median null-call round trip with authentication.
+    pub secure_p50_us: f64,
+    /// 99th percentile with authentication.
+    pub secure_p99_us: f64,
+    /// Median null-call round trip without (`none`).
+    pub plain_p50_us: f64,
+    /// 99th percentile without.
+    pub plain_p99_us: f64,
+    /// `secure_p50_us / plain_p50_us`.
+    pub ratio: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    #[serde(flatten)]
+    run: RunInfo,
+    rows: Vec<Row>,
+    env: Env,
+}
+
+/// The mechanism `args` asks for: `--auth`, or psk over TCP and peer credentials on local
+/// transports; refuses `none` (the plain side) and mechanisms the transport lacks.
+pub fn mechanism(args: &BenchArgs) -> Result<AuthArg, String> {
+    let tcp = args.transport == TransportArg::Tcp;
+    let auth = args
+        .auth
+        .unwrap_or(if tcp { AuthArg::Psk } else { AuthArg::Peercred });
+    if auth == AuthArg::None {
+        return Err(
+            "--auth none is what the secure workload compares against: choose psk or tls (tcp), peercred or psk (unix, shm)"
+                .into(),
+        );
+    }
+    auth.check_transport(tcp)?;
+    Ok(auth)
+}
+
+/// Runs the benchmark and prints the report.
+pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let auth = mechanism(args)?;
+    let row = measure(args, auth)?;
+    let report = Report {
+        run: RunInfo::new("secure", args),
+        rows: vec![row],
+        env: Env::current(),
+    };
+    let detail = match auth {
+        AuthArg::Tls => "; null calls, mutual TLS 1.3 vs none",
+        _ => "; null calls, authenticated vs none",
+    };
+    print_report(args, &report, || {
+        println!("{}", report.run.title(detail));
+        println!(
+            "{:>9}  {:>10}  {:>10}  {:>10}  {:>10}  {:>6}",
+            "auth", "secure p50", "secure p99", "plain p50", "plain p99", "ratio"
+        );
+        for row in &report.rows {
+            println!(
+                "{:>9}  {:>8.1}us  {:>8.1}us  {:>8.1}us  {:>8.1}us  {:>6.2}",
+                row.auth,
+                row.secure_p50_us,
+                row.secure_p99_us,
+                row.plain_p50_us,
+                row.plain_p99_us,
+                row.ratio
+            );
+        }
+    })?;
+    Ok(())
+}
+
+/// How the secured server is started and how the client authenticates to it. The
+/// throw-away certificates (for tls) are removed when this is dropped.
+struct Secured {
+    serve: ServeAuth,
+    client: ClientAuth,
+    _pki: Option<ThrowAwayPki>,
+}
+
+impl Secured {
+    fn new(auth: AuthArg) -> Result<Secured, Box<dyn std::error::Error>> {
+        Ok(match auth {
+            AuthArg::Peercred => Secured {
+                serve: ServeAuth::PeerCredentials,
+                client: ClientAuth::peer_credentials(),
+                _pki: None,
+            },
+            AuthArg::Psk => {
+                let secret: [u8; 32] = rand::random();
+                Secured {
+                    serve: ServeAuth::Psk {
+                        id: KEY_ID.into(),
+                        secret: secret.to_vec(),
+                    },
+                    client: ClientAuth::psk(PreSharedKey::new(KEY_ID, secret)?),
+                    _pki: None,
+                }
+            }
+            AuthArg::Tls => {
+                let pki = ThrowAwayPki::generate()?;
+                let config =
+                    client_tls_config(&pki.ca_cert, Some((&pki.client_cert, &pki.client_key)))?;
+                Secured {
+                    serve: ServeAuth::Tls {
+                        cert: pki.server_cert.clone(),
+                        key: pki.server_key.clone(),
+                        client_ca: Some(pki.ca_cert.clone()),
+                    },
+                    client: ClientAuth::tls(config, SERVER_NAMES[0]),
+                    _pki: Some(pki),
+                }
+            }
+            AuthArg::None => return Err("nothing to compare: --auth none".into()),
+        })
+    }
+}
+
+/// Starts both servers, connects to both, warms up and measures.
+fn measure(args: &BenchArgs, auth: AuthArg) -> Result<Row, Box<dyn std::error::Error>> {
+    let (client_cpu, server_cpu) = args.placement.cpus();
+    if let Some(cpu) = client_cpu {
+        pin_current_thread(cpu)?;
+    }
+    let spin = args.spin();
+    let secured = Secured::new(auth)?;
+    let program = std::env::current_exe()?;
+    let plain_server = ServerProcess::spawn_with_auth(
+        &program,
+        args.transport,
+        server_cpu,
+        spin,
+        &ServeAuth::None,
+    )?;
+    let secure_server =
+        ServerProcess::spawn_with_auth(&program, args.transport, server_cpu, spin, &secured.serve)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let options = lanner::ConnectionOptions::default().with_spin(spin);
+    let (plain, secure) = runtime.block_on(async {
+        let plain: EchoProxy = lanner::Client::with_options(options.clone())
+            .with_auth(ClientAuth::none())
+            .connect(&format!("{}/echo", plain_server.lanner))
+            .await?;
+        let secure: EchoProxy = lanner::Client::with_options(options)
+            .with_auth(secured.client.clone())
+            .connect(&format!("{}/echo", secure_server.lanner))
+            .await?;
+        Ok::<_, lanner::Error>((plain, secure))
+    })?;
+    let iters = args.iters.max(1);
+    if !args.json {
+        eprintln!("  {} vs none: {iters} null calls each …", auth.name());
+    }
+    null_calls(&runtime, &plain, args.warmup, &mut Vec::new())?;
+    null_calls(&runtime, &secure, args.warmup, &mut Vec::new())?;
+    let (mut plain_samples, mut secure_samples) = alternate(
+        iters,
+        |block, samples| null_calls(&runtime, &plain, block, samples),
+        |block, samples| null_calls(&runtime, &secure, block, samples),
+    )?;
+    let secure: Percentiles = percentiles(&mut secure_samples);
+    let plain: Percentiles = percentiles(&mut plain_samples);
+    Ok(Row {
+        auth: auth.name(),
+        secure_p50_us: round2(secure.p50),
+        secure_p99_us: round2(secure.p99),
+        plain_p50_us: round2(plain.p50),
+        plain_p99_us: round2(plain.p99),
+        ratio: ratio(secure.p50, plain.p50),
+    })
+}
+
+/// `count` sequential null calls, each one's time pushed to `samples`.
+fn null_calls(
+    runtime: &tokio::runtime::Runtime,
+    echo: &EchoProxy,
+    count: usize,
+    samples: &mut Vec<std::time::Duration>,
+) -> BlockResult {
+    runtime.block_on(async {
+        for _ in 0..count {
+            let start = Instant::now();
+            let echoed = echo.echo(Bytes::new()).await?;
+            samples.push(start.elapsed());
+            if !echoed.is_empty() {
+                return Err(format!("a null call returned {} bytes", echoed.len()).into());
+            }
+        }
+        Ok(())
+    })
+}

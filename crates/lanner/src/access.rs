@@ -1,0 +1,389 @@
+//! Authorization: which principal may call which object, interface and method.
+//!
+//! A policy is decided per connection, not per call. When an object is handed to a
+//! connection (resolved by name, for now), the policy is evaluated once for every method
+//! of every interface of the object against the connection's principal and roles, and
+//! the answer is kept beside the object's handle as a bit per method. A call then costs
+//! one bit test, whatever the number of rules.
+//!
+//! ```ignore
+//! let policy = AccessPolicy::deny_by_default()
+//!     .role("operators", ["uid:0", "psk:ops"])
+//!     .role("users", ["gid:100"])
+//!     .allow(Target::object("calc"), ["role:users", "role:operators"])
+//!     .deny(Target::object("calc").method("reset"), ["role:users"]);
+//! let server = Server::new().with_access(policy);
+//! ```
+//!
+//! **Rules.** A rule names a target (an object by its published name, an interface, a
+//! method by name; any part left out matches everything) and who it applies to:
+//! principal names (`uid:1000`, `gid:100`, `psk:<key id>`, `cert:<subject>`,
+//! `anonymous`), roles (`role:<name>`) or `*` (anyone). Deny rules win over allow rules;
+//! a call no rule matches gets the policy's default, which every policy states when it
+//! is made ([`AccessPolicy::allow_by_default`] or [`AccessPolicy::deny_by_default`]). A
+//! server without a policy lets every authenticated principal call everything it can
+//! reach.
+//!
+//! **Roles** map principals to names, as MTS did: a method sees its caller's roles in
+//! its [`crate::CallContext`] and can make finer decisions itself.
+//!
+//! A denied call fails with `PermissionDenied` and the connection stays usable. An object
+//! of which the principal may call nothing cannot be resolved either (also
+//! `PermissionDenied`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use lanner_proto::Principal;
+
+use crate::id::InterfaceId;
+use crate::object::Stub;
+use crate::proxy::Proxy;
+
+/// What a rule applies to. Parts left out match everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Target {
+    object: Option<String>,
+    interface: Option<InterfaceId>,
+    method: Option<String>,
+}
+
+impl Target {
+    /// Every object, interface and method.
+    pub fn everything() -> Target {
+        Target::default()
+    }
+
+    /// The object published as `name`.
+    pub fn object(name: impl Into<String>) -> Target {
+        Target {
+            object: Some(name.into()),
+            ..Target::default()
+        }
+    }
+
+    /// Narrows to the interface with id `id`.
+    pub fn interface_id(mut self, id: InterfaceId) -> Target {
+        self.interface = Some(id);
+        self
+    }
+
+    /// Narrows to the interface whose proxy is `P` (for example `CalculatorProxy`).
+    pub fn interface<P: Proxy>(self) -> Target {
+        self.interface_id(P::INTERFACE_ID)
+    }
+
+    /// Narrows to methods named `name`.
+    pub fn method(mut self, name: impl Into<String>) -> Target {
+        self.method = Some(name.into());
+        self
+    }
+
+    fn matches(&self, object: Option<&str>, interface: InterfaceId, method: &str) -> bool {
+        self.object
+            .as_deref()
+            .is_none_or(|name| Some(name) == object)
+            && self.interface.is_none_or(|id| id == interface)
+            && self.method.as_deref().is_none_or(|name| name == method)
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Rule {
+    target: Target,
+    who: Vec<String>,
+}
+
+/// Which principals may call what (see the module docs).
+#[derive(Debug, Clone)]
+pub struct AccessPolicy {
+    allow_by_default: bool,
+    roles: HashMap<String, Vec<String>>,
+    allow: Vec<Rule>,
+    deny: Vec<Rule>,
+}
+
+impl AccessPolicy {
+    /// A policy that allows every call no deny rule forbids.
+    pub fn allow_by_default() -> AccessPolicy {
+        AccessPolicy::with_default(true)
+    }
+
+    /// A policy that denies every call no allow rule permits.
+    pub fn deny_by_default() -> AccessPolicy {
+        AccessPolicy::with_default(false)
+    }
+
+    fn with_default(allow_by_default: bool) -> AccessPolicy {
+        AccessPolicy {
+            allow_by_default,
+            roles: HashMap::new(),
+            allow: Vec::new(),
+            deny: Vec::new(),
+        }
+    }
+
+    /// Defines role `name` (or adds to it): its members are principal names (`uid:0`,
+    /// `gid:100`, `psk:ops`, `cert:CN=alice`, `anonymous`) or `*` (everyone).
+    pub fn role<I, S>(mut self, name: impl Into<String>, members: I) -> AccessPolicy
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.roles
+            .entry(name.into())
+            .or_default()
+            .extend(members.into_iter().map(Into::into));
+        self
+    }
+
+    /// Allows `who` (principal names, `role:<name>`, or `*`) to call `target`.
+    pub fn allow<I, S>(mut self, target: Target, who: I) -> AccessPolicy
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.allow.push(Rule {
+            target,
+            who: who.into_iter().map(Into::into).collect(),
+        });
+        self
+    }
+
+    /// Forbids `who` to call `target`, whatever allow rules say.
+    pub fn deny<I, S>(mut self, target: Target, who: I) -> AccessPolicy
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.deny.push(Rule {
+            target,
+            who: who.into_iter().map(Into::into).collect(),
+        });
+        self
+    }
+
+    /// The roles `principal` has, sorted.
+    pub fn roles_of(&self, principal: &Principal) -> Vec<String> {
+        let mut roles: Vec<String> = self
+            .roles
+            .iter()
+            .filter(|(_, members)| {
+                members
+                    .iter()
+                    .any(|member| member == "*" || principal.is_named(member))
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        roles.sort();
+        roles
+    }
+
+    /// Whether `who` of a rule covers the caller.
+    fn covers(who: &[String], caller: &Caller<'_>) -> bool {
+        who.iter().any(|entry| {
+            entry == "*"
+                || match entry.strip_prefix("role:") {
+                    Some(role) => caller.roles.iter().any(|r| r == role),
+                    None => caller.principal.is_named(entry),
+                }
+        })
+    }
+
+    fn decide(
+        &self,
+        caller: &Caller<'_>,
+        object: Option<&str>,
+        interface: InterfaceId,
+        method: &str,
+    ) -> bool {
+        let applies = |rule: &Rule| {
+            rule.target.matches(object, interface, method) && Self::covers(&rule.who, caller)
+        };
+        if self.deny.iter().any(applies) {
+            return false;
+        }
+        self.allow.iter().any(applies) || self.allow_by_default
+    }
+}
+
+/// Who a connection's peer is, for deciding its calls.
+struct Caller<'a> {
+    principal: &'a Principal,
+    roles: &'a [String],
+}
+
+/// The peer of one connection: its principal, roles, and the policy its calls obey.
+#[derive(Debug)]
+pub(crate) struct PeerIdentity {
+    pub(crate) principal: Principal,
+    pub(crate) roles: Vec<String>,
+    pub(crate) credentials: Option<crate::transport::PeerCredentials>,
+    policy: Option<Arc<AccessPolicy>>,
+}
+
+impl PeerIdentity {
+    /// A peer authenticated as `principal`, obeying `policy` (None: may call everything).
+    pub(crate) fn new(
+        principal: Principal,
+        credentials: Option<crate::transport::PeerCredentials>,
+        policy: Option<Arc<AccessPolicy>>,
+    ) -> PeerIdentity {
+        let roles = policy
+            .as_ref()
+            .map(|policy| policy.roles_of(&principal))
+            .unwrap_or_default();
+        PeerIdentity {
+            principal,
+            roles,
+            credentials,
+            policy,
+        }
+    }
+
+    /// What this peer may call on one interface of an object published as `object`
+    /// (None: handed out without a name).
+    pub(crate) fn access(&self, object: Option<&str>, stub: &dyn Stub) -> MethodAccess {
+        let Some(policy) = &self.policy else {
+            return MethodAccess::All;
+        };
+        let caller = Caller {
+            principal: &self.principal,
+            roles: &self.roles,
+        };
+        let methods = stub.methods();
+        let mut bits = vec![0u64; methods.len().div_ceil(64)];
+        for method in methods {
+            let ordinal = usize::from(method.ordinal);
+            if ordinal < methods.len()
+                && policy.decide(&caller, object, stub.interface_id(), method.name)
+            {
+                bits[ordinal / 64] |= 1 << (ordinal % 64);
+            }
+        }
+        let allowed = bits
+            .iter()
+            .map(|word| word.count_ones() as usize)
+            .sum::<usize>();
+        if allowed == methods.len() {
+            MethodAccess::All
+        } else {
+            MethodAccess::Some(bits.into())
+        }
+    }
+}
+
+/// Which methods of one interface of one exported object the peer may call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum MethodAccess {
+    /// Every method.
+    All,
+    /// The methods whose ordinal's bit is set.
+    Some(Box<[u64]>),
+}
+
+impl MethodAccess {
+    /// Whether the method with this ordinal may be called.
+    pub(crate) fn allows(&self, ordinal: u16) -> bool {
+        match self {
+            MethodAccess::All => true,
+            MethodAccess::Some(bits) => {
+                let ordinal = usize::from(ordinal);
+                bits.get(ordinal / 64)
+                    .is_some_and(|word| word & (1 << (ordinal % 64)) != 0)
+            }
+        }
+    }
+
+    /// Whether no method at all may be called.
+    pub(crate) fn is_none(&self) -> bool {
+        matches!(self, MethodAccess::Some(bits) if bits.iter().all(|word| *word == 0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn process(uid: u32, gid: u32) -> Principal {
+        Principal::Process { uid, gid, pid: 1 }
+    }
+
+    const CALC: InterfaceId = InterfaceId::from_u128(1);
+    const ADMIN: InterfaceId = InterfaceId::from_u128(2);
+
+    fn decide(
+        policy: &AccessPolicy,
+        principal: &Principal,
+        object: &str,
+        iface: InterfaceId,
+        method: &str,
+    ) -> bool {
+        let roles = policy.roles_of(principal);
+        let caller = Caller {
+            principal,
+            roles: &roles,
+        };
+        policy.decide(&caller, Some(object), iface, method)
+    }
+
+    #[test]
+    fn the_default_applies_when_no_rule_matches() {
+        let alice = process(1000, 100);
+        assert!(decide(
+            &AccessPolicy::allow_by_default(),
+            &alice,
+            "calc",
+            CALC,
+            "add"
+        ));
+        assert!(!decide(
+            &AccessPolicy::deny_by_default(),
+            &alice,
+            "calc",
+            CALC,
+            "add"
+        ));
+    }
+
+    #[test]
+    fn roles_map_principals_and_rules_name_roles() {
+        let policy = AccessPolicy::deny_by_default()
+            .role("users", ["gid:100"])
+            .role("operators", ["uid:0", "psk:ops"])
+            .allow(Target::object("calc").interface_id(CALC), ["role:users"])
+            .allow(Target::everything(), ["role:operators"]);
+        let alice = process(1000, 100);
+        let mallory = process(1001, 200);
+        let ops = Principal::Key("ops".into());
+        assert_eq!(policy.roles_of(&alice), vec!["users"]);
+        assert_eq!(policy.roles_of(&ops), vec!["operators"]);
+        assert!(policy.roles_of(&mallory).is_empty());
+        assert!(decide(&policy, &alice, "calc", CALC, "add"));
+        assert!(!decide(&policy, &alice, "calc", ADMIN, "reset"));
+        assert!(!decide(&policy, &alice, "other", CALC, "add"));
+        assert!(!decide(&policy, &mallory, "calc", CALC, "add"));
+        assert!(decide(&policy, &ops, "other", ADMIN, "reset"));
+    }
+
+    #[test]
+    fn deny_rules_win_over_allow_rules() {
+        let policy = AccessPolicy::allow_by_default()
+            .allow(Target::everything(), ["*"])
+            .deny(Target::object("calc").method("reset"), ["uid:1000"]);
+        let alice = process(1000, 100);
+        assert!(decide(&policy, &alice, "calc", CALC, "add"));
+        assert!(!decide(&policy, &alice, "calc", CALC, "reset"));
+        assert!(decide(&policy, &process(7, 7), "calc", CALC, "reset"));
+    }
+
+    #[test]
+    fn method_access_is_a_bit_per_ordinal() {
+        let some = MethodAccess::Some(vec![0b101, 1].into());
+        assert!(some.allows(0) && !some.allows(1) && some.allows(2) && some.allows(64));
+        assert!(!some.allows(65) && !some.allows(1000));
+        assert!(!some.is_none());
+        assert!(MethodAccess::Some(vec![0].into()).is_none());
+        assert!(MethodAccess::All.allows(u16::MAX) && !MethodAccess::All.is_none());
+    }
+}

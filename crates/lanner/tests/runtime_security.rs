@@ -1,0 +1,624 @@
+//! Authentication and authorization through the public API, over real sockets and shared
+//! memory: every way in either works as configured or ends in a clear error and no access.
+
+use std::sync::Arc;
+
+use lanner::rustls;
+use lanner::{
+    AccessPolicy, CallContext, Client, ClientAuth, Error, ErrorKind, Object, PreSharedKey,
+    Principal, Server, ServerAuth, Target,
+};
+
+/// A guarded object: what a method sees of its caller, and methods to allow or deny.
+#[lanner::interface]
+trait Guarded {
+    async fn whoami(&self) -> Result<(String, Vec<String>), Error>;
+    async fn read(&self) -> Result<u32, Error>;
+    async fn reset(&self) -> Result<(), Error>;
+}
+
+struct Vault;
+
+impl Guarded for Vault {
+    async fn whoami(&self) -> Result<(String, Vec<String>), Error> {
+        let call = CallContext::current().expect("called remotely");
+        Ok((call.principal().to_string(), call.roles().to_vec()))
+    }
+
+    async fn read(&self) -> Result<u32, Error> {
+        Ok(42)
+    }
+
+    async fn reset(&self) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+fn vault() -> Object {
+    Object::new(GuardedStub::new(Arc::new(Vault)))
+}
+
+fn key(id: &str, byte: u8) -> PreSharedKey {
+    PreSharedKey::new(id, [byte; 32]).unwrap()
+}
+
+fn unix_endpoint(tag: &str) -> String {
+    let path = std::env::temp_dir().join(format!("lanner-sec-{tag}-{}.sock", std::process::id()));
+    format!("unix://{}", path.display())
+}
+
+async fn serve(server: Server, endpoint: &str) -> (Server, lanner::Listening) {
+    server.publish("vault", vault());
+    let listening = server
+        .listen(endpoint)
+        .await
+        .unwrap_or_else(|e| panic!("listen on {endpoint}: {e}"));
+    (server, listening)
+}
+
+fn url(listening: &lanner::Listening) -> String {
+    listening.endpoint().object_url("vault")
+}
+
+fn assert_error(error: &Error, kind: ErrorKind, fragment: &str) {
+    assert_eq!(error.kind(), kind, "{error}");
+    assert!(error.message().contains(fragment), "{error}");
+}
+
+#[tokio::test]
+async fn a_pre_shared_key_authenticates_over_tcp_and_names_the_principal() {
+    let (_server, listening) = serve(
+        Server::new().with_auth(ServerAuth::psk(key("ops", 7))),
+        "tcp://127.0.0.1:0",
+    )
+    .await;
+    let vault: GuardedProxy = Client::new()
+        .with_auth(ClientAuth::psk(key("ops", 7)))
+        .connect(&url(&listening))
+        .await
+        .unwrap();
+    assert_eq!(vault.whoami().await, Ok(("psk:ops".to_owned(), vec![])));
+    assert_eq!(vault.read().await, Ok(42));
+}
+
+#[tokio::test]
+async fn a_wrong_key_or_no_key_gets_unauthenticated_and_nothing_else() {
+    let (_server, listening) = serve(
+        Server::new().with_auth(ServerAuth::psk(key("ops", 7))),
+        "tcp://127.0.0.1:0",
+    )
+    .await;
+    let wrong = Client::new()
+        .with_auth(ClientAuth::psk(key("ops", 8)))
+        .connect::<GuardedProxy>(&url(&listening))
+        .await
+        .unwrap_err();
+    assert_error(&wrong, ErrorKind::Unauthenticated, "could not prove");
+    assert!(!wrong.may_have_executed());
+
+    let unknown = Client::new()
+        .with_auth(ClientAuth::psk(key("intruder", 7)))
+        .connect::<GuardedProxy>(&url(&listening))
+        .await
+        .unwrap_err();
+    assert_error(&unknown, ErrorKind::Unauthenticated, "no key \"intruder\"");
+
+    let anonymous = Client::new()
+        .with_auth(ClientAuth::none())
+        .connect::<GuardedProxy>(&url(&listening))
+        .await
+        .unwrap_err();
+    assert_error(
+        &anonymous,
+        ErrorKind::Unauthenticated,
+        "does not accept none",
+    );
+    assert_error(&anonymous, ErrorKind::Unauthenticated, "psk");
+
+    // The server is unharmed: the right key still gets in.
+    let vault: GuardedProxy = Client::new()
+        .with_auth(ClientAuth::psk(key("ops", 7)))
+        .connect(&url(&listening))
+        .await
+        .unwrap();
+    assert_eq!(vault.read().await, Ok(42));
+}
+
+#[tokio::test]
+async fn a_client_insisting_on_a_key_refuses_a_server_without_one() {
+    let (_server, listening) = serve(
+        Server::new().with_auth(ServerAuth::none()),
+        "tcp://127.0.0.1:0",
+    )
+    .await;
+    let error = Client::new()
+        .with_auth(ClientAuth::psk(key("ops", 7)))
+        .connect::<GuardedProxy>(&url(&listening))
+        .await
+        .unwrap_err();
+    assert_error(&error, ErrorKind::Unauthenticated, "does not accept psk");
+}
+
+#[tokio::test]
+async fn tcp_needs_an_explicit_choice_on_both_sides() {
+    let error = Server::new().listen("tcp://127.0.0.1:0").await.unwrap_err();
+    assert_error(&error, ErrorKind::Unauthenticated, "ServerAuth::none");
+    let error = Client::new()
+        .resolve("tcp://127.0.0.1:9/vault")
+        .await
+        .unwrap_err();
+    assert_error(
+        &error,
+        ErrorKind::Unauthenticated,
+        "ClientAuth::psk or ClientAuth::tls",
+    );
+    let error = Client::new()
+        .with_auth(ClientAuth::tls(
+            tls_client_config(&Pki::new(), None),
+            "localhost",
+        ))
+        .resolve("mem://nowhere/vault")
+        .await
+        .unwrap_err();
+    assert_error(&error, ErrorKind::Unauthenticated, "tcp:// endpoints only");
+}
+
+#[tokio::test]
+async fn local_peers_are_known_by_the_kernel_and_a_key_works_there_too() {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let endpoint = unix_endpoint("peercred");
+    let (_server, listening) = serve(Server::new(), &endpoint).await;
+    let vault: GuardedProxy = Client::new().connect(&url(&listening)).await.unwrap();
+    let (principal, _) = vault.whoami().await.unwrap();
+    assert!(principal.starts_with(&format!("uid:{uid} ")), "{principal}");
+    drop(listening);
+
+    // A server may accept keys beside peer credentials: a key holder is then its key.
+    let shm = format!("shm://lanner-sec-{}", std::process::id());
+    let (_server, listening) = serve(
+        Server::new().with_auth(ServerAuth::peer_credentials().and_psk(key("batch", 3))),
+        &shm,
+    )
+    .await;
+    let by_key: GuardedProxy = Client::new()
+        .with_auth(ClientAuth::psk(key("batch", 3)))
+        .connect(&url(&listening))
+        .await
+        .unwrap();
+    assert_eq!(by_key.whoami().await.unwrap().0, "psk:batch");
+    let by_uid: GuardedProxy = Client::new().connect(&url(&listening)).await.unwrap();
+    assert!(by_uid.whoami().await.unwrap().0.starts_with("uid:"));
+}
+
+/// A policy: `readers` (this process's uid, or the `ops` key) may read and ask who they
+/// are; only `ops` may reset.
+fn policy(uid: u32) -> AccessPolicy {
+    AccessPolicy::deny_by_default()
+        .role("readers", [format!("uid:{uid}"), "psk:ops".to_owned()])
+        .role("admins", ["psk:ops"])
+        .allow(Target::object("vault"), ["role:readers"])
+        .deny(
+            Target::object("vault")
+                .interface::<GuardedProxy>()
+                .method("reset"),
+            ["*"],
+        )
+        .allow(Target::object("vault").method("reset"), ["role:admins"])
+}
+
+#[tokio::test]
+async fn denied_methods_fail_alone_and_the_connection_stays_usable() {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let endpoint = unix_endpoint("policy");
+    let (_server, listening) = serve(Server::new().with_access(policy(uid)), &endpoint).await;
+    let vault: GuardedProxy = Client::new().connect(&url(&listening)).await.unwrap();
+    let (principal, roles) = vault.whoami().await.unwrap();
+    assert_eq!(roles, vec!["readers"]);
+    // Deny wins over allow, even for the admin role's own allow rule.
+    let error = vault.reset().await.unwrap_err();
+    assert_error(&error, ErrorKind::PermissionDenied, "may not call");
+    assert_error(&error, ErrorKind::PermissionDenied, "reset");
+    assert!(
+        error
+            .message()
+            .contains(principal.split(' ').next().unwrap()),
+        "{error}"
+    );
+    assert!(!error.may_have_executed());
+    assert_eq!(vault.read().await, Ok(42));
+}
+
+#[tokio::test]
+async fn a_principal_that_may_call_nothing_cannot_even_resolve_the_object() {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    // The policy admits another uid only: this process is, to it, a stranger.
+    let endpoint = unix_endpoint("stranger");
+    let (_server, listening) = serve(
+        Server::new().with_access(policy(uid.wrapping_add(1))),
+        &endpoint,
+    )
+    .await;
+    let error = Client::new()
+        .connect::<GuardedProxy>(&url(&listening))
+        .await
+        .unwrap_err();
+    assert_error(&error, ErrorKind::PermissionDenied, "may not use");
+    assert_error(&error, ErrorKind::PermissionDenied, &format!("uid:{uid}"));
+}
+
+#[tokio::test]
+async fn without_a_policy_every_authenticated_peer_may_call_everything() {
+    let (_server, listening) = serve(Server::new(), "mem://sec-no-policy").await;
+    let vault: GuardedProxy = Client::new().connect(&url(&listening)).await.unwrap();
+    assert_eq!(vault.reset().await, Ok(()));
+}
+
+/// A throw-away certificate authority with a server and a client certificate.
+struct Pki {
+    ca: rcgen::Issuer<'static, rcgen::KeyPair>,
+    ca_der: rustls::pki_types::CertificateDer<'static>,
+}
+
+impl Pki {
+    fn new() -> Pki {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "lanner test CA");
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        Pki {
+            ca_der: cert.der().clone(),
+            ca: rcgen::Issuer::new(params, key),
+        }
+    }
+
+    /// A certificate for `name` signed by the CA, with its key.
+    fn issue(
+        &self,
+        name: &str,
+    ) -> (
+        rustls::pki_types::CertificateDer<'static>,
+        rustls::pki_types::PrivateKeyDer<'static>,
+    ) {
+        let mut params = rcgen::CertificateParams::new(vec![name.to_owned()]).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.ca).unwrap();
+        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
+        (cert.der().clone(), key)
+    }
+
+    fn roots(&self) -> rustls::RootCertStore {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(self.ca_der.clone()).unwrap();
+        roots
+    }
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn tls_server_config(pki: &Pki, require_client_certs: bool) -> Arc<rustls::ServerConfig> {
+    let builder = rustls::ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap();
+    let builder = if require_client_certs {
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(pki.roots()),
+            provider(),
+        )
+        .build()
+        .unwrap();
+        builder.with_client_cert_verifier(verifier)
+    } else {
+        builder.with_no_client_auth()
+    };
+    let (cert, key) = pki.issue("localhost");
+    Arc::new(builder.with_single_cert(vec![cert], key).unwrap())
+}
+
+fn tls_client_config(pki: &Pki, client_name: Option<&str>) -> Arc<rustls::ClientConfig> {
+    let builder = rustls::ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_root_certificates(pki.roots());
+    Arc::new(match client_name {
+        Some(name) => {
+            let (cert, key) = pki.issue(name);
+            builder.with_client_auth_cert(vec![cert], key).unwrap()
+        }
+        None => builder.with_no_client_auth(),
+    })
+}
+
+#[tokio::test]
+async fn tls_with_client_certificates_names_the_subject_and_the_policy_uses_it() {
+    let pki = Pki::new();
+    let policy = AccessPolicy::deny_by_default().allow(Target::everything(), ["cert:CN=alice"]);
+    let (_server, listening) = serve(
+        Server::new()
+            .with_auth(ServerAuth::tls(tls_server_config(&pki, true)))
+            .with_access(policy),
+        "tcp://127.0.0.1:0",
+    )
+    .await;
+    let alice: GuardedProxy = Client::new()
+        .with_auth(ClientAuth::tls(
+            tls_client_config(&pki, Some("alice")),
+            "localhost",
+        ))
+        .connect(&url(&listening))
+        .await
+        .unwrap();
+    assert_eq!(
+        alice.whoami().await,
+        Ok(("cert:CN=alice".to_owned(), vec![]))
+    );
+
+    let bob = Client::new()
+        .with_auth(ClientAuth::tls(
+            tls_client_config(&pki, Some("bob")),
+            "localhost",
+        ))
+        .connect::<GuardedProxy>(&url(&listening))
+        .await
+        .unwrap_err();
+    assert_error(&bob, ErrorKind::PermissionDenied, "cert:CN=bob");
+
+    // No client certificate: the TLS handshake itself fails.
+    let nobody = Client::new()
+        .with_auth(ClientAuth::tls(tls_client_config(&pki, None), "localhost"))
+        .connect::<GuardedProxy>(&url(&listening))
+        .await
+        .unwrap_err();
+    // (TLS 1.3 clients finish before the server checks them: the refusal arrives as
+    // an alert while the client waits for its WELCOME.)
+    assert_error(&nobody, ErrorKind::Unauthenticated, "CertificateRequired");
+}
+
+#[tokio::test]
+async fn a_tls_client_refuses_a_server_it_does_not_trust() {
+    let (_server, listening) = serve(
+        Server::new().with_auth(ServerAuth::tls(tls_server_config(&Pki::new(), false))),
+        "tcp://127.0.0.1:0",
+    )
+    .await;
+    // The client trusts another CA.
+    let error = Client::new()
+        .with_auth(ClientAuth::tls(
+            tls_client_config(&Pki::new(), None),
+            "localhost",
+        ))
+        .connect::<GuardedProxy>(&url(&listening))
+        .await
+        .unwrap_err();
+    assert_error(
+        &error,
+        ErrorKind::Unauthenticated,
+        "invalid peer certificate",
+    );
+    // A plain client at a TLS server gets nowhere either.
+    let error = Client::new()
+        .with_auth(ClientAuth::none())
+        .connect::<GuardedProxy>(&url(&listening))
+        .await
+        .unwrap_err();
+    assert_error(
+        &error,
+        ErrorKind::Unavailable,
+        "connect with ClientAuth::tls",
+    );
+}
+
+#[tokio::test]
+async fn a_tls_client_without_a_certificate_is_anonymous() {
+    let pki = Pki::new();
+    let (_server, listening) = serve(
+        Server::new().with_auth(ServerAuth::tls(tls_server_config(&pki, false))),
+        "tcp://127.0.0.1:0",
+    )
+    .await;
+    let vault: GuardedProxy = Client::new()
+        .with_auth(ClientAuth::tls(tls_client_config(&pki, None), "localhost"))
+        .connect(&url(&listening))
+        .await
+        .unwrap();
+    assert_eq!(vault.whoami().await, Ok(("anonymous".to_owned(), vec![])));
+    assert!(Principal::Anonymous.is_named("anonymous"));
+}
+
+/// The environment variable through which [`a_peer_running_as_another_user_is_that_user`]
+/// hands its two object URLs (denied, then open) to the copy of this test binary it runs
+/// as another user.
+const CHILD_URLS: &str = "LANNER_SECURITY_CHILD_URLS";
+
+#[tokio::test]
+async fn a_peer_running_as_another_user_is_that_user() {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    if uid != 0 {
+        eprintln!("skipped: running a client as another user needs root");
+        return;
+    }
+    let pid = std::process::id();
+    // Only this process's user may use the first vault; anyone the second.
+    let (_guarded, denied) = serve(
+        Server::new().with_access(policy(uid)),
+        &format!("shm://lanner-sec-uid-{pid}"),
+    )
+    .await;
+    let (_open, open) = serve(Server::new(), &format!("shm://lanner-sec-open-{pid}")).await;
+
+    // A copy of this test binary, runnable by `nobody` whatever the checkout's permissions.
+    let dir = std::env::temp_dir().join(format!("lanner-sec-child-{pid}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let child = dir.join("child");
+    std::fs::copy(std::env::current_exe().unwrap(), &child).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&child, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let urls = format!("{} {}", url(&denied), url(&open));
+    let output = tokio::task::spawn_blocking(move || {
+        use std::os::unix::process::CommandExt;
+        std::process::Command::new(&child)
+            .args(["--exact", "child_calls_as_whoever_runs_it", "--nocapture"])
+            .env(CHILD_URLS, urls)
+            .uid(65534)
+            .gid(65534)
+            .output()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let denied = stdout
+        .lines()
+        .find(|line| line.starts_with("denied: "))
+        .unwrap_or_default();
+    assert!(
+        denied.starts_with("denied: permission denied: "),
+        "{stdout}"
+    );
+    assert!(denied.contains("uid:65534 (gid 65534"), "{stdout}");
+    assert!(stdout.contains("open: uid:65534 (gid 65534"), "{stdout}");
+}
+
+/// Not a test of its own: the client half of [`a_peer_running_as_another_user_is_that_user`],
+/// which runs it in a child process as another user. Without its environment variable it
+/// does nothing.
+#[tokio::test]
+async fn child_calls_as_whoever_runs_it() {
+    let Ok(urls) = std::env::var(CHILD_URLS) else {
+        return;
+    };
+    let (denied, open) = urls.split_once(' ').unwrap();
+    match Client::new().connect::<GuardedProxy>(denied).await {
+        Ok(_) => println!("denied: resolved (should not have)"),
+        Err(error) => println!("denied: {}: {}", error.kind().name(), error.message()),
+    }
+    let open: GuardedProxy = Client::new().connect(open).await.unwrap();
+    println!("open: {}", open.whoami().await.unwrap().0);
+}
+
+/// Reads one frame from a raw socket (the length prefix, then the rest).
+async fn read_frame(socket: &mut tokio::net::TcpStream) -> std::io::Result<lanner::Bytes> {
+    use tokio::io::AsyncReadExt;
+    let mut len = [0u8; 4];
+    socket.read_exact(&mut len).await?;
+    let len = u32::from_le_bytes(len) as usize;
+    let mut frame = vec![0u8; len];
+    frame[..4].copy_from_slice(&(len as u32).to_le_bytes());
+    socket.read_exact(&mut frame[4..]).await?;
+    Ok(frame.into())
+}
+
+#[tokio::test]
+async fn a_request_that_skips_the_last_authentication_step_is_refused() {
+    use lanner_proto::auth::psk::PskClient;
+    use lanner_proto::{Event, Frame, Limits, MessageBuilder, Status};
+    use tokio::io::AsyncWriteExt;
+
+    let (_server, listening) = serve(
+        Server::new().with_auth(ServerAuth::psk(key("ops", 7))),
+        "tcp://127.0.0.1:0",
+    )
+    .await;
+    let address = listening.endpoint().to_string().replace("tcp://", "");
+    let mut socket = tokio::net::TcpStream::connect(&address).await.unwrap();
+    // A genuine HELLO and WELCOME (the client even holds the key)...
+    let secret: Arc<[u8]> = Arc::from(&[7u8; 32][..]);
+    let psk = PskClient::new("ops", secret, [9; 32]).unwrap();
+    let (mut proto, hello) =
+        lanner_proto::Connection::client_with(Limits::default(), Box::new(psk));
+    socket.write_all(&hello).await.unwrap();
+    let welcome = read_frame(&mut socket).await.unwrap();
+    assert!(matches!(
+        proto.handle_frame(welcome),
+        Ok(Event::Established { auth: Some(_) })
+    ));
+    // ...but a request instead of the AUTH frame.
+    let request = MessageBuilder::request(0, 0, 0, 0);
+    let (_, frame) = proto.send_request(request).map_err(|(e, _)| e).unwrap();
+    socket.write_all(&frame.into_contiguous()).await.unwrap();
+    let close = read_frame(&mut socket).await.unwrap();
+    match Frame::decode(close) {
+        Ok(Frame::Close(close)) => {
+            assert_eq!(close.status, Status::Unauthenticated);
+            assert!(
+                close.reason.contains("before authentication"),
+                "{}",
+                close.reason
+            );
+        }
+        other => panic!("expected CLOSE, got {other:?}"),
+    }
+    // And the server hangs up.
+    assert!(read_frame(&mut socket).await.is_err());
+}
+
+#[tokio::test]
+async fn a_truncated_or_oversized_handshake_gets_nothing() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let options = lanner::ConnectionOptions::default()
+        .with_handshake_timeout(std::time::Duration::from_millis(200));
+    let (_server, listening) = serve(
+        Server::with_options(options).with_auth(ServerAuth::psk(key("ops", 7))),
+        "tcp://127.0.0.1:0",
+    )
+    .await;
+    let address = listening.endpoint().to_string().replace("tcp://", "");
+    let hang_up = std::time::Duration::from_secs(10);
+
+    // The first ten bytes of a HELLO, then silence: the server hangs up at the handshake
+    // timeout, having said nothing.
+    let (_, hello) = lanner_proto::Connection::client(lanner_proto::Limits::default());
+    let mut socket = tokio::net::TcpStream::connect(&address).await.unwrap();
+    socket.write_all(&hello[..10]).await.unwrap();
+    let mut received = Vec::new();
+    tokio::time::timeout(hang_up, socket.read_to_end(&mut received))
+        .await
+        .expect("the server hangs up")
+        .unwrap();
+    assert!(received.is_empty(), "{received:?}");
+
+    // A header announcing a 2 GiB frame: refused from the header alone (nothing is
+    // reserved for it), with a CLOSE saying why.
+    let mut socket = tokio::net::TcpStream::connect(&address).await.unwrap();
+    socket
+        .write_all(&[0xff, 0xff, 0xff, 0x7f, 1, 0, 0, 0])
+        .await
+        .unwrap();
+    let mut received = Vec::new();
+    tokio::time::timeout(hang_up, socket.read_to_end(&mut received))
+        .await
+        .expect("the server hangs up")
+        .unwrap();
+    match lanner_proto::Frame::decode(received.into()) {
+        Ok(lanner_proto::Frame::Close(close)) => {
+            assert_eq!(close.status, lanner_proto::Status::Protocol);
+            assert!(
+                close
+                    .reason
+                    .contains("exceeds the maximum frame size of 4096"),
+                "{}",
+                close.reason
+            );
+        }
+        other => panic!("expected CLOSE, got {other:?}"),
+    }
+}
