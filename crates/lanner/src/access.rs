@@ -94,6 +94,15 @@ struct Rule {
     who: Vec<String>,
 }
 
+impl Rule {
+    fn new<S: Into<String>>(target: Target, who: impl IntoIterator<Item = S>) -> Rule {
+        Rule {
+            target,
+            who: who.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
 /// Which principals may call what (see the module docs).
 #[derive(Debug, Clone)]
 pub struct AccessPolicy {
@@ -143,10 +152,7 @@ impl AccessPolicy {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.allow.push(Rule {
-            target,
-            who: who.into_iter().map(Into::into).collect(),
-        });
+        self.allow.push(Rule::new(target, who));
         self
     }
 
@@ -156,10 +162,7 @@ impl AccessPolicy {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.deny.push(Rule {
-            target,
-            who: who.into_iter().map(Into::into).collect(),
-        });
+        self.deny.push(Rule::new(target, who));
         self
     }
 
@@ -220,6 +223,9 @@ pub(crate) struct PeerIdentity {
     pub(crate) roles: Vec<String>,
     pub(crate) credentials: Option<crate::transport::PeerCredentials>,
     policy: Option<Arc<AccessPolicy>>,
+    /// The connection to this peer (set when it starts): where object references in a
+    /// call's result are handed out.
+    pub(crate) connection: std::sync::Weak<crate::connection::Connection>,
 }
 
 impl PeerIdentity {
@@ -238,6 +244,7 @@ impl PeerIdentity {
             roles,
             credentials,
             policy,
+            connection: std::sync::Weak::new(),
         }
     }
 

@@ -53,11 +53,8 @@ pub(crate) async fn connect(
             ));
         }
         Ok(_) => return Err(Error::protocol(format!("{peer} sent no WELCOME"))),
-        Err(error) => {
-            // Tell the server why (it logs it); this side reports it to the caller.
-            let _ = send(sink.as_mut(), error.close_frame(), &peer).await;
-            return Err(handshake_failed(&peer, &error));
-        }
+        // Tell the server why (it logs it); this side reports it to the caller.
+        Err(error) => return Err(refuse_peer(sink.as_mut(), &error, &peer).await),
     }
     let principal = proto
         .peer_principal()
@@ -131,10 +128,7 @@ pub(crate) async fn accept(
                 "{peer} did not follow the handshake"
             )));
         }
-        Err(error) => {
-            let _ = send(sink.as_mut(), error.close_frame(), &peer).await;
-            return Err(handshake_failed(&peer, &error));
-        }
+        Err(error) => return Err(refuse_peer(sink.as_mut(), &error, &peer).await),
     }
     let principal = proto
         .peer_principal()
@@ -166,6 +160,12 @@ fn hint_at_tls(error: Error, peer: &str) -> Error {
         );
     }
     error
+}
+
+/// Tells the peer with a CLOSE frame why the handshake failed; returns the error.
+async fn refuse_peer(sink: &mut dyn FrameSink, error: &ProtocolError, peer: &str) -> Error {
+    let _ = send(sink, error.close_frame(), peer).await;
+    handshake_failed(peer, error)
 }
 
 fn handshake_failed(peer: &str, error: &ProtocolError) -> Error {
