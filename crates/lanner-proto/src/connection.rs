@@ -100,6 +100,9 @@ pub enum Event {
     /// The peer is shutting down: our calls in flight will be answered, new ones are
     /// refused with [`SendError::GoingAway`].
     GoingAway,
+    /// The peer dropped references to these objects of ours (a handle once per
+    /// reference).
+    Released(Vec<u64>),
     /// The peer closed the connection; it is now closed.
     Closed(frame::Close),
 }
@@ -299,6 +302,7 @@ impl Connection {
                 pong: frame::encode_pong(nonce),
             }),
             (State::Open, Frame::Pong(nonce)) => Ok(Event::Pong(nonce)),
+            (State::Open, Frame::Release(handles)) => Ok(Event::Released(handles)),
             (State::Open, Frame::GoAway) => {
                 self.peer_going_away = true;
                 Ok(Event::GoingAway)

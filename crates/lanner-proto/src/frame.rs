@@ -5,7 +5,7 @@
 //! ```text
 //! 0..4  len   u32  total frame length in bytes, header included
 //! 4     kind  u8   HELLO=1 WELCOME=2 REQUEST=3 RESPONSE=4 CREDIT=5 CLOSE=6 CANCEL=7
-//!                  PING=8 PONG=9 GOAWAY=10 AUTH=11
+//!                  PING=8 PONG=9 GOAWAY=10 AUTH=11 RELEASE=12
 //! 5     flags u8   REQUEST: bit 0 ONE_WAY (no RESPONSE; the callee returns the credit with
 //!                  a CREDIT frame). Other bits, and flags of other kinds, are ignored.
 //! 6..8  segs  u16  number of bulk segments (REQUEST and RESPONSE only, else 0)
@@ -23,6 +23,8 @@
 //! WELCOME   magic[4] version u16 reserved u16 max_frame u32 credits u32
 //!           mechanism u8 reserved[3]                                | auth data
 //! AUTH      auth data (the client's last authentication step, before any request)
+//! RELEASE   handle u64 … (the sender dropped one reference to each of the receiver's
+//!           objects listed, a handle once per reference)
 //! REQUEST   call_id u64 object u64 slot u16 method u16 fingerprint u32 timeout_us u32
 //!           inline_len u32                                                    | payload
 //! RESPONSE  call_id u64 status u8 reserved[3] credits u32 inline_len u32            | payload
@@ -97,6 +99,8 @@ pub enum FrameKind {
     GoAway = 10,
     /// The client's last authentication step.
     Auth = 11,
+    /// References to the receiver's objects the sender dropped.
+    Release = 12,
 }
 
 impl FrameKind {
@@ -114,6 +118,7 @@ impl FrameKind {
             9 => FrameKind::Pong,
             10 => FrameKind::GoAway,
             11 => FrameKind::Auth,
+            12 => FrameKind::Release,
             other => return Err(FrameError::UnknownKind(other)),
         })
     }
@@ -131,6 +136,7 @@ impl FrameKind {
             FrameKind::Pong => "PONG",
             FrameKind::GoAway => "GOAWAY",
             FrameKind::Auth => "AUTH",
+            FrameKind::Release => "RELEASE",
         }
     }
 }
@@ -238,6 +244,9 @@ pub enum Frame {
     GoAway,
     /// The client's last authentication step, with its data.
     Auth(Bytes),
+    /// Handles of the receiver's objects whose references the sender dropped, one entry
+    /// per reference.
+    Release(Vec<u64>),
 }
 
 impl Frame {
@@ -255,6 +264,7 @@ impl Frame {
             Frame::Pong(_) => FrameKind::Pong,
             Frame::GoAway => FrameKind::GoAway,
             Frame::Auth(_) => FrameKind::Auth,
+            Frame::Release(_) => FrameKind::Release,
         }
     }
 
@@ -280,6 +290,7 @@ impl Frame {
             FrameKind::Hello => decode_hello(&frame).map(Frame::Hello),
             FrameKind::Welcome => decode_welcome(&frame).map(Frame::Welcome),
             FrameKind::Auth => auth_data(&frame, HEADER_LEN).map(Frame::Auth),
+            FrameKind::Release => decode_release(&frame).map(Frame::Release),
             FrameKind::Request => {
                 let one_way = header.flags & FLAG_ONE_WAY != 0;
                 decode_request(frame, header.segments, one_way).map(Frame::Request)
@@ -394,6 +405,21 @@ fn decode_welcome(frame: &Bytes) -> Result<Welcome, FrameError> {
     })
 }
 
+fn decode_release(frame: &[u8]) -> Result<Vec<u64>, FrameError> {
+    let body = &frame[HEADER_LEN..];
+    if body.len() % 8 != 0 {
+        return Err(FrameError::Truncated {
+            kind: FrameKind::Release.name(),
+            need: HEADER_LEN + body.len().next_multiple_of(8),
+            have: frame.len(),
+        });
+    }
+    Ok(body
+        .chunks_exact(8)
+        .map(|handle| le_u64(handle, 0))
+        .collect())
+}
+
 fn mechanism(byte: u8) -> Result<Mechanism, FrameError> {
     Mechanism::from_wire(byte).ok_or(FrameError::UnknownMechanism(byte))
 }
@@ -498,6 +524,21 @@ pub fn encode_welcome(welcome: &Welcome) -> Bytes {
     buf.put_u8(welcome.mechanism.to_wire());
     buf.put_slice(&[0; 3]);
     buf.put_slice(&welcome.auth);
+    buf.freeze()
+}
+
+/// The most handles one RELEASE frame carries (32 KiB of them: within any peer's limit).
+pub const MAX_RELEASES_PER_FRAME: usize = 4096;
+
+/// Encodes a RELEASE frame for `handles` (at most [`MAX_RELEASES_PER_FRAME`]).
+pub fn encode_release(handles: &[u64]) -> Bytes {
+    debug_assert!(handles.len() <= MAX_RELEASES_PER_FRAME);
+    let len = HEADER_LEN + 8 * handles.len();
+    let mut buf = BytesMut::with_capacity(len);
+    put_header(&mut buf, len, FrameKind::Release);
+    for handle in handles {
+        buf.put_u64_le(*handle);
+    }
     buf.freeze()
 }
 

@@ -87,6 +87,14 @@ impl CallContext {
         self.peer.credentials
     }
 
+    /// The connection of the call whose method is running on this thread, if any.
+    pub(crate) fn current_connection() -> Option<Arc<crate::connection::Connection>> {
+        CURRENT.with(|current| {
+            let current = current.borrow();
+            current.as_ref()?.peer.connection.upgrade()
+        })
+    }
+
     /// The context of the call whose method is running, or `None` outside a served call.
     pub fn current() -> Option<CallContext> {
         CURRENT.with(|current| {

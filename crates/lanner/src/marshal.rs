@@ -20,6 +20,7 @@ use crate::call::{IncomingCall, Reply};
 use crate::depth::{self, Limited, MAX_DEPTH};
 use crate::error::{Error, ErrorKind};
 use crate::id::MethodInfo;
+use crate::objref;
 use crate::proxy::ProxyCore;
 use crate::reference::Target;
 
@@ -76,9 +77,16 @@ fn encode_inline<T: Serialize + ?Sized>(
     value: &T,
     message: &mut MessageBuilder,
 ) -> Result<(), Error> {
+    objref::take_failure();
     postcard::to_io(value, message.inline())
         .map(drop)
-        .map_err(|e| Error::new(ErrorKind::InvalidArgument, format!("could not encode: {e}")))
+        .map_err(|e| {
+            let why = objref::take_failure().unwrap_or_else(|| e.to_string());
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!("could not encode: {why}"),
+            )
+        })
 }
 
 /// Decodes `bytes` as exactly one `T` (trailing bytes are an error: they mean the peers
@@ -86,6 +94,7 @@ fn encode_inline<T: Serialize + ?Sized>(
 pub(crate) fn decode_inline<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
     // A flag left by a decode whose error a visitor swallowed must not mislabel this one.
     depth::took_too_deep();
+    objref::take_failure();
     let mut deserializer = postcard::Deserializer::from_bytes(bytes);
     let decoded = T::deserialize(Limited::new(&mut deserializer, MAX_DEPTH))
         .and_then(|value| Ok((value, deserializer.finalize()?)));
@@ -102,7 +111,7 @@ pub(crate) fn decode_inline<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Erro
             let why = if depth::took_too_deep() {
                 depth::too_deep_message()
             } else {
-                e.to_string()
+                objref::take_failure().unwrap_or_else(|| e.to_string())
             };
             Err(Error::new(
                 ErrorKind::InvalidArgument,
@@ -122,12 +131,16 @@ pub fn request<A: Serialize>(
 ) -> Result<MessageBuilder, Error> {
     // The object's handle is set when the call is made, on the connection it goes on.
     let mut message = MessageBuilder::request(0, core.slot(), method.ordinal, method.fingerprint);
-    encode_inline(args, &mut message).map_err(|e| {
-        Error::new(
-            e.kind(),
-            format!("arguments of {}: {}", method.name, e.message()),
-        )
-    })?;
+    // Object references among the arguments are handed to the connection the call goes on.
+    let target = core.object().peek_target();
+    objref::with_connection(&target.connection, || encode_inline(args, &mut message)).map_err(
+        |e| {
+            Error::new(
+                e.kind(),
+                format!("arguments of {}: {}", method.name, e.message()),
+            )
+        },
+    )?;
     for segment in segments {
         message.push_segment(segment);
     }
@@ -148,7 +161,9 @@ where
 {
     let (target, request, deadline) = address(core, request?).await?;
     let response = target.connection.call(request, deadline).await?;
-    decode_response::<C, E>(method, &response)
+    objref::with_connection(&target.connection, || {
+        decode_response::<C, E>(method, &response)
+    })
 }
 
 /// Addresses a request built by [`request`]: picks the connection it goes on
@@ -228,7 +243,7 @@ pub fn arguments<A: DeserializeOwned>(
     call: &IncomingCall<'_>,
     method: &MethodInfo,
 ) -> Result<A, Reply> {
-    decode_inline(call.inline()).map_err(|e| {
+    objref::with_connection(call.connection, || decode_inline(call.inline())).map_err(|e| {
         Reply::error(&Error::new(
             ErrorKind::InvalidArgument,
             format!("arguments of {}: {}", method.name, e.message()),

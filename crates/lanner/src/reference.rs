@@ -1,6 +1,7 @@
 //! Client-side object references.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -32,6 +33,30 @@ struct RefInner {
     /// Where the object was first found (for messages).
     peer: String,
     origin: Option<Origin>,
+    /// This reference holds one count on the object's exporter, released when it is
+    /// dropped (false once handed over to another reference).
+    counted: AtomicBool,
+}
+
+impl Drop for RefInner {
+    fn drop(&mut self) {
+        if self.counted.load(Ordering::Relaxed) {
+            let target = self.target.load();
+            if target.handle != crate::connection::ROOT_HANDLE {
+                target.connection.release_remote(target.handle);
+            }
+        }
+    }
+}
+
+/// Counts of the messages (frames) a connection carried after its handshake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Traffic {
+    /// Messages written (requests, responses, credits, cancels, keepalive probes…).
+    pub messages_sent: u64,
+    /// Whole messages received.
+    pub messages_received: u64,
 }
 
 /// Where calls through a reference go: a connection and the object's handle on it.
@@ -78,12 +103,19 @@ impl ObjectRef {
                 target: ArcSwap::from_pointee(Target { connection, handle }),
                 interfaces,
                 origin,
+                counted: AtomicBool::new(true),
             }),
         }
     }
 
+    /// Hands this reference's count on the exporter over to whoever takes its target.
+    fn disown(&self) {
+        self.inner.counted.store(false, Ordering::Relaxed);
+    }
+
     /// This reference, remembering that it was found at `url` through `client`.
     pub(crate) fn found_at(self, client: Client, url: ObjectUrl) -> ObjectRef {
+        self.disown();
         let target = self.inner.target.load_full();
         ObjectRef::build(
             target.connection.clone(),
@@ -100,9 +132,21 @@ impl ObjectRef {
         )
     }
 
+    /// Messages sent and received so far on the connection this reference calls through
+    /// (shared by every reference to that endpoint), handshake excluded: a call is one
+    /// request and one response.
+    pub fn traffic(&self) -> Traffic {
+        self.current_target().connection.traffic()
+    }
+
     /// Where calls go now.
     pub(crate) fn current_target(&self) -> Arc<Target> {
         self.inner.target.load_full()
+    }
+
+    /// Where calls go now, borrowed (no reference count taken).
+    pub(crate) fn peek_target(&self) -> arc_swap::Guard<Arc<Target>> {
+        self.inner.target.load()
     }
 
     /// The target to call through: `current` if its connection takes new calls, else, if
@@ -175,6 +219,7 @@ impl ObjectRef {
             delay: BACKOFF_MIN,
             not_before: None,
         };
+        fresh.disown();
         let target = fresh.inner.target.load_full();
         self.inner.target.store(target.clone());
         tracing::debug!(url = %origin.url, "reconnected");

@@ -417,3 +417,30 @@ async fn an_interface_without_methods_can_mark_an_object() {
         MarkerProxy::INTERFACE_ID
     );
 }
+
+#[tokio::test]
+async fn every_call_is_one_request_and_one_response_even_the_first_on_an_interface() {
+    let service = Arc::new(Service::default());
+    let object =
+        Object::new(CalculatorStub::new(service.clone())).with(BlobsStub::new(service.clone()));
+    let (_server, _listening) = serve("objects-traffic", Server::new(), object).await;
+    let reference = Client::new()
+        .resolve(&url("objects-traffic"))
+        .await
+        .unwrap();
+    // Resolving was one call.
+    let resolved = reference.traffic();
+    assert_eq!((resolved.messages_sent, resolved.messages_received), (1, 1));
+
+    let calc: CalculatorProxy = reference.query().unwrap();
+    assert_eq!(calc.add(1, 2).await, Ok(3));
+    let blobs: BlobsProxy = calc.query().unwrap();
+    let before = reference.traffic();
+    assert_eq!(
+        blobs.echo(lanner::Bytes::from_static(b"x")).await.unwrap(),
+        "x"
+    );
+    let after = reference.traffic();
+    assert_eq!(after.messages_sent - before.messages_sent, 1);
+    assert_eq!(after.messages_received - before.messages_received, 1);
+}

@@ -135,14 +135,14 @@ fn length_field_disagreeing_with_the_frame() {
 
 #[test]
 fn unknown_kind() {
-    for kind in [0u8, 12, 13, 0x80, 255] {
+    for kind in [0u8, 13, 14, 0x80, 255] {
         assert_rejected(raw_frame(kind, 0, &[0; 4]), FrameError::UnknownKind(kind));
     }
-    // Every byte outside 1..=11 is unknown, every byte inside is known.
+    // Every byte outside 1..=12 is unknown, every byte inside is known.
     for byte in 0..=255u8 {
         assert_eq!(
             FrameKind::from_wire(byte).is_ok(),
-            (1..=11).contains(&byte),
+            (1..=12).contains(&byte),
             "kind byte {byte}"
         );
     }
@@ -431,4 +431,29 @@ fn valid_frames_of_each_kind_decode() {
         Frame::decode(crate::frame::encode_go_away()),
         Ok(Frame::GoAway)
     );
+}
+
+#[test]
+fn release_frames_carry_whole_handles() {
+    let frame = frame::encode_release(&[1, u64::MAX, 1]);
+    assert_eq!(
+        Frame::decode(frame.clone()),
+        Ok(Frame::Release(vec![1, u64::MAX, 1]))
+    );
+    assert_eq!(
+        Frame::decode(frame::encode_release(&[])),
+        Ok(Frame::Release(vec![]))
+    );
+    // A body that is not a whole number of handles.
+    let mut cut = frame.to_vec();
+    cut.truncate(cut.len() - 3);
+    let len = cut.len() as u32;
+    cut[..4].copy_from_slice(&len.to_le_bytes());
+    assert!(matches!(
+        Frame::decode(cut.into()),
+        Err(FrameError::Truncated {
+            kind: "RELEASE",
+            ..
+        })
+    ));
 }

@@ -21,11 +21,15 @@ pub(crate) struct ExportedSlot {
     pub(crate) access: MethodAccess,
 }
 
-/// An exported object: held (so its identity is not reused while exported) and its
-/// interfaces.
+/// An exported object: held (so its identity is not reused while exported), its
+/// interfaces, and how many references to it the peer holds.
 struct Exported {
-    _object: Object,
+    object: Object,
     slots: Box<[Arc<ExportedSlot>]>,
+    /// References handed to the peer and not released yet (the root is never released).
+    references: u64,
+    /// The key it is found by in `by_identity`.
+    key: (usize, Option<String>),
 }
 
 pub(crate) struct ExportTable {
@@ -51,8 +55,10 @@ impl ExportTable {
         self.by_handle.insert(
             ROOT_HANDLE,
             Exported {
-                _object: root,
+                key: (root.identity(), None),
+                object: root,
                 slots,
+                references: 1,
             },
         );
     }
@@ -72,9 +78,17 @@ impl ExportTable {
         })
     }
 
+    /// The object exported as `handle`, if any.
+    pub(crate) fn object(&self, handle: u64) -> Option<Object> {
+        self.by_handle
+            .get(&handle)
+            .map(|exported| exported.object.clone())
+    }
+
     /// Exports `object` (published as `name`, if it was) to a peer who is `peer`,
-    /// reusing its handle if it was exported before. Denied if the peer may call nothing
-    /// on it.
+    /// reusing its handle if it was exported before, and counts one more reference the
+    /// peer holds (see [`ExportTable::release`]). Denied if the peer may call nothing on
+    /// it.
     pub(crate) fn export(
         &mut self,
         object: &Object,
@@ -83,6 +97,9 @@ impl ExportTable {
     ) -> Result<u64, Denied> {
         let key = (object.identity(), name.map(str::to_owned));
         if let Some(handle) = self.by_identity.get(&key) {
+            if let Some(exported) = self.by_handle.get_mut(handle) {
+                exported.references += 1;
+            }
             return Ok(*handle);
         }
         let slots = slots(object, |stub| peer.access(name, stub));
@@ -95,15 +112,46 @@ impl ExportTable {
                 break candidate;
             }
         };
+        self.by_identity.insert(key.clone(), handle);
         self.by_handle.insert(
             handle,
             Exported {
-                _object: object.clone(),
+                object: object.clone(),
                 slots,
+                references: 1,
+                key,
             },
         );
-        self.by_identity.insert(key, handle);
         Ok(handle)
+    }
+
+    /// The peer dropped one reference to `handle`: the object is unexported (and dropped,
+    /// unless someone else holds it) with its last one. Returns the object if it was
+    /// unexported, so that the caller drops it outside the table's lock. A handle the peer
+    /// does not hold (never handed, released already, the root) is ignored: the peer can
+    /// only confuse itself.
+    pub(crate) fn release(&mut self, handle: u64) -> Option<Object> {
+        if handle == ROOT_HANDLE {
+            return None;
+        }
+        let exported = self.by_handle.get_mut(&handle)?;
+        exported.references -= 1;
+        if exported.references > 0 {
+            return None;
+        }
+        let exported = self.by_handle.remove(&handle)?;
+        self.by_identity.remove(&exported.key);
+        Some(exported.object)
+    }
+
+    /// Unexports everything (the connection ended); returns the objects, to be dropped
+    /// outside the table's lock.
+    pub(crate) fn clear(&mut self) -> Vec<Object> {
+        self.by_identity.clear();
+        self.by_handle
+            .drain()
+            .map(|(_, exported)| exported.object)
+            .collect()
     }
 }
 

@@ -33,6 +33,7 @@ mod handshake;
 mod idle;
 mod keepalive;
 mod reader;
+mod releases;
 mod writer;
 
 pub(crate) use calls::until;
@@ -64,8 +65,13 @@ pub(crate) struct Connection {
     spin: Duration,
     /// How long a call waits for its answer unless its proxy says otherwise.
     call_timeout: Option<Duration>,
-    /// Frames received so far: the keepalive's sign of life.
+    /// Frames received so far, and parts of frames: the keepalive's sign of life.
     frames_received: AtomicU64,
+    /// Whole frames received so far (see [`crate::Traffic`]).
+    messages_received: AtomicU64,
+    /// Handles of the peer's objects whose last reference here was dropped, to be sent
+    /// in the next RELEASE frame.
+    releases: Mutex<Vec<u64>>,
     /// The server's bound on suspended calls (server side only).
     call_limit: Option<Arc<CallLimit>>,
     /// New calls can be made: cleared when the connection fails or the peer sends
@@ -126,7 +132,7 @@ impl Connection {
         sink: Box<dyn FrameSink>,
         mut source: Box<dyn FrameSource>,
         peer: String,
-        identity: PeerIdentity,
+        mut identity: PeerIdentity,
         side: Side,
         options: &crate::ConnectionOptions,
     ) -> Arc<Connection> {
@@ -138,31 +144,36 @@ impl Connection {
             exports.set_root(crate::root::root_object(names.clone()));
             call_limit = Some(limit.clone());
         }
-        let connection = Arc::new(Connection {
-            state: Mutex::new(State {
-                proto,
-                pending: HashMap::default(),
-                calls: 0,
-                closed: None,
-                credit_waiters: 0,
-            }),
-            source: Mutex::new(source),
-            writer: Mutex::new(Writer::new(sink)),
-            flusher_active: AtomicBool::new(false),
-            write_progress: AtomicU64::new(0),
-            runtime: tokio::runtime::Handle::current(),
-            credit_available: Notify::new(),
-            signal: signal.clone(),
-            exports: Mutex::new(exports),
-            serving: Mutex::new(HashMap::default()),
-            peer,
-            identity: Arc::new(identity),
-            // Deadlines are computed as now + spin: keep that representable.
-            spin: options.spin.min(crate::ConnectionOptions::BUSY_POLL),
-            call_timeout: options.call_timeout,
-            frames_received: AtomicU64::new(0),
-            call_limit,
-            usable: AtomicBool::new(true),
+        let connection = Arc::new_cyclic(|weak| {
+            identity.connection = weak.clone();
+            Connection {
+                state: Mutex::new(State {
+                    proto,
+                    pending: HashMap::default(),
+                    calls: 0,
+                    closed: None,
+                    credit_waiters: 0,
+                }),
+                source: Mutex::new(source),
+                writer: Mutex::new(Writer::new(sink)),
+                flusher_active: AtomicBool::new(false),
+                write_progress: AtomicU64::new(0),
+                runtime: tokio::runtime::Handle::current(),
+                credit_available: Notify::new(),
+                signal: signal.clone(),
+                exports: Mutex::new(exports),
+                serving: Mutex::new(HashMap::default()),
+                peer,
+                identity: Arc::new(identity),
+                // Deadlines are computed as now + spin: keep that representable.
+                spin: options.spin.min(crate::ConnectionOptions::BUSY_POLL),
+                call_timeout: options.call_timeout,
+                frames_received: AtomicU64::new(0),
+                messages_received: AtomicU64::new(0),
+                releases: Mutex::new(Vec::new()),
+                call_limit,
+                usable: AtomicBool::new(true),
+            }
         });
         reader::spawn(&connection, signal, &side);
         if let Some(timeout) = options.idle_timeout {
@@ -224,6 +235,19 @@ impl Connection {
     /// Who the peer is and what it may call.
     pub(crate) fn identity(&self) -> &Arc<PeerIdentity> {
         &self.identity
+    }
+
+    /// Messages sent and received on this connection so far.
+    pub(crate) fn traffic(&self) -> crate::Traffic {
+        let messages_sent = self
+            .writer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .frames_sent();
+        crate::Traffic {
+            messages_sent,
+            messages_received: self.messages_received.load(Ordering::Relaxed),
+        }
     }
 
     /// The error the connection closed with, if it has.
@@ -411,6 +435,10 @@ impl Connection {
         for token in serving {
             token.cancel();
         }
+        // The peer can call nothing any more: its references are gone. (Dropped outside
+        // the table's lock: an object's drop may drop references of its own.)
+        let unexported = self.exports().clear();
+        drop(unexported);
         // Nothing more will be received: the reader stops (with the flusher, the last
         // holder of a server-side connection).
         self.signal.shutdown.store(true, Ordering::SeqCst);

@@ -148,6 +148,10 @@ impl Connection {
         mine: Option<u64>,
     ) -> Result<Progress, Error> {
         self.note_sign_of_life();
+        // Frames are processed one at a time (under the receive lock): no read-modify-write.
+        let received = self.messages_received.load(Ordering::Relaxed);
+        self.messages_received
+            .store(received + 1, Ordering::Relaxed);
         match self.handle_frame(frame, mine) {
             Ok(Handled::Mine(response)) => Ok(Progress::Mine(response)),
             Ok(Handled::Delivered) => Ok(Progress::Delivered),
@@ -171,6 +175,10 @@ impl Connection {
             }
             Ok(Handled::Event(Event::Cancel(call_id))) => {
                 self.cancel_incoming(call_id);
+                Ok(Progress::Other)
+            }
+            Ok(Handled::Event(Event::Released(handles))) => {
+                self.released(&handles);
                 Ok(Progress::Other)
             }
             Ok(Handled::Event(Event::Credit(_))) => {

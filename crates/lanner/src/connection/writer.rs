@@ -28,6 +28,8 @@ pub(super) struct Writer {
     flusher: Option<Waker>,
     /// The connection failed: nothing more is written.
     aborted: bool,
+    /// Frames handed to the writer so far (see [`crate::Traffic`]).
+    frames_sent: u64,
 }
 
 /// What a sender should do after queueing.
@@ -49,6 +51,7 @@ impl Writer {
             flushing: false,
             flusher: None,
             aborted: false,
+            frames_sent: 0,
         }
     }
 
@@ -69,6 +72,7 @@ impl Writer {
                 "the connection is closed",
             ));
         }
+        self.frames_sent += 1;
         if self.flushing {
             self.enqueue(frame, returns_credit);
             return Ok(Flushed::FlusherRunning);
@@ -87,6 +91,11 @@ impl Writer {
     fn enqueue(&mut self, frame: OutFrame, returns_credit: bool) {
         self.queued_credits += u32::from(returns_credit);
         self.queue.push_back((frame, returns_credit));
+    }
+
+    /// Frames sent (or queued to be) so far.
+    pub(super) fn frames_sent(&self) -> u64 {
+        self.frames_sent
     }
 
     /// Credits returned to the peer but not written yet: the peer cannot have used them,

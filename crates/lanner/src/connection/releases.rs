@@ -1,0 +1,60 @@
+//! Distributed reference counting: which of the peer's objects this side still holds, and
+//! which of ours the peer still holds.
+//!
+//! Each reference the peer receives counts one on the exporting side (see
+//! [`super::ExportTable::release`]). When the last clone of a reference is dropped here,
+//! its handle is queued; a task sends everything queued in one RELEASE frame once the
+//! runtime has run the other ready tasks, so dropping many references costs one message,
+//! not one each. A connection that ends unexports everything it held.
+
+use std::sync::Arc;
+
+use lanner_proto::OutFrame;
+use lanner_proto::frame::{MAX_RELEASES_PER_FRAME, encode_release};
+
+use super::Connection;
+
+impl Connection {
+    /// A reference to the peer's object `handle` was dropped: tell the peer (batched).
+    pub(crate) fn release_remote(self: &Arc<Self>, handle: u64) {
+        let mut queued = self.releases.lock().unwrap_or_else(|e| e.into_inner());
+        queued.push(handle);
+        if queued.len() > 1 {
+            // A flush is already on its way.
+            return;
+        }
+        drop(queued);
+        let connection = self.clone();
+        // Dropped outside a runtime, or after it shut down: the connection is going
+        // away with it, and its end releases everything on the peer's side anyway.
+        drop(self.runtime.spawn(async move {
+            tokio::task::yield_now().await;
+            connection.flush_releases();
+        }));
+    }
+
+    fn flush_releases(self: &Arc<Self>) {
+        let handles = std::mem::take(&mut *self.releases.lock().unwrap_or_else(|e| e.into_inner()));
+        if self.closed().is_some() {
+            return;
+        }
+        for chunk in handles.chunks(MAX_RELEASES_PER_FRAME) {
+            if self
+                .send_frame(OutFrame::contiguous(encode_release(chunk)))
+                .is_err()
+            {
+                return;
+            }
+        }
+    }
+
+    /// The peer dropped its references to these objects of ours.
+    pub(super) fn released(&self, handles: &[u64]) {
+        let unexported: Vec<_> = {
+            let mut exports = self.exports();
+            handles.iter().filter_map(|h| exports.release(*h)).collect()
+        };
+        // User objects are dropped here, outside the table's lock.
+        drop(unexported);
+    }
+}

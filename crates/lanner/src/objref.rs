@@ -1,0 +1,273 @@
+//! Object references as values: an [`ObjRef`] can be an argument or a result of any
+//! method. Passing one hands the object to the connection the call goes on, so the peer
+//! can call it (a server returns a new object; a client passes a callback that the server
+//! calls back on the same connection).
+//!
+//! On the wire a reference is `(who holds it, handle, interfaces)`:
+//!
+//! - an object of the sender's is exported to the connection (handles are per connection
+//!   and random: capabilities) and arrives as a proxy whose calls go back to the sender;
+//! - a reference the sender got from the receiver arrives as the receiver's own object;
+//! - a reference to an object behind a third connection cannot be handed on yet.
+//!
+//! Encoding and decoding need the connection the message travels on: the marshalling
+//! code sets it for the value's duration (see [`with_connection`]); inside a method being
+//! served it is the call's connection.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::connection::{Connection, Denied};
+use crate::context::CallContext;
+use crate::error::{Error, ErrorKind};
+use crate::id::InterfaceId;
+use crate::object::Object;
+use crate::proxy::Proxy;
+use crate::reference::ObjectRef;
+
+scoped_tls::scoped_thread_local!(static CONNECTION: Arc<Connection>);
+
+thread_local! {
+    /// Why the last reference could not be encoded or decoded: postcard keeps only that
+    /// a custom error happened, not its message.
+    static FAILURE: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The message of the reference that just failed to encode or decode, if one did.
+pub(crate) fn take_failure() -> Option<String> {
+    FAILURE.with(|failure| failure.borrow_mut().take())
+}
+
+fn remember(message: impl fmt::Display) -> String {
+    let message = message.to_string();
+    FAILURE.with(|failure| *failure.borrow_mut() = Some(message.clone()));
+    message
+}
+
+fn failed<E: serde::ser::Error>(message: impl fmt::Display) -> E {
+    E::custom(remember(message))
+}
+
+fn failed_de<E: serde::de::Error>(message: impl fmt::Display) -> E {
+    E::custom(remember(message))
+}
+
+/// Runs `f` (which encodes or decodes a message) with `connection` as the one object
+/// references travel on.
+pub(crate) fn with_connection<R>(connection: &Arc<Connection>, f: impl FnOnce() -> R) -> R {
+    CONNECTION.set(connection, f)
+}
+
+/// The connection a reference being encoded or decoded travels on.
+fn marshalling_connection() -> Option<Arc<Connection>> {
+    if CONNECTION.is_set() {
+        return Some(CONNECTION.with(Arc::clone));
+    }
+    // A method's result is encoded inside the call it answers.
+    CallContext::current_connection()
+}
+
+/// A reference to an object with interface `P` (a generated proxy type, such as
+/// `CounterProxy`), usable as a method argument or result.
+///
+/// ```ignore
+/// #[lanner::interface]
+/// trait Factory {
+///     async fn counter(&self, start: u64) -> Result<ObjRef<CounterProxy>, lanner::Error>;
+///     async fn subscribe(&self, listener: ObjRef<ListenerProxy>) -> Result<(), lanner::Error>;
+/// }
+/// // server side: hand out a new object
+/// Ok(ObjRef::new(Object::new(CounterStub::new(Arc::new(Counter::new(start))))))
+/// // client side: call it
+/// let counter = factory.counter(5).await?.into_proxy()?;
+/// ```
+pub struct ObjRef<P: Proxy> {
+    held: Held<P>,
+}
+
+enum Held<P> {
+    /// An object of this process.
+    Local(Object),
+    /// An object behind a connection.
+    Remote(P),
+}
+
+impl<P: Proxy> ObjRef<P> {
+    /// A reference to `object`, an object of this process. It must implement `P`
+    /// (checked when it is sent).
+    pub fn new(object: Object) -> ObjRef<P> {
+        ObjRef {
+            held: Held::Local(object),
+        }
+    }
+
+    /// A reference to the remote object `proxy` calls.
+    pub fn from_proxy(proxy: P) -> ObjRef<P> {
+        ObjRef {
+            held: Held::Remote(proxy),
+        }
+    }
+
+    /// The proxy to call the object through, if it is remote.
+    pub fn proxy(&self) -> Option<&P> {
+        match &self.held {
+            Held::Remote(proxy) => Some(proxy),
+            Held::Local(_) => None,
+        }
+    }
+
+    /// The object, if it lives in this process (for example a callback handed back to
+    /// the side that made it).
+    pub fn local(&self) -> Option<&Object> {
+        match &self.held {
+            Held::Local(object) => Some(object),
+            Held::Remote(_) => None,
+        }
+    }
+
+    /// The proxy to call the object through; fails with `InvalidArgument` for an object
+    /// of this process (call it directly: [`ObjRef::local`]).
+    pub fn into_proxy(self) -> Result<P, Error> {
+        match self.held {
+            Held::Remote(proxy) => Ok(proxy),
+            Held::Local(_) => Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "this reference to a {} is an object of this process: call it directly",
+                    P::INTERFACE_NAME
+                ),
+            )),
+        }
+    }
+}
+
+impl<P: Proxy> From<P> for ObjRef<P> {
+    fn from(proxy: P) -> Self {
+        ObjRef::from_proxy(proxy)
+    }
+}
+
+impl<P: Proxy> Clone for ObjRef<P> {
+    fn clone(&self) -> Self {
+        ObjRef {
+            held: match &self.held {
+                Held::Local(object) => Held::Local(object.clone()),
+                Held::Remote(proxy) => Held::Remote(proxy.clone()),
+            },
+        }
+    }
+}
+
+impl<P: Proxy> fmt::Debug for ObjRef<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let place = match &self.held {
+            Held::Local(_) => "local".to_owned(),
+            Held::Remote(proxy) => proxy.object().peer().to_owned(),
+        };
+        f.debug_struct("ObjRef")
+            .field("interface", &P::INTERFACE_NAME)
+            .field("at", &place)
+            .finish()
+    }
+}
+
+/// Who holds the object a reference on the wire designates, from the sender's side.
+#[derive(Serialize, Deserialize)]
+enum Holder {
+    /// The sender exported it to this connection.
+    Sender,
+    /// The receiver exported it earlier; the sender hands it back.
+    Receiver,
+}
+
+/// A reference as it travels.
+#[derive(Serialize, Deserialize)]
+struct WireObjRef {
+    holder: Holder,
+    handle: u64,
+    /// The object's interfaces (empty when handed back to its holder, who knows them).
+    interfaces: Vec<InterfaceId>,
+}
+
+impl<P: Proxy> Serialize for ObjRef<P> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let connection = marshalling_connection().ok_or_else(|| {
+            failed::<S::Error>("an ObjRef can only be sent as a Lanner call's argument or result")
+        })?;
+        let wire = match &self.held {
+            Held::Local(object) => {
+                if !object.implements(P::INTERFACE_ID) {
+                    return Err(failed::<S::Error>(format!(
+                        "the object does not implement {}",
+                        P::INTERFACE_NAME
+                    )));
+                }
+                let handle = connection.export(object, None).map_err(|Denied| {
+                    failed::<S::Error>(format!(
+                        "the access policy lets {} use nothing of this {}",
+                        connection.identity().principal,
+                        P::INTERFACE_NAME
+                    ))
+                })?;
+                WireObjRef {
+                    holder: Holder::Sender,
+                    handle,
+                    interfaces: object.interfaces().to_vec(),
+                }
+            }
+            Held::Remote(proxy) => {
+                let target = proxy.object().current_target();
+                if !Arc::ptr_eq(&target.connection, &connection) {
+                    return Err(failed::<S::Error>(format!(
+                        "a reference to an object at {} cannot be handed to {} (third-party hand-off is not supported yet)",
+                        proxy.object().peer(),
+                        connection.peer()
+                    )));
+                }
+                WireObjRef {
+                    holder: Holder::Receiver,
+                    handle: target.handle,
+                    interfaces: Vec::new(),
+                }
+            }
+        };
+        wire.serialize(serializer)
+    }
+}
+
+impl<'de, P: Proxy> Deserialize<'de> for ObjRef<P> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let wire = WireObjRef::deserialize(deserializer)?;
+        let connection = marshalling_connection().ok_or_else(|| {
+            failed_de::<D::Error>(
+                "an ObjRef can only be received as a Lanner call's argument or result",
+            )
+        })?;
+        match wire.holder {
+            Holder::Sender => {
+                let reference = ObjectRef::new(connection, wire.handle, wire.interfaces);
+                reference
+                    .query::<P>()
+                    .map(ObjRef::from_proxy)
+                    .map_err(|e| failed_de::<D::Error>(e.message()))
+            }
+            Holder::Receiver => {
+                let object = connection.exports().object(wire.handle).ok_or_else(|| {
+                    failed_de::<D::Error>(format!(
+                        "the peer handed back a reference (handle {:#x}) to no object of ours",
+                        wire.handle
+                    ))
+                })?;
+                if !object.implements(P::INTERFACE_ID) {
+                    return Err(failed_de::<D::Error>(format!(
+                        "the object handed back does not implement {}",
+                        P::INTERFACE_NAME
+                    )));
+                }
+                Ok(ObjRef::new(object))
+            }
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! Object references as values: a server hands out new objects, a client passes a
+//! callback that the server calls back on the same connection, a reference handed back to
+//! its owner is its own object again, and what cannot be handed is refused clearly.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+use lanner::{Client, Error, ErrorKind, ObjRef, Object, Proxy, Server};
+use tokio::sync::Mutex;
+
+/// A counter, handed out by the factory.
+#[lanner::interface]
+trait Counter {
+    async fn increment(&self) -> Result<u64, Error>;
+}
+
+/// What a client hands the factory to hear about counters.
+#[lanner::interface]
+trait Listener {
+    async fn notify(&self, value: u64) -> Result<(), Error>;
+}
+
+/// Makes counters and calls listeners back.
+#[lanner::interface]
+trait Factory {
+    async fn counter(&self, start: u64) -> Result<ObjRef<CounterProxy>, Error>;
+    /// Calls `listener` back `times` times before answering.
+    async fn count_to(&self, listener: ObjRef<ListenerProxy>, times: u64) -> Result<u64, Error>;
+    /// Keeps `listener` for [`Factory::ring`].
+    async fn subscribe(&self, listener: ObjRef<ListenerProxy>) -> Result<(), Error>;
+    /// Notifies the subscribed listener.
+    async fn ring(&self, value: u64) -> Result<(), Error>;
+    /// Reads a counter this factory made, handed back to it.
+    async fn peek(&self, counter: ObjRef<CounterProxy>) -> Result<bool, Error>;
+}
+
+struct CounterImpl(AtomicU64, Option<Arc<AtomicI64>>);
+
+impl Drop for CounterImpl {
+    fn drop(&mut self) {
+        if let Some(live) = &self.1 {
+            live.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Counter for CounterImpl {
+    async fn increment(&self) -> Result<u64, Error> {
+        Ok(self.0.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+}
+
+#[derive(Default)]
+struct FactoryImpl {
+    subscriber: Mutex<Option<ListenerProxy>>,
+    /// Counters alive now.
+    live: Arc<AtomicI64>,
+}
+
+impl Factory for FactoryImpl {
+    async fn counter(&self, start: u64) -> Result<ObjRef<CounterProxy>, Error> {
+        self.live.fetch_add(1, Ordering::Relaxed);
+        let counter = Arc::new(CounterImpl(AtomicU64::new(start), Some(self.live.clone())));
+        Ok(ObjRef::new(Object::new(CounterStub::new(counter))))
+    }
+
+    async fn count_to(&self, listener: ObjRef<ListenerProxy>, times: u64) -> Result<u64, Error> {
+        let listener = listener.into_proxy()?;
+        for value in 1..=times {
+            listener.notify(value).await?;
+        }
+        Ok(times)
+    }
+
+    async fn subscribe(&self, listener: ObjRef<ListenerProxy>) -> Result<(), Error> {
+        *self.subscriber.lock().await = Some(listener.into_proxy()?);
+        Ok(())
+    }
+
+    async fn ring(&self, value: u64) -> Result<(), Error> {
+        let listener = self.subscriber.lock().await.clone();
+        match listener {
+            Some(listener) => listener.notify(value).await,
+            None => Err(Error::new(ErrorKind::NotFound, "nobody subscribed")),
+        }
+    }
+
+    async fn peek(&self, counter: ObjRef<CounterProxy>) -> Result<bool, Error> {
+        Ok(counter.local().is_some())
+    }
+}
+
+#[derive(Default)]
+struct Heard(std::sync::Mutex<Vec<u64>>);
+
+impl Listener for Heard {
+    async fn notify(&self, value: u64) -> Result<(), Error> {
+        self.0.lock().unwrap().push(value);
+        Ok(())
+    }
+}
+
+async fn serve_factory(endpoint: &str) -> (lanner::Listening, FactoryProxy) {
+    let (listening, factory, _) = serve_counted(endpoint).await;
+    (listening, factory)
+}
+
+/// Like [`serve_factory`], also returning the count of the factory's counters alive.
+async fn serve_counted(endpoint: &str) -> (lanner::Listening, FactoryProxy, Arc<AtomicI64>) {
+    let implementation = Arc::new(FactoryImpl::default());
+    let live = implementation.live.clone();
+    let server = Server::new();
+    server.publish("factory", Object::new(FactoryStub::new(implementation)));
+    let listening = server.listen(endpoint).await.unwrap();
+    let proxy = Client::new()
+        .connect(&listening.endpoint().object_url("factory"))
+        .await
+        .unwrap();
+    (listening, proxy, live)
+}
+
+/// Waits (a few seconds at most) until no counter is alive; returns how many still are.
+async fn settle(live: &AtomicI64) -> i64 {
+    for _ in 0..500 {
+        if live.load(Ordering::Relaxed) == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    live.load(Ordering::Relaxed)
+}
+
+fn unix(tag: &str) -> String {
+    let path = std::env::temp_dir().join(format!("lanner-refs-{tag}-{}.sock", std::process::id()));
+    format!("unix://{}", path.display())
+}
+
+#[tokio::test]
+async fn a_server_hands_out_new_objects() {
+    let (_listening, factory) = serve_factory(&unix("new")).await;
+    let five = factory.counter(5).await.unwrap().into_proxy().unwrap();
+    let ten = factory.counter(10).await.unwrap().into_proxy().unwrap();
+    assert_eq!(five.increment().await, Ok(6));
+    assert_eq!(five.increment().await, Ok(7));
+    assert_eq!(ten.increment().await, Ok(11));
+    // Both live behind the factory's connection: no new connection was opened.
+    assert_eq!(five.object().peer(), factory.object().peer());
+}
+
+#[tokio::test]
+async fn a_callback_is_called_back_on_the_same_connection_during_and_after_the_call() {
+    let (_listening, factory) = serve_factory(&unix("callback")).await;
+    let heard = Arc::new(Heard::default());
+    let listener = ObjRef::new(Object::new(ListenerStub::new(heard.clone())));
+    // During the call: the server calls back three times before answering.
+    assert_eq!(factory.count_to(listener.clone(), 3).await, Ok(3));
+    assert_eq!(*heard.0.lock().unwrap(), vec![1, 2, 3]);
+    // After it: the server keeps the reference and calls whenever it likes.
+    factory.subscribe(listener).await.unwrap();
+    factory.ring(42).await.unwrap();
+    factory.ring(43).await.unwrap();
+    assert_eq!(*heard.0.lock().unwrap(), vec![1, 2, 3, 42, 43]);
+}
+
+#[tokio::test]
+async fn a_reference_handed_back_to_its_owner_is_its_own_object() {
+    let (_listening, factory) = serve_factory("mem://refs-back").await;
+    let counter = factory.counter(1).await.unwrap();
+    assert!(counter.proxy().is_some());
+    assert_eq!(factory.peek(counter).await, Ok(true));
+}
+
+#[tokio::test]
+async fn what_cannot_be_handed_is_refused_before_sending() {
+    let (_listening, factory) = serve_factory("mem://refs-refused").await;
+    // An object that does not implement the interface the parameter names.
+    let counter_object = Object::new(CounterStub::new(Arc::new(CounterImpl(
+        AtomicU64::new(0),
+        None,
+    ))));
+    let error = factory
+        .subscribe(ObjRef::new(counter_object))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
+    assert!(error.message().contains("does not implement"), "{error}");
+    assert!(!error.may_have_executed());
+
+    // A reference to an object behind another connection (third-party hand-off).
+    let (_other_listening, other) = serve_factory("mem://refs-other").await;
+    let foreign = other.counter(0).await.unwrap();
+    let error = factory.peek(foreign).await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
+    assert!(error.message().contains("third-party"), "{error}");
+
+    // A reference made locally is no proxy.
+    let local: ObjRef<CounterProxy> = ObjRef::new(Object::new(CounterStub::new(Arc::new(
+        CounterImpl(AtomicU64::new(0), None),
+    ))));
+    assert_eq!(
+        local.into_proxy().unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+}
+
+// Two workers: client and server each spin on their own thread, as across processes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_references_release_their_objects_in_batches() {
+    let (_listening, factory, live) = serve_counted(&unix("cycles")).await;
+    const CYCLES: u64 = 100_000;
+    for i in 0..CYCLES {
+        let counter = factory.counter(i).await.unwrap().into_proxy().unwrap();
+        if i % 1000 == 0 {
+            assert_eq!(counter.increment().await, Ok(i + 1));
+        }
+    }
+    assert_eq!(settle(&live).await, 0, "counters leaked");
+
+    // Many references dropped at once go out in a few messages, not one each.
+    let before = factory.object().traffic();
+    let mut counters = Vec::new();
+    for i in 0..1000 {
+        counters.push(factory.counter(i).await.unwrap());
+    }
+    assert_eq!(live.load(Ordering::Relaxed), 1000);
+    drop(counters);
+    assert_eq!(settle(&live).await, 0);
+    let sent = factory.object().traffic().messages_sent - before.messages_sent;
+    assert!(
+        sent < 1000 + 100,
+        "{sent} messages for 1000 calls and their releases"
+    );
+}
+
+#[tokio::test]
+async fn a_client_that_dies_releases_everything_it_held() {
+    let (_listening, factory, live) = serve_counted(&unix("death")).await;
+    let url = factory.object().peer().to_owned();
+    drop(factory);
+    // A client on a runtime of its own, holding counters when its runtime goes away: no
+    // RELEASE is ever sent, only the connection ends.
+    let held = tokio::task::spawn_blocking(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let counters = runtime.block_on(async {
+            let factory: FactoryProxy = Client::new()
+                .connect(&format!("{url}/factory"))
+                .await
+                .unwrap();
+            let mut counters = Vec::new();
+            for i in 0..100 {
+                counters.push(factory.counter(i).await.unwrap().into_proxy().unwrap());
+            }
+            counters
+        });
+        drop(runtime);
+        counters
+    })
+    .await
+    .unwrap();
+    assert_eq!(live.load(Ordering::Relaxed), 100);
+    drop(held);
+    assert_eq!(settle(&live).await, 0, "the dead client's counters leaked");
+}
