@@ -6,6 +6,7 @@ use std::sync::{Arc, LazyLock};
 use crate::auth::{ClientAuth, ClientTransport};
 use crate::connection::{self, Connection};
 use crate::error::Error;
+use crate::id::ClassId;
 use crate::options::ConnectionOptions;
 use crate::proxy::Proxy;
 use crate::reference::ObjectRef;
@@ -86,6 +87,25 @@ impl Client {
         root::resolve(&connection, &url.name)
             .await
             .map_err(|e| Error::new(e.kind(), format!("resolving {url}: {}", e.message())))
+    }
+
+    /// Creates an instance of class `class` on the server at `endpoint` (a URL without an
+    /// object name: `tcp://host:port`, `unix:///path`, `shm://name`, `mem://name`) and
+    /// returns a proxy for its interface `P`: one round trip, like COM's
+    /// `CoCreateInstanceEx`. The instance lives while references to it do. An unknown
+    /// class is `NotFound`; a class whose instances lack `P` is `Unimplemented`.
+    pub async fn create<P: Proxy>(&self, endpoint: &str, class: ClassId) -> Result<P, Error> {
+        let endpoint = Endpoint::parse(endpoint)?;
+        let connection = self.connection(&endpoint).await?;
+        root::create(&connection, class, P::INTERFACE_ID)
+            .await
+            .map_err(|e| {
+                Error::new(
+                    e.kind(),
+                    format!("creating a {class} at {endpoint}: {}", e.message()),
+                )
+            })?
+            .query::<P>()
     }
 
     /// Resolves an object URL and returns a proxy for interface `P` of that object.

@@ -54,6 +54,36 @@ impl fmt::Debug for InterfaceId {
     }
 }
 
+/// The 128-bit identity of a class: what a client names to have a server create an
+/// instance ([`crate::Server::register_class`], [`crate::Client::create`]).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ClassId(u128);
+
+impl ClassId {
+    /// A class id with the given value.
+    pub const fn from_u128(value: u128) -> ClassId {
+        ClassId(value)
+    }
+
+    /// A class id derived from a name (`"acme.billing.Invoice"`): stable across builds and
+    /// machines, so both sides can spell it.
+    pub const fn named(name: &str) -> ClassId {
+        ClassId(xxh3_128(name.as_bytes()))
+    }
+}
+
+impl fmt::Display for ClassId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&InterfaceId(self.0), f)
+    }
+}
+
+impl fmt::Debug for ClassId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ClassId({self})")
+    }
+}
+
 /// A method's 32-bit signature fingerprint, from its name and canonical signature text.
 pub const fn method_fingerprint(signature: &str) -> u32 {
     let hash = xxh3_64(signature.as_bytes());

@@ -72,6 +72,7 @@
 extern crate self as lanner;
 
 mod access;
+mod apartment;
 mod auth;
 mod call;
 mod client;
@@ -102,7 +103,7 @@ pub use call::{IncomingCall, Reply};
 pub use client::{Client, connect};
 pub use context::CallContext;
 pub use error::{Error, ErrorKind};
-pub use id::{InterfaceId, MethodInfo};
+pub use id::{ClassId, InterfaceId, MethodInfo};
 pub use lanner_macros::interface;
 pub use object::{DispatchFuture, Object, Stub};
 pub use objref::ObjRef;

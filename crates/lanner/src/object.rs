@@ -5,6 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use crate::apartment::Apartment;
 use crate::call::{IncomingCall, Reply};
 use crate::id::{InterfaceId, MethodInfo};
 
@@ -46,6 +47,8 @@ pub struct Object {
 struct ObjectInner {
     stubs: Vec<Arc<dyn Stub>>,
     interfaces: Vec<InterfaceId>,
+    /// Set for an object whose calls run one at a time ([`Object::in_apartment`]).
+    apartment: Option<Arc<Apartment>>,
 }
 
 impl Object {
@@ -56,6 +59,7 @@ impl Object {
             inner: Arc::new(ObjectInner {
                 stubs: vec![Arc::new(stub)],
                 interfaces,
+                apartment: None,
             }),
         }
     }
@@ -72,8 +76,34 @@ impl Object {
         }
         let interfaces = stubs.iter().map(|s| s.interface_id()).collect();
         Object {
-            inner: Arc::new(ObjectInner { stubs, interfaces }),
+            inner: Arc::new(ObjectInner {
+                stubs,
+                interfaces,
+                apartment: self.inner.apartment.clone(),
+            }),
         }
+    }
+
+    /// The same object, served in an apartment: its calls (on all its interfaces, from
+    /// all connections) run one at a time, each to its end, in the order they arrived.
+    /// For implementations that must not be entered concurrently (state without its own
+    /// locking, calls that must not interleave at their awaits). A call that arrives while
+    /// the apartment is idle still runs at once on the thread that received it; calls
+    /// that find it busy wait their turn. Free-threaded objects (the default) run every
+    /// call at once, concurrently.
+    pub fn in_apartment(self) -> Object {
+        Object {
+            inner: Arc::new(ObjectInner {
+                stubs: self.inner.stubs.clone(),
+                interfaces: self.inner.interfaces.clone(),
+                apartment: Some(Arc::default()),
+            }),
+        }
+    }
+
+    /// The object's apartment, if it is served in one.
+    pub(crate) fn apartment(&self) -> Option<&Arc<Apartment>> {
+        self.inner.apartment.as_ref()
     }
 
     /// The interfaces this object implements, in slot order.

@@ -1,6 +1,7 @@
 //! The root object every server connection starts with (handle 0): it resolves published
-//! names to object references. Resolving is the only call that names an object by string;
-//! calls themselves carry only (handle, slot, method).
+//! names to object references, and creates instances of registered classes (activation).
+//! These are the only calls that name an object by string or class; calls themselves
+//! carry only (handle, slot, method).
 
 use std::sync::Arc;
 
@@ -10,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::call::{IncomingCall, Reply};
 use crate::connection::{Connection, Denied};
 use crate::error::{Error, ErrorKind};
-use crate::id::{InterfaceId, MethodInfo, method_fingerprint};
+use crate::id::{ClassId, InterfaceId, MethodInfo, method_fingerprint};
 use crate::marshal::{self, Inline};
 use crate::object::{DispatchFuture, Object, Stub};
 use crate::reference::ObjectRef;
@@ -19,12 +20,21 @@ use crate::server::NameRegistry;
 const ROOT_INTERFACE: InterfaceId =
     InterfaceId::from_u128(0x4c41_4e4e_4552_0000_726f_6f74_0000_0001);
 const RESOLVE_SIGNATURE: &str = "resolve(String)->Result<ObjectRef,Error>";
-static ROOT_METHODS: [MethodInfo; 1] = [MethodInfo {
-    name: "resolve",
-    ordinal: 0,
-    fingerprint: method_fingerprint(RESOLVE_SIGNATURE),
-    signature: RESOLVE_SIGNATURE,
-}];
+const CREATE_SIGNATURE: &str = "create(ClassId,InterfaceId)->Result<ObjectRef,Error>";
+static ROOT_METHODS: [MethodInfo; 2] = [
+    MethodInfo {
+        name: "resolve",
+        ordinal: 0,
+        fingerprint: method_fingerprint(RESOLVE_SIGNATURE),
+        signature: RESOLVE_SIGNATURE,
+    },
+    MethodInfo {
+        name: "create",
+        ordinal: 1,
+        fingerprint: method_fingerprint(CREATE_SIGNATURE),
+        signature: CREATE_SIGNATURE,
+    },
+];
 
 /// An object reference as it travels: the handle on this connection and the interfaces.
 #[derive(Debug, Serialize, Deserialize)]
@@ -51,16 +61,52 @@ impl Stub for RootStub {
     }
 
     fn dispatch(&self, call: IncomingCall<'_>) -> DispatchFuture {
-        let reply = self.resolve(&call);
+        let reply = match call.route(self.interface_name(), &ROOT_METHODS) {
+            Ok(0) => self.resolve(&call),
+            Ok(_) => self.create(&call),
+            Err(reply) => reply,
+        };
         Box::pin(std::future::ready(reply))
     }
 }
 
 impl RootStub {
+    fn create(&self, call: &IncomingCall<'_>) -> Reply {
+        let (class, interface): (ClassId, InterfaceId) =
+            match marshal::arguments(call, &ROOT_METHODS[1]) {
+                Ok(args) => args,
+                Err(reply) => return reply,
+            };
+        let result = match self.names.instantiate(class) {
+            None => Err(Error::new(
+                ErrorKind::NotFound,
+                format!("no class {class} is registered on this server"),
+            )),
+            Some(object) if !object.implements(interface) => Err(Error::new(
+                ErrorKind::Unimplemented,
+                format!(
+                    "instances of class {class} do not implement interface {interface} (they implement {:?})",
+                    object.interfaces()
+                ),
+            )),
+            Some(object) => match call.connection.export(&object, None) {
+                Ok(handle) => Ok(WireRef {
+                    handle,
+                    interfaces: object.interfaces().to_vec(),
+                }),
+                Err(Denied) => Err(Error::new(
+                    ErrorKind::PermissionDenied,
+                    format!(
+                        "{} may not use instances of class {class}",
+                        call.connection.identity().principal
+                    ),
+                )),
+            },
+        };
+        marshal::reply::<Inline<WireRef>, Error>(result)
+    }
+
     fn resolve(&self, call: &IncomingCall<'_>) -> Reply {
-        if let Err(reply) = call.route(self.interface_name(), &ROOT_METHODS) {
-            return reply;
-        }
         let (name,): (String,) = match marshal::arguments(call, &ROOT_METHODS[0]) {
             Ok(args) => args,
             Err(reply) => return reply,
@@ -94,15 +140,33 @@ pub(crate) fn root_object(names: Arc<NameRegistry>) -> Object {
 
 /// Resolves `name` on the peer of `connection` (one round trip).
 pub(crate) async fn resolve(connection: &Arc<Connection>, name: &str) -> Result<ObjectRef, Error> {
-    let method = &ROOT_METHODS[0];
+    call_root(connection, &ROOT_METHODS[0], &(name,)).await
+}
+
+/// Creates an instance of `class` on the peer of `connection` and returns a reference to
+/// it, checking it implements `interface` (one round trip).
+pub(crate) async fn create(
+    connection: &Arc<Connection>,
+    class: ClassId,
+    interface: InterfaceId,
+) -> Result<ObjectRef, Error> {
+    call_root(connection, &ROOT_METHODS[1], &(class, interface)).await
+}
+
+/// Calls `method` of the peer's root object with `args`; it answers with a reference.
+async fn call_root(
+    connection: &Arc<Connection>,
+    method: &MethodInfo,
+    args: &impl Serialize,
+) -> Result<ObjectRef, Error> {
     let mut request = MessageBuilder::request(
         crate::connection::ROOT_HANDLE,
         0,
         method.ordinal,
         method.fingerprint,
     );
-    postcard::to_io(&(name,), request.inline())
-        .map_err(|e| Error::new(ErrorKind::InvalidArgument, format!("object name: {e}")))?;
+    postcard::to_io(args, request.inline())
+        .map_err(|e| Error::new(ErrorKind::InvalidArgument, format!("{}: {e}", method.name)))?;
     let deadline = marshal::set_deadline(&mut request, connection.call_timeout());
     let response = connection.call(request, deadline).await?;
     let wire: WireRef = match response.status {

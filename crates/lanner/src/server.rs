@@ -11,18 +11,35 @@ use crate::access::AccessPolicy;
 use crate::auth::ServerAuth;
 use crate::connection::{self, Admission, Connection};
 use crate::error::{Error, ErrorKind};
+use crate::id::ClassId;
 use crate::object::Object;
 use crate::options::ConnectionOptions;
 use crate::transport::Listener;
 use crate::url::Endpoint;
 
-/// Published names → objects, shared by all of a server's connections.
+/// Makes a new instance of a registered class.
+type Factory = Arc<dyn Fn() -> Object + Send + Sync>;
+
+/// Published names → objects, and registered classes → factories, shared by all of a
+/// server's connections.
 #[derive(Default)]
 pub(crate) struct NameRegistry {
     names: RwLock<HashMap<String, Object>>,
+    classes: RwLock<HashMap<ClassId, Factory>>,
 }
 
 impl NameRegistry {
+    /// A new instance of `class`, if it is registered.
+    pub(crate) fn instantiate(&self, class: ClassId) -> Option<Object> {
+        let factory = self
+            .classes
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&class)
+            .cloned()?;
+        Some(factory())
+    }
+
     pub(crate) fn get(&self, name: &str) -> Option<Object> {
         self.names
             .read()
@@ -131,6 +148,24 @@ impl Server {
     /// object previously published under that name, if any.
     pub fn publish(&self, name: impl Into<String>, object: Object) -> Option<Object> {
         self.names.insert(name.into(), object)
+    }
+
+    /// Registers class `class`: a client's [`crate::Client::create`] of it calls `factory`
+    /// for a new object and hands the client a reference to it (activation, like COM's
+    /// `CoCreateInstanceEx`: one round trip). The instance lives as long as references to
+    /// it do. Returns whether a factory was registered for `class` already (it is
+    /// replaced).
+    pub fn register_class(
+        &self,
+        class: ClassId,
+        factory: impl Fn() -> Object + Send + Sync + 'static,
+    ) -> bool {
+        self.names
+            .classes
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(class, Arc::new(factory))
+            .is_some()
     }
 
     /// Withdraws a name. Clients already holding a reference keep it.

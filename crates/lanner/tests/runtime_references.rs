@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
-use lanner::{Client, Error, ErrorKind, ObjRef, Object, Proxy, Server};
+use lanner::{ClassId, Client, Error, ErrorKind, ObjRef, Object, Proxy, Server};
 use tokio::sync::Mutex;
 
 /// A counter, handed out by the factory.
@@ -264,4 +264,50 @@ async fn a_client_that_dies_releases_everything_it_held() {
     assert_eq!(live.load(Ordering::Relaxed), 100);
     drop(held);
     assert_eq!(settle(&live).await, 0, "the dead client's counters leaked");
+}
+
+const COUNTER_CLASS: ClassId = ClassId::named("lanner.tests.Counter");
+
+#[tokio::test]
+async fn a_client_creates_instances_of_a_registered_class() {
+    let live = Arc::new(AtomicI64::new(0));
+    let server = Server::new();
+    let counted = live.clone();
+    server.register_class(COUNTER_CLASS, move || {
+        counted.fetch_add(1, Ordering::Relaxed);
+        let counter = CounterImpl(AtomicU64::new(100), Some(counted.clone()));
+        Object::new(CounterStub::new(Arc::new(counter)))
+    });
+    let listening = server.listen("mem://refs-classes").await.unwrap();
+    let endpoint = listening.endpoint().to_string();
+    let client = Client::new();
+
+    let first: CounterProxy = client.create(&endpoint, COUNTER_CLASS).await.unwrap();
+    let second: CounterProxy = client.create(&endpoint, COUNTER_CLASS).await.unwrap();
+    assert_eq!(first.increment().await, Ok(101));
+    assert_eq!(first.increment().await, Ok(102));
+    assert_eq!(second.increment().await, Ok(101));
+    assert_eq!(live.load(Ordering::Relaxed), 2);
+    // An instance lives as long as references to it.
+    drop(first);
+    drop(second);
+    assert_eq!(settle(&live).await, 0);
+
+    let error = client
+        .create::<CounterProxy>(&endpoint, ClassId::named("nobody"))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::NotFound, "{error}");
+    assert!(error.message().contains("no class"), "{error}");
+    let error = client
+        .create::<ListenerProxy>(&endpoint, COUNTER_CLASS)
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Unimplemented, "{error}");
+    assert!(error.message().contains("do not implement"), "{error}");
+    assert_eq!(
+        settle(&live).await,
+        0,
+        "the refused instance was not dropped"
+    );
 }

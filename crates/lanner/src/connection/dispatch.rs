@@ -18,8 +18,9 @@ use lanner_proto::{MessageBuilder, Request, Status};
 
 use super::Connection;
 use crate::call::IncomingCall;
-use crate::context::CallContext;
-use crate::server::CallLimit;
+use crate::context::{CallContext, InCall};
+use crate::object::DispatchFuture;
+use crate::server::{CallLimit, SuspendedCall};
 
 impl Connection {
     /// Serves one request; `cx` is the receiving task's context, used for the first poll.
@@ -48,24 +49,51 @@ impl Connection {
             access: &slot.access,
         };
         let context = CallContext::new(deadline, self.identity().clone());
-        let mut future = context.scope(slot.stub.dispatch(call));
-        match std::panic::catch_unwind(AssertUnwindSafe(|| future.poll_unpin(cx))) {
-            Ok(Poll::Ready(reply)) => self.answer(call_id, one_way, reply_of(self, Ok(reply))),
-            Err(panic) => self.answer(call_id, one_way, reply_of(self, Err(panic))),
-            Ok(Poll::Pending) => {
-                // Only a call that outlives its first poll can be cancelled: a CANCEL is
-                // processed by the same receiver, after this returns.
-                self.serving().insert(call_id, future.cancel_token());
-                let suspended = self.call_limit.clone().map(CallLimit::suspend);
-                let connection = self.clone();
-                let future = AssertUnwindSafe(future).catch_unwind();
-                tokio::spawn(async move {
-                    let reply = reply_of(&connection, future.await);
-                    drop(suspended);
-                    connection.serving().remove(&call_id);
-                    connection.answer(call_id, one_way, reply);
-                });
+        let call = Served {
+            future: context.scope(slot.stub.dispatch(call)),
+            call_id,
+            one_way,
+        };
+        match &slot.apartment {
+            None => {
+                if let Some(waiting) = self.run_inline(call, cx) {
+                    tokio::spawn(waiting.finish());
+                }
             }
+            Some(apartment) => apartment.enter(self, call, cx),
+        }
+    }
+
+    /// Polls a call once on the receiving thread, answering it if it completes; else it
+    /// becomes a [`Waiting`] call, to be finished elsewhere.
+    pub(crate) fn run_inline(
+        self: &Arc<Self>,
+        mut call: Served,
+        cx: &mut Context<'_>,
+    ) -> Option<Waiting> {
+        match std::panic::catch_unwind(AssertUnwindSafe(|| call.future.poll_unpin(cx))) {
+            Ok(Poll::Ready(reply)) => {
+                self.answer(call.call_id, call.one_way, reply_of(self, Ok(reply)));
+                None
+            }
+            Err(panic) => {
+                self.answer(call.call_id, call.one_way, reply_of(self, Err(panic)));
+                None
+            }
+            Ok(Poll::Pending) => Some(self.suspend(call)),
+        }
+    }
+
+    /// A call that did not complete where it was received (or did not run yet): it can
+    /// now be cancelled, and counts against the server's limit until answered.
+    pub(crate) fn suspend(self: &Arc<Self>, mut call: Served) -> Waiting {
+        // A CANCEL is processed by the same receiver, after this returns.
+        self.serving()
+            .insert(call.call_id, call.future.cancel_token());
+        Waiting {
+            limit: self.call_limit.clone().map(CallLimit::suspend),
+            connection: self.clone(),
+            call,
         }
     }
 
@@ -85,6 +113,36 @@ impl Connection {
         if let Some(token) = self.serving().get(&call_id) {
             token.cancel();
         }
+    }
+}
+
+/// A call being served: its method's future (with the call's context), and how to answer.
+pub(crate) struct Served {
+    future: InCall<DispatchFuture>,
+    call_id: u64,
+    one_way: bool,
+}
+
+/// A call suspended (or queued): finished by a task of its own or by its apartment.
+pub(crate) struct Waiting {
+    call: Served,
+    connection: Arc<Connection>,
+    limit: Option<SuspendedCall>,
+}
+
+impl Waiting {
+    /// Runs the call to its end and answers it.
+    pub(crate) async fn finish(self) {
+        let Waiting {
+            call,
+            connection,
+            limit,
+        } = self;
+        let outcome = AssertUnwindSafe(call.future).catch_unwind().await;
+        let reply = reply_of(&connection, outcome);
+        drop(limit);
+        connection.serving().remove(&call.call_id);
+        connection.answer(call.call_id, call.one_way, reply);
     }
 }
 

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::access::{MethodAccess, PeerIdentity};
+use crate::apartment::Apartment;
 use crate::id_hasher::IdBuildHasher;
 use crate::object::{Object, Stub};
 
@@ -19,6 +20,8 @@ pub(crate) const ROOT_HANDLE: u64 = 0;
 pub(crate) struct ExportedSlot {
     pub(crate) stub: Arc<dyn Stub>,
     pub(crate) access: MethodAccess,
+    /// The object's apartment, if its calls run one at a time.
+    pub(crate) apartment: Option<Arc<Apartment>>,
 }
 
 /// An exported object: held (so its identity is not reused while exported), its
@@ -163,6 +166,7 @@ fn slots(object: &Object, access: impl Fn(&dyn Stub) -> MethodAccess) -> Box<[Ar
             Arc::new(ExportedSlot {
                 stub: stub.clone(),
                 access: access(stub.as_ref()),
+                apartment: object.apartment().cloned(),
             })
         })
         .collect()

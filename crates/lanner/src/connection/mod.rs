@@ -37,6 +37,7 @@ mod releases;
 mod writer;
 
 pub(crate) use calls::until;
+pub(crate) use dispatch::{Served, Waiting};
 pub(crate) use exports::{Denied, ExportTable, ROOT_HANDLE};
 pub(crate) use handshake::{Admission, accept, connect, refuse};
 

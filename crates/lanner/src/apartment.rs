@@ -1,0 +1,87 @@
+//! Apartments: objects whose calls run one at a time, in arrival order (COM's
+//! single-threaded apartment, without its thread hop).
+//!
+//! An apartment is a FIFO of calls and a flag saying whether one is running. A call that
+//! arrives while the apartment is idle runs at once on the thread that received it
+//! (inline, as free-threaded calls do); if it completes without waiting, it is answered
+//! there and the apartment is idle again, so a cheap call costs two uncontended lock
+//! operations more than a free-threaded one. A call that has to wait, and every call that
+//! arrives meanwhile (from any connection), is finished by one task that runs them in
+//! order, each to its end before the next starts.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::task::Context;
+
+use crate::connection::{Connection, Served, Waiting};
+
+/// The calls of one apartment object.
+#[derive(Default)]
+pub(crate) struct Apartment {
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// A call is running (inline or on the apartment's task).
+    busy: bool,
+    /// Calls waiting for their turn, in arrival order.
+    queue: VecDeque<Waiting>,
+}
+
+impl Apartment {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Serves `call`, received on `connection`: now if the apartment is idle, else after
+    /// the calls before it.
+    pub(crate) fn enter(
+        self: &Arc<Self>,
+        connection: &Arc<Connection>,
+        call: Served,
+        cx: &mut Context<'_>,
+    ) {
+        let mut state = self.state();
+        if state.busy {
+            state.queue.push_back(connection.suspend(call));
+            return;
+        }
+        state.busy = true;
+        drop(state);
+        match connection.run_inline(call, cx) {
+            None => self.next(),
+            Some(waiting) => {
+                tokio::spawn(self.clone().run(waiting));
+            }
+        }
+    }
+
+    /// The running call ended: start the next one, or become idle.
+    fn next(self: &Arc<Self>) {
+        let mut state = self.state();
+        match state.queue.pop_front() {
+            Some(waiting) => {
+                drop(state);
+                tokio::spawn(self.clone().run(waiting));
+            }
+            None => state.busy = false,
+        }
+    }
+
+    /// Finishes `first`, then every queued call in order, then leaves the apartment idle.
+    async fn run(self: Arc<Self>, first: Waiting) {
+        let mut current = first;
+        loop {
+            current.finish().await;
+            let mut state = self.state();
+            match state.queue.pop_front() {
+                Some(waiting) => current = waiting,
+                None => {
+                    state.busy = false;
+                    return;
+                }
+            }
+        }
+    }
+}
