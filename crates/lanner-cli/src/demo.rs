@@ -36,13 +36,15 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
         workload: Workload::Pingpong,
         transport: args.transport,
         sizes: vec![0, 4096, 65536],
-        iters: 2_000,
+        iters: Some(2_000),
         secs: 0.0,
         warmup: 200,
         placement: Placement::Split,
         spin_us: 50,
         busy_poll: false,
         auth: None,
+        objects: 1,
+        methods: 1,
         json: true,
     };
     let (rows, _) = measure(&bench, 0.0)?;

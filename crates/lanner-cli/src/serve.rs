@@ -3,6 +3,12 @@
 //! one JSON line `{"lanner": <endpoint>, "raw": <endpoint>}` on stdout, and exits when its
 //! standard input closes (so it never outlives the process that started it).
 //!
+//! The echo object is published twice: free-threaded as `echo` and in an apartment (its
+//! calls one at a time, in arrival order) as `echo.apartment`.
+//!
+//! With `--scale-objects N` it also serves the scale benchmark's objects (see
+//! [`publish_scale`]).
+//!
 //! Clients authenticate as `--auth` says (peer credentials by default on `unix` and `shm`;
 //! over `tcp` the user must choose, `--auth none` included). The raw baseline beside it is
 //! never authenticated.
@@ -17,7 +23,7 @@ use crate::auth_arg::{AuthArg, TCP_NEEDS_AUTH, TlsFiles, server_auth};
 use crate::placement::pin_current_thread;
 use crate::raw::RawListener;
 use crate::raw_shm::RawShmListener;
-use crate::services::publish_all;
+use crate::services::{publish_all, publish_scale};
 use crate::transport_arg::TransportArg;
 
 /// How long a shutting-down server lets calls in flight finish.
@@ -60,6 +66,11 @@ pub struct ServeArgs {
     /// With --auth tls: require client certificates signed by this authority (PEM).
     #[arg(long, value_name = "PEM")]
     pub tls_client_ca: Option<PathBuf>,
+    /// Also serve the scale benchmark's objects: N objects of the 200-method interface
+    /// `lanner.bench.Wide` as `scale.0` … `scale.{N-1}`, and a one-method object
+    /// (`lanner.bench.Null`) as `scale.base`.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub scale_objects: u32,
 }
 
 impl ServeArgs {
@@ -109,6 +120,9 @@ pub fn run(args: &ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         let options = lanner::ConnectionOptions::default().with_spin(spin);
         let server = lanner::Server::with_options(options).with_auth(server_auth);
         publish_all(&server);
+        if args.scale_objects > 0 {
+            publish_scale(&server, args.scale_objects);
+        }
         let listen = match (&args.listen, args.transport) {
             (Some(listen), _) => listen.clone(),
             (None, TransportArg::Tcp) => "tcp://127.0.0.1:0".to_owned(),

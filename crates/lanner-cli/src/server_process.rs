@@ -153,6 +153,22 @@ impl ServerProcess {
         listen: Option<&str>,
         auth: &ServeAuth,
     ) -> Result<ServerProcess, Box<dyn std::error::Error>> {
+        let mut command = ServerProcess::command(program, transport, cpu, spin, auth);
+        if let Some(listen) = listen {
+            command.args(["--listen", listen]);
+        }
+        ServerProcess::start(command)
+    }
+
+    /// The command line of `program serve` on `transport`, pinned to `cpu`, with the given
+    /// spin budget, authenticating with `auth`: add options, then [`ServerProcess::start`].
+    pub fn command(
+        program: &std::path::Path,
+        transport: TransportArg,
+        cpu: Option<usize>,
+        spin: Duration,
+        auth: &ServeAuth,
+    ) -> Command {
         let mut command = Command::new(program);
         command
             .arg("serve")
@@ -162,10 +178,7 @@ impl ServerProcess {
         if let Some(cpu) = cpu {
             command.args(["--cpu", &cpu.to_string()]);
         }
-        if let Some(listen) = listen {
-            command.args(["--listen", listen]);
-        }
-        ServerProcess::start(command)
+        command
     }
 
     /// Starts a prepared `lanner serve` command (for instance wrapped in

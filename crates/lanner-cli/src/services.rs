@@ -103,15 +103,115 @@ impl Greeter for DemoService {
     }
 }
 
-/// Publishes the echo object as `echo` and the demo object as `calc`.
+/// The scale benchmark's 1 × 1 object: one interface with one method.
+#[lanner::interface(name = "lanner.bench.Null")]
+pub trait Null {
+    /// Does nothing; returns the object's index ([`BASE_INDEX`] for the 1 × 1 object).
+    async fn null(&self) -> Result<u32, lanner::Error>;
+}
+
+// The scale benchmark's interface `Wide` (methods `m000` … `m199`, each returning the
+// object's index), its implementation by `ScaleObject`, and `call_wide`, which calls a
+// method by ordinal: written by build.rs.
+include!(concat!(env!("OUT_DIR"), "/wide.rs"));
+
+/// How many methods [`Wide`] has.
+pub const WIDE_METHODS: usize = <WideProxy as lanner::Proxy>::METHODS.len();
+
+/// What the 1 × 1 object's method returns.
+pub const BASE_INDEX: u32 = u32::MAX;
+
+/// The name the scale benchmark's 1 × 1 object is published under.
+pub const SCALE_BASE_NAME: &str = "scale.base";
+
+/// The name the scale benchmark's object number `index` is published under. (Not
+/// `scale/<index>`: a `unix://` URL takes its last path segment as the name.)
+pub fn scale_name(index: u32) -> String {
+    format!("scale.{index}")
+}
+
+/// An object of the scale benchmark, knowing its index.
+pub struct ScaleObject {
+    index: u32,
+}
+
+impl Null for ScaleObject {
+    async fn null(&self) -> Result<u32, lanner::Error> {
+        Ok(self.index)
+    }
+}
+
+/// Publishes the scale benchmark's objects: `objects` objects implementing [`Wide`] as
+/// [`scale_name`]`(0)` … `(objects - 1)`, and one implementing [`Null`] as
+/// [`SCALE_BASE_NAME`].
+pub fn publish_scale(server: &lanner::Server, objects: u32) {
+    let base = Arc::new(ScaleObject { index: BASE_INDEX });
+    server.publish(SCALE_BASE_NAME, lanner::Object::new(NullStub::new(base)));
+    for index in 0..objects {
+        let object = Arc::new(ScaleObject { index });
+        server.publish(
+            scale_name(index),
+            lanner::Object::new(WideStub::new(object)),
+        );
+    }
+}
+
+/// The name the echo object is published under, free-threaded (calls run concurrently).
+pub const ECHO_NAME: &str = "echo";
+
+/// The name the echo object is published under a second time, in an apartment (calls run
+/// one at a time, in arrival order): the apartment benchmark's serialized side.
+pub const APARTMENT_ECHO_NAME: &str = "echo.apartment";
+
+/// Publishes the echo object as [`ECHO_NAME`] and again, in an apartment, as
+/// [`APARTMENT_ECHO_NAME`], and the demo object as `calc`.
 pub fn publish_all(server: &lanner::Server) {
+    let echo = Arc::new(EchoService);
+    server.publish(ECHO_NAME, lanner::Object::new(EchoStub::new(echo.clone())));
     server.publish(
-        "echo",
-        lanner::Object::new(EchoStub::new(Arc::new(EchoService))),
+        APARTMENT_ECHO_NAME,
+        lanner::Object::new(EchoStub::new(echo)).in_apartment(),
     );
     let demo = Arc::new(DemoService::default());
     server.publish(
         "calc",
         lanner::Object::new(CalculatorStub::new(demo.clone())).with(GreeterStub::new(demo)),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lanner::Proxy;
+
+    #[test]
+    fn wide_methods_are_numbered_in_ordinal_order() {
+        assert_eq!(WIDE_METHODS, 200);
+        for (ordinal, method) in WideProxy::METHODS.iter().enumerate() {
+            assert_eq!(usize::from(method.ordinal), ordinal);
+            assert_eq!(method.name, format!("m{ordinal:03}"));
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn call_wide_reaches_the_method_it_names() {
+        let server = lanner::Server::new();
+        publish_scale(&server, 3);
+        let _listening = server.listen("mem://scale-services-test").await.unwrap();
+        let client = lanner::Client::new();
+        let wide: WideProxy = client
+            .connect(&format!("mem://scale-services-test/{}", scale_name(2)))
+            .await
+            .unwrap();
+        for method in [0, 1, 199] {
+            assert_eq!(call_wide(&wide, method).await, Ok(2));
+        }
+        let error = call_wide(&wide, 200).await.unwrap_err();
+        assert_eq!(error.kind(), lanner::ErrorKind::InvalidArgument);
+        let base: NullProxy = client
+            .connect(&format!("mem://scale-services-test/{SCALE_BASE_NAME}"))
+            .await
+            .unwrap();
+        assert_eq!(base.null().await, Ok(BASE_INDEX));
+    }
 }

@@ -10,10 +10,13 @@ use crate::auth_arg::AuthArg;
 use crate::placement::Placement;
 use crate::transport_arg::TransportArg;
 
+pub mod apartment;
 pub mod bandwidth;
+pub mod firstcall;
 pub mod idle;
 pub mod pingpong;
 pub mod raw_client;
+pub mod scale;
 pub mod secure;
 pub mod setup;
 pub mod stats;
@@ -28,6 +31,15 @@ pub enum Workload {
     /// Null-call round trips with authentication (--auth) vs without (none), after
     /// connecting.
     Secure,
+    /// An object with two interfaces: the first call on the second interface (on a fresh
+    /// connection) vs later calls, in time and in messages.
+    Firstcall,
+    /// Null-call round trips on random (object, method) pairs of --objects objects with
+    /// --methods methods vs on a one-method object.
+    Scale,
+    /// Null-call round trips on an apartment object (calls one at a time, in arrival
+    /// order) vs on a free-threaded one, over one connection.
+    Apartment,
 }
 
 /// Options of `lanner bench`.
@@ -42,9 +54,10 @@ pub struct BenchArgs {
     /// Payload sizes in bytes.
     #[arg(long, value_delimiter = ',', default_value = "0,64,4096,65536,1048576")]
     pub sizes: Vec<usize>,
-    /// Measured iterations per size (fewer for large sizes: at most 1 GiB per side).
-    #[arg(long, default_value_t = 10_000)]
-    pub iters: usize,
+    /// Measured iterations per size (fewer for large sizes: at most 1 GiB per side); for
+    /// firstcall, trials (each a fresh connection) [default: 10000; firstcall: 200].
+    #[arg(long)]
+    pub iters: Option<usize>,
     /// Seconds per size and side, for workloads that run for a time (bandwidth).
     #[arg(long, default_value_t = 2.0)]
     pub secs: f64,
@@ -64,12 +77,26 @@ pub struct BenchArgs {
     /// tcp, peercred on unix and shm].
     #[arg(long, value_enum)]
     pub auth: Option<AuthArg>,
+    /// For scale: objects hosted (each resolved once by the client).
+    #[arg(long, default_value_t = 100_000)]
+    pub objects: u32,
+    /// For scale: methods called (the first M of the hosted interface's 200).
+    #[arg(long, default_value_t = 200)]
+    pub methods: usize,
     /// Print one JSON object on stdout and nothing else.
     #[arg(long)]
     pub json: bool,
 }
 
+/// Measured iterations when `--iters` is not given, for most workloads.
+pub const DEFAULT_ITERS: usize = 10_000;
+
 impl BenchArgs {
+    /// `--iters`, or `default` if it was not given.
+    pub fn iters_or(&self, default: usize) -> usize {
+        self.iters.unwrap_or(default)
+    }
+
     /// The spin budget.
     pub fn spin(&self) -> Duration {
         if self.busy_poll {
@@ -134,6 +161,44 @@ pub fn print_report(
     Ok(())
 }
 
+/// A progress line on stderr for long steps, redrawn in place as a count moves from 0 to
+/// its total; silent with `--json`.
+pub struct Progress {
+    label: String,
+    total: usize,
+    shown_percent: Option<usize>,
+    enabled: bool,
+}
+
+impl Progress {
+    /// Progress of `label`, out of `total`, shown unless `args` asks for JSON.
+    pub fn new(args: &BenchArgs, label: impl Into<String>, total: usize) -> Progress {
+        Progress {
+            label: label.into(),
+            total: total.max(1),
+            shown_percent: None,
+            enabled: !args.json,
+        }
+    }
+
+    /// `done` of the total are done (redrawn at each whole percent).
+    pub fn update(&mut self, done: usize) {
+        let percent = done * 100 / self.total;
+        if self.enabled && self.shown_percent != Some(percent) {
+            self.shown_percent = Some(percent);
+            eprint!("\r  {}: {done}/{} ({percent}%)", self.label, self.total);
+        }
+    }
+
+    /// Ends the line.
+    pub fn finish(&mut self) {
+        if self.enabled && self.shown_percent.is_some() {
+            eprintln!();
+        }
+        self.shown_percent = None;
+    }
+}
+
 /// The machine and build a result came from.
 #[derive(Debug, Serialize)]
 pub struct Env {
@@ -175,5 +240,8 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         Workload::Pingpong => pingpong::run(args),
         Workload::Bandwidth => bandwidth::run(args),
         Workload::Secure => secure::run(args),
+        Workload::Firstcall => firstcall::run(args),
+        Workload::Scale => scale::run(args),
+        Workload::Apartment => apartment::run(args),
     }
 }

@@ -10,8 +10,8 @@ use serde::Serialize;
 use super::idle::{self, IdleCpu};
 use super::setup::Setup;
 use super::stats::{Percentiles, percentiles, ratio, round2};
-use super::{BenchArgs, Env, RunInfo, print_report};
-use crate::services::Echo;
+use super::{BenchArgs, DEFAULT_ITERS, Env, RunInfo, print_report};
+use crate::services::{Echo, EchoProxy};
 
 /// Iterations per alternating block, at most; at least 16 blocks per side so that both
 /// sides see the same machine conditions even for large sizes.
@@ -100,7 +100,7 @@ pub fn measure(
     let mut rows = Vec::new();
     for &size in &args.sizes {
         let cap = (MAX_BYTES_PER_SIZE / size.max(1)).max(100);
-        let iters = args.iters.min(cap).max(1);
+        let iters = args.iters_or(DEFAULT_ITERS).min(cap).max(1);
         let warmup = args.warmup.min(cap / 4);
         if !args.json {
             eprintln!("  size {size}: {iters} iterations …");
@@ -179,6 +179,28 @@ pub fn alternate(
         second(block, &mut second_samples)?;
     }
     Ok((first_samples, second_samples))
+}
+
+/// `count` sequential null calls (the echo of an empty payload) on `runtime`, each one's
+/// time pushed to `samples`: one side of the workloads that compare null-call round trips
+/// (secure, apartment).
+pub fn null_calls(
+    runtime: &tokio::runtime::Runtime,
+    echo: &EchoProxy,
+    count: usize,
+    samples: &mut Vec<Duration>,
+) -> BlockResult {
+    runtime.block_on(async {
+        for _ in 0..count {
+            let start = Instant::now();
+            let echoed = echo.echo(Bytes::new()).await?;
+            samples.push(start.elapsed());
+            if !echoed.is_empty() {
+                return Err(format!("a null call returned {} bytes", echoed.len()).into());
+            }
+        }
+        Ok(())
+    })
 }
 
 fn row(size: usize, rpc: &mut [Duration], raw: &mut [Duration]) -> Row {

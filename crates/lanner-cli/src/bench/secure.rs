@@ -15,20 +15,17 @@
 //! shares the server CPU with the measured one: medians stay comparable, but the 99th
 //! percentiles of both sides then show the scheduler's time slices.
 
-use std::time::Instant;
-
-use bytes::Bytes;
 use lanner::{ClientAuth, PreSharedKey};
 use serde::Serialize;
 
-use super::pingpong::{BlockResult, alternate};
+use super::pingpong::{alternate, null_calls};
 use super::stats::{Percentiles, percentiles, ratio, round2};
-use super::{BenchArgs, Env, RunInfo, print_report};
+use super::{BenchArgs, DEFAULT_ITERS, Env, RunInfo, print_report};
 use crate::auth_arg::{AuthArg, client_tls_config};
 use crate::pki::{SERVER_NAMES, ThrowAwayPki};
 use crate::placement::pin_current_thread;
 use crate::server_process::{ServeAuth, ServerProcess};
-use crate::services::{Echo, EchoProxy};
+use crate::services::EchoProxy;
 use crate::transport_arg::TransportArg;
 
 /// The id of the key the psk measurement makes.
@@ -189,7 +186,7 @@ fn measure(args: &BenchArgs, auth: AuthArg) -> Result<Row, Box<dyn std::error::E
             .await?;
         Ok::<_, lanner::Error>((plain, secure))
     })?;
-    let iters = args.iters.max(1);
+    let iters = args.iters_or(DEFAULT_ITERS).max(1);
     if !args.json {
         eprintln!("  {} vs none: {iters} null calls each …", auth.name());
     }
@@ -209,25 +206,5 @@ fn measure(args: &BenchArgs, auth: AuthArg) -> Result<Row, Box<dyn std::error::E
         plain_p50_us: round2(plain.p50),
         plain_p99_us: round2(plain.p99),
         ratio: ratio(secure.p50, plain.p50),
-    })
-}
-
-/// `count` sequential null calls, each one's time pushed to `samples`.
-fn null_calls(
-    runtime: &tokio::runtime::Runtime,
-    echo: &EchoProxy,
-    count: usize,
-    samples: &mut Vec<std::time::Duration>,
-) -> BlockResult {
-    runtime.block_on(async {
-        for _ in 0..count {
-            let start = Instant::now();
-            let echoed = echo.echo(Bytes::new()).await?;
-            samples.push(start.elapsed());
-            if !echoed.is_empty() {
-                return Err(format!("a null call returned {} bytes", echoed.len()).into());
-            }
-        }
-        Ok(())
     })
 }
