@@ -10,10 +10,80 @@ pub(crate) fn expand(interface: &Interface) -> TokenStream {
     let trait_tokens = expand_trait(interface);
     let proxy = expand_proxy(interface);
     let stub = expand_stub(interface);
+    let extension = expand_extension(interface);
     quote! {
         #trait_tokens
         #proxy
         #stub
+        #extension
+    }
+}
+
+/// `path` with `suffix` appended to its last segment (`a::Calculator` → `a::CalculatorProxy`).
+fn suffixed(path: &syn::Path, suffix: &str) -> syn::Path {
+    let mut path = path.clone();
+    let last = path.segments.last_mut().expect("a path has a segment");
+    last.ident = format_ident!("{}{}", last.ident, suffix);
+    path
+}
+
+/// Invokes, for the proxy type `proxy`, the extension macro of every interface `bases`
+/// names: each implements its trait for the proxy (see [`expand_extension`]).
+fn implement_bases(bases: &[syn::Path], proxy: &TokenStream) -> TokenStream {
+    let invocations = bases.iter().map(|base| {
+        let base_proxy = suffixed(base, "Proxy");
+        quote! { #base!(#proxy, #base, #base_proxy); }
+    });
+    quote! { #(#invocations)* }
+}
+
+/// A macro, in the macro namespace under the trait's own name (crate-visible), that
+/// implements this interface for the proxy of an interface extending it, by calling
+/// through this interface's proxy for the same object (whose object lists this interface
+/// too). Paths inside resolve where the extending interface is declared, so interfaces
+/// that extend one another live in the same module.
+fn expand_extension(interface: &Interface) -> TokenStream {
+    let trait_ident = &interface.item.ident;
+    let macro_ident = format_ident!("__lanner_extend_{}", trait_ident);
+    let base_var = local("base");
+    let methods = interface.methods.iter().map(|method| {
+        let name = &method.ident;
+        let output = &method.output;
+        let params = typed_params(method);
+        let args = method.params.iter().map(|p| &p.ident);
+        quote! {
+            fn #name(&self, #(#params),*)
+                -> impl ::lanner::__private::Future<Output = #output> + ::core::marker::Send
+            {
+                let #base_var = ::lanner::__private::Proxy::query::<$base>(self);
+                async move {
+                    match #base_var {
+                        ::core::result::Result::Ok(#base_var) => {
+                            <$base as $interface>::#name(&#base_var, #(#args),*).await
+                        }
+                        ::core::result::Result::Err(error) => {
+                            ::core::result::Result::Err(::core::convert::From::from(error))
+                        }
+                    }
+                }
+            }
+        }
+    });
+    let further = implement_bases(&interface.bases, &quote! { $proxy });
+    quote! {
+        #[doc(hidden)]
+        #[allow(unused_macros)]
+        macro_rules! #macro_ident {
+            ($proxy:ty, $interface:path, $base:path) => {
+                impl $interface for $proxy {
+                    #(#methods)*
+                }
+                #further
+            };
+        }
+        #[doc(hidden)]
+        #[allow(unused_imports)]
+        pub(crate) use #macro_ident as #trait_ident;
     }
 }
 
@@ -22,6 +92,7 @@ fn expand_trait(interface: &Interface) -> TokenStream {
     let attrs = &item.attrs;
     let vis = &item.vis;
     let ident = &item.ident;
+    let bases = &interface.bases;
     let methods = interface.methods.iter().map(|method| {
         let attrs = &method.attrs;
         let name = &method.ident;
@@ -35,7 +106,7 @@ fn expand_trait(interface: &Interface) -> TokenStream {
     });
     quote! {
         #(#attrs)*
-        #vis trait #ident: ::core::marker::Send + ::core::marker::Sync + 'static {
+        #vis trait #ident: #(#bases +)* ::core::marker::Send + ::core::marker::Sync + 'static {
             #(#methods)*
         }
     }
@@ -149,6 +220,7 @@ fn expand_proxy(interface: &Interface) -> TokenStream {
             }
         }
     });
+    let bases_for_proxy = implement_bases(&interface.bases, &quote! { #proxy });
     let doc = format!(
         "Client proxy for [`{trait_name}`]: implements the trait by calling a remote object. \
          Obtain one with `lanner::connect::<{trait_name}Proxy>(url)` or \
@@ -179,6 +251,8 @@ fn expand_proxy(interface: &Interface) -> TokenStream {
         impl #trait_ident for #proxy {
             #(#methods)*
         }
+
+        #bases_for_proxy
     }
 }
 
@@ -238,6 +312,29 @@ fn expand_stub(interface: &Interface) -> TokenStream {
             }
         }
     });
+    let base_stubs = interface.bases.iter().map(|base| {
+        let base_stub = suffixed(base, "Stub");
+        let base_var = local("base");
+        let all = local("all");
+        quote! {
+            let #base_var = #base_stub::new(self.inner.clone());
+            #all.extend(::lanner::__private::Stub::bases(&#base_var));
+            #all.push(::lanner::__private::Arc::new(#base_var));
+        }
+    });
+    let all = local("all");
+    let bases_fn = if interface.bases.is_empty() {
+        quote! {}
+    } else {
+        quote! {
+            fn bases(&self) -> ::std::vec::Vec<::lanner::__private::Arc<dyn ::lanner::__private::Stub>> {
+                let mut #all: ::std::vec::Vec<::lanner::__private::Arc<dyn ::lanner::__private::Stub>> =
+                    ::std::vec::Vec::new();
+                #(#base_stubs)*
+                #all
+            }
+        }
+    };
     let trait_name = trait_ident.to_string();
     let doc = format!(
         "Server stub for [`{trait_name}`]: serves any `T: {trait_name}`. Put it in a \
@@ -274,6 +371,8 @@ fn expand_stub(interface: &Interface) -> TokenStream {
             fn methods(&self) -> &'static [::lanner::__private::MethodInfo] {
                 <#proxy as ::lanner::__private::Proxy>::METHODS
             }
+
+            #bases_fn
 
             fn dispatch(
                 &self,

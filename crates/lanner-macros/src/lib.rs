@@ -17,6 +17,14 @@
 //! derivation; `#[lanner::interface(id = "0123…cdef")]` (32 hex digits, dashes allowed)
 //! fixes the id outright.
 //!
+//! An interface may extend others (`trait CalculatorV2: Calculator`, versioning by
+//! extension): its stub brings the stubs of the interfaces it extends, so an object serving
+//! V2 serves V1 clients too, and its proxy implements the extended traits by calling
+//! through their proxies for the same object. The extended interfaces must be lanner
+//! interfaces declared in the same module (each interface also defines, crate-visible in
+//! the macro namespace under its own name, the macro that implements it for an extending
+//! proxy).
+//!
 //! A method marked `#[oneway]` (returning `Result<(), E>`) is sent without waiting for an
 //! answer: the proxy's call completes once the request is written, and the server runs
 //! the method and only returns the call's flow-control credit. Its failures are logged on

@@ -13,6 +13,8 @@ pub(crate) struct Interface {
     pub(crate) item: ItemTrait,
     pub(crate) options: Options,
     pub(crate) methods: Vec<Method>,
+    /// The interfaces this one extends (`trait V2: V1`), as written.
+    pub(crate) bases: Vec<syn::Path>,
 }
 
 /// One validated method.
@@ -59,6 +61,39 @@ impl Method {
     }
 }
 
+/// The supertraits: other lanner interfaces, by path (`Send`, `Sync` and `'static` are
+/// added by the macro and may be left out).
+fn bases(item: &ItemTrait) -> syn::Result<Vec<syn::Path>> {
+    let mut bases = Vec::new();
+    for bound in &item.supertraits {
+        match bound {
+            syn::TypeParamBound::Trait(bound)
+                if bound.lifetimes.is_none()
+                    && matches!(bound.modifier, syn::TraitBoundModifier::None)
+                    && bound.path.segments.iter().all(|s| s.arguments.is_empty()) =>
+            {
+                let last = &bound
+                    .path
+                    .segments
+                    .last()
+                    .expect("a path has a segment")
+                    .ident;
+                if last != "Send" && last != "Sync" {
+                    bases.push(bound.path.clone());
+                }
+            }
+            syn::TypeParamBound::Lifetime(lifetime) if lifetime.ident == "static" => {}
+            other => {
+                return Err(syn::Error::new_spanned(
+                    other,
+                    "a lanner interface may extend only other lanner interfaces (`trait V2: V1`); the macro adds `Send + Sync + 'static` itself",
+                ));
+            }
+        }
+    }
+    Ok(bases)
+}
+
 /// A type spelled `Bytes` (any path ending in `Bytes`, without generics) is a bulk payload.
 fn is_bytes(ty: &Type) -> bool {
     match ty {
@@ -83,12 +118,7 @@ fn canonical(tokens: &impl ToTokens) -> String {
 impl Interface {
     pub(crate) fn from_trait(item: ItemTrait, options: Options) -> syn::Result<Interface> {
         reject_generics(&item.generics, "a lanner interface", "its id must be fixed")?;
-        if let Some(bound) = item.supertraits.first() {
-            return Err(syn::Error::new_spanned(
-                bound,
-                "a lanner interface cannot have supertraits (yet); the macro adds `Send + Sync + 'static` itself",
-            ));
-        }
+        let bases = bases(&item)?;
         if let Some(unsafety) = &item.unsafety {
             return Err(syn::Error::new_spanned(
                 unsafety,
@@ -117,6 +147,7 @@ impl Interface {
             item,
             options,
             methods,
+            bases,
         })
     }
 

@@ -25,6 +25,14 @@ pub trait Stub: Send + Sync + 'static {
     /// The interface's methods, indexed by ordinal (access rules name methods by name).
     fn methods(&self) -> &'static [MethodInfo];
 
+    /// Stubs for the interfaces this one extends (`trait V2: V1`), over the same
+    /// implementation: an object serving this interface serves those too, so that clients
+    /// of an older version keep working. Generated; empty for an interface that extends
+    /// none.
+    fn bases(&self) -> Vec<Arc<dyn Stub>> {
+        Vec::new()
+    }
+
     /// Runs one call. Dispatch is by the method ordinal the request carries (O(1)); the
     /// fingerprint is checked against the method's signature. The call is read here; the
     /// returned future owns everything it needs.
@@ -52,28 +60,33 @@ struct ObjectInner {
 }
 
 impl Object {
-    /// An object implementing one interface.
+    /// An object implementing one interface (and the interfaces it extends, if any).
     pub fn new(stub: impl Stub) -> Object {
-        let interfaces = vec![stub.interface_id()];
+        let bases = stub.bases();
+        let mut stubs: Vec<Arc<dyn Stub>> = vec![Arc::new(stub)];
+        add_bases(&mut stubs, bases);
+        let interfaces = stubs.iter().map(|s| s.interface_id()).collect();
         Object {
             inner: Arc::new(ObjectInner {
-                stubs: vec![Arc::new(stub)],
+                stubs,
                 interfaces,
                 apartment: None,
             }),
         }
     }
 
-    /// The same object implementing one more interface. Adding an interface the object
-    /// already has replaces that interface's stub.
+    /// The same object implementing one more interface (and those it extends). Adding an
+    /// interface the object already has replaces that interface's stub.
     pub fn with(self, stub: impl Stub) -> Object {
         let mut stubs = self.inner.stubs.clone();
         let id = stub.interface_id();
+        let bases = stub.bases();
         let stub: Arc<dyn Stub> = Arc::new(stub);
         match stubs.iter().position(|s| s.interface_id() == id) {
             Some(slot) => stubs[slot] = stub,
             None => stubs.push(stub),
         }
+        add_bases(&mut stubs, bases);
         let interfaces = stubs.iter().map(|s| s.interface_id()).collect();
         Object {
             inner: Arc::new(ObjectInner {
@@ -123,6 +136,19 @@ impl Object {
     /// Identity of the object (two clones of one object share it).
     pub(crate) fn identity(&self) -> usize {
         Arc::as_ptr(&self.inner) as usize
+    }
+}
+
+/// Adds the stubs of extended interfaces the object does not serve already (an explicit
+/// stub for an interface wins over one inherited).
+fn add_bases(stubs: &mut Vec<Arc<dyn Stub>>, bases: Vec<Arc<dyn Stub>>) {
+    for base in bases {
+        if !stubs
+            .iter()
+            .any(|s| s.interface_id() == base.interface_id())
+        {
+            stubs.push(base);
+        }
     }
 }
 
