@@ -192,10 +192,16 @@ fn expand_proxy(interface: &Interface) -> TokenStream {
                 let _: fn() = ::lanner::__private::assert_argument::<#ty>;
             }
         });
-        let (method_var, segments_var, request_var) =
-            (local("method"), local("segments"), local("request"));
+        let (method_var, segments_var, request_var, core_var) = (
+            local("method"),
+            local("segments"),
+            local("request"),
+            local("core"),
+        );
+        // `self` stays out of the spanned tokens: a method name passed in through a
+        // `macro_rules!` would give it another hygiene context than the receiver's.
         let request = quote_spanned! {name.span()=>
-            ::lanner::__private::request(&self.core, #method_var, &(#(#inline,)*), #segments_var)
+            ::lanner::__private::request(#core_var, #method_var, &(#(#inline,)*), #segments_var)
         };
         // Spanned at the declared types so that a result or error type that cannot travel is
         // reported at the method's return type, not at the attribute.
@@ -213,6 +219,7 @@ fn expand_proxy(interface: &Interface) -> TokenStream {
             fn #name(&self, #(#params),*) -> #future {
                 #error_check
                 #(#argument_checks)*
+                let #core_var = &self.core;
                 let #method_var = &<Self as ::lanner::__private::Proxy>::METHODS[#ordinal];
                 let #segments_var: [::lanner::__private::Bytes; #bulk_count] = [#(#bulk),*];
                 let #request_var = #request;

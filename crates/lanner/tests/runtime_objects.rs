@@ -444,3 +444,38 @@ async fn every_call_is_one_request_and_one_response_even_the_first_on_an_interfa
     assert_eq!(after.messages_sent - before.messages_sent, 1);
     assert_eq!(after.messages_received - before.messages_received, 1);
 }
+
+/// Declares an interface whose method name comes from a `macro_rules!` parameter.
+macro_rules! interface_with_method {
+    ($name:ident) => {
+        #[lanner::interface(name = "tests.objects.Generated")]
+        trait Generated {
+            async fn $name(&self, x: u32) -> Result<u32, lanner::Error>;
+        }
+    };
+}
+
+interface_with_method!(double);
+
+struct Doubler;
+
+impl Generated for Doubler {
+    async fn double(&self, x: u32) -> Result<u32, lanner::Error> {
+        Ok(2 * x)
+    }
+}
+
+#[tokio::test]
+async fn interfaces_may_be_declared_by_other_macros() {
+    let (_server, _listening) = serve(
+        "objects-generated",
+        Server::new(),
+        Object::new(GeneratedStub::new(Arc::new(Doubler))),
+    )
+    .await;
+    let generated: GeneratedProxy = Client::new()
+        .connect(&url("objects-generated"))
+        .await
+        .unwrap();
+    assert_eq!(generated.double(21).await, Ok(42));
+}
