@@ -5,7 +5,8 @@ mod calculator;
 #[path = "shared/key.rs"]
 mod key;
 
-use calculator::{CalcError, Calculator, CalculatorProxy, Memory, MemoryProxy};
+use calculator::{CalcError, Calculator, CalculatorProxy, CalculatorV2, CalculatorV2Proxy};
+use calculator::{Memory, MemoryProxy};
 use lanner::Proxy;
 
 #[tokio::main]
@@ -24,5 +25,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let memory: MemoryProxy = calc.query()?;
     memory.store(42).await?;
     println!("recall = {}", memory.recall().await?);
+    // A newer server may serve version 2 of the calculator: use it if it is there.
+    match calc.query::<CalculatorV2Proxy>() {
+        Ok(v2) => println!("2 ^ 10 = {:?} (version 2)", v2.power(2, 10).await),
+        Err(_) => println!("the server serves version 1 only"),
+    }
     Ok(())
 }

@@ -21,7 +21,7 @@ mod calculator;
 #[path = "shared/key.rs"]
 mod key;
 
-use calculator::{CalcError, Calculator, CalculatorStub, Memory, MemoryStub};
+use calculator::{CalcError, Calculator, CalculatorV2, CalculatorV2Stub, Memory, MemoryStub};
 
 #[derive(Default)]
 struct Desk {
@@ -35,6 +35,12 @@ impl Calculator for Desk {
 
     async fn divide(&self, a: i64, b: i64) -> Result<i64, CalcError> {
         a.checked_div(b).ok_or(CalcError::DivisionByZero)
+    }
+}
+
+impl CalculatorV2 for Desk {
+    async fn power(&self, base: i64, exp: u32) -> Result<i64, CalcError> {
+        Ok(base.wrapping_pow(exp))
     }
 }
 
@@ -57,7 +63,8 @@ async fn main() -> Result<(), lanner::Error> {
     let server = lanner::Server::new().with_auth(key::server_auth()?);
     server.publish(
         "calc",
-        lanner::Object::new(CalculatorStub::new(desk.clone())).with(MemoryStub::new(desk)),
+        // Version 2 of the calculator (which serves version-1 clients too) and the memory.
+        lanner::Object::new(CalculatorV2Stub::new(desk.clone())).with(MemoryStub::new(desk)),
     );
     let listening = server.listen(&endpoint).await?;
     println!("serving {}", listening.endpoint().object_url("calc"));

@@ -1,5 +1,5 @@
-//! The interface shared by `calculator_server` and `calculator_client`. In a real project it
-//! lives in a crate both depend on.
+//! The interfaces shared by `calculator_server` and `calculator_client`. In a real project
+//! they live in a crate both depend on.
 
 use serde::{Deserialize, Serialize};
 
@@ -10,6 +10,14 @@ pub(crate) trait Calculator {
     async fn add(&self, a: i64, b: i64) -> Result<i64, CalcError>;
     /// `a / b`.
     async fn divide(&self, a: i64, b: i64) -> Result<i64, CalcError>;
+}
+
+/// Version 2 of the calculator: every version-1 method, plus one. A server serving it
+/// serves version-1 clients too.
+#[lanner::interface(name = "examples.CalculatorV2")]
+pub(crate) trait CalculatorV2: Calculator {
+    /// `base` to the power `exp`.
+    async fn power(&self, base: i64, exp: u32) -> Result<i64, CalcError>;
 }
 
 /// A second interface of the same object.
