@@ -226,7 +226,13 @@ pub fn server_auth(auth: AuthArg, tcp: bool, tls: &TlsFiles<'_>) -> Result<Serve
                     "--auth tls needs --tls-cert <PEM file> and --tls-key <PEM file>".into(),
                 );
             };
-            ServerAuth::tls(server_tls_config(cert, key, tls.client_ca)?)
+            let auth = ServerAuth::tls(server_tls_config(cert, key, tls.client_ca)?);
+            match tls.client_ca {
+                Some(_) => auth,
+                // Without a client authority, clients are not identified: anonymous TLS,
+                // which the library admits only when told so.
+                None => auth.and_none(),
+            }
         }
     })
 }

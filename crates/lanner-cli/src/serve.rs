@@ -64,6 +64,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "PEM")]
     pub tls_key: Option<PathBuf>,
     /// With --auth tls: require client certificates signed by this authority (PEM).
+    /// Without it, clients are encrypted but anonymous.
     #[arg(long, value_name = "PEM")]
     pub tls_client_ca: Option<PathBuf>,
     /// Also serve the scale benchmark's objects: N objects of the 200-method interface

@@ -139,7 +139,8 @@ impl ServerAuth {
     /// Wraps every TCP connection in TLS 1.3 with `config` (its certificate, and its
     /// client-certificate verifier if clients must present one). A client certificate's
     /// subject (RFC 4514 form, `CN=alice, O=Acme`) becomes the principal
-    /// `cert:<subject>`; a client without one, or with an empty subject, is anonymous.
+    /// `cert:<subject>`. A client without one (or with an empty subject) is refused,
+    /// unless anonymous clients are admitted too (`.and_none()`: encrypted, anonymous).
     pub fn tls(config: Arc<rustls::ServerConfig>) -> ServerAuth {
         ServerAuth::empty().and_tls(config)
     }
@@ -220,14 +221,14 @@ impl ServerAuth {
         let mut any = AnyOf::new();
         if let Some(subject) = tls {
             // A certificate with an empty subject (names only in its alternative names)
-            // names nobody a rule could mean: anonymous, like no certificate.
-            let principal = subject
-                .filter(|subject| !subject.is_empty())
-                .map_or(Principal::Anonymous, Principal::Certificate);
-            any = any.or(TransportAuthentication::new(
-                Mechanism::Tls,
-                Some(principal),
-            ));
+            // names nobody a rule could mean: like no certificate. A client without one is
+            // anonymous, admitted only if anonymous clients are (`and_none`): TLS alone
+            // encrypts, it does not say who the client is.
+            let principal = match subject.filter(|subject| !subject.is_empty()) {
+                Some(subject) => Some(Principal::Certificate(subject)),
+                None => self.none.then_some(Principal::Anonymous),
+            };
+            any = any.or(TransportAuthentication::new(Mechanism::Tls, principal));
         }
         if self.peer_credentials {
             let principal = credentials.map(process_principal);

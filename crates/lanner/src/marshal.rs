@@ -121,6 +121,14 @@ pub(crate) fn decode_inline<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Erro
     }
 }
 
+/// A request built by [`request`], not sent yet.
+pub struct OutgoingRequest {
+    message: MessageBuilder,
+    /// References to the peer's objects handed back in the arguments: held until the
+    /// call ends, so that their release cannot reach the peer before the request does.
+    _handed_back: Vec<crate::reference::ObjectRef>,
+}
+
 /// Builds a request for `method` with `args` (the inline arguments, as a tuple) and the
 /// bulk arguments `segments`.
 pub fn request<A: Serialize>(
@@ -128,23 +136,26 @@ pub fn request<A: Serialize>(
     method: &MethodInfo,
     args: &A,
     segments: impl IntoIterator<Item = Bytes>,
-) -> Result<MessageBuilder, Error> {
+) -> Result<OutgoingRequest, Error> {
     // The object's handle is set when the call is made, on the connection it goes on.
     let mut message = MessageBuilder::request(0, core.slot(), method.ordinal, method.fingerprint);
     // Object references among the arguments are handed to the connection the call goes on.
     let target = core.object().peek_target();
-    objref::with_connection(&target.connection, || encode_inline(args, &mut message)).map_err(
-        |e| {
-            Error::new(
-                e.kind(),
-                format!("arguments of {}: {}", method.name, e.message()),
-            )
-        },
-    )?;
+    let (encoded, handed_back) =
+        objref::with_connection(&target.connection, || encode_inline(args, &mut message));
+    encoded.map_err(|e| {
+        Error::new(
+            e.kind(),
+            format!("arguments of {}: {}", method.name, e.message()),
+        )
+    })?;
     for segment in segments {
         message.push_segment(segment);
     }
-    Ok(message)
+    Ok(OutgoingRequest {
+        message,
+        _handed_back: handed_back,
+    })
 }
 
 /// Sends a request and decodes the reply: `C` for the success value, `E` for the
@@ -153,17 +164,22 @@ pub fn request<A: Serialize>(
 pub async fn invoke<C, E>(
     core: &ProxyCore,
     method: &'static MethodInfo,
-    request: Result<MessageBuilder, Error>,
+    request: Result<OutgoingRequest, Error>,
 ) -> Result<C::Value, E>
 where
     C: ValueCodec,
     E: DeserializeOwned + From<Error>,
 {
-    let (target, request, deadline) = address(core, request?).await?;
-    let response = target.connection.call(request, deadline).await?;
+    let OutgoingRequest {
+        message,
+        _handed_back,
+    } = request?;
+    let (target, message, deadline) = address(core, message).await?;
+    let response = target.connection.call(message, deadline).await?;
     objref::with_connection(&target.connection, || {
         decode_response::<C, E>(method, &response)
     })
+    .0
 }
 
 /// Addresses a request built by [`request`]: picks the connection it goes on
@@ -194,17 +210,20 @@ pub(crate) fn set_deadline(
 /// back); an error if it could not be sent.
 pub async fn invoke_one_way<E>(
     core: &ProxyCore,
-    request: Result<MessageBuilder, Error>,
+    request: Result<OutgoingRequest, Error>,
 ) -> Result<(), E>
 where
     E: From<Error>,
 {
-    let mut request = request?;
-    request.set_one_way();
-    let (target, request, deadline) = address(core, request).await?;
+    let OutgoingRequest {
+        mut message,
+        _handed_back,
+    } = request?;
+    message.set_one_way();
+    let (target, message, deadline) = address(core, message).await?;
     target
         .connection
-        .send_one_way(request, deadline)
+        .send_one_way(message, deadline)
         .await
         .map_err(E::from)
 }
@@ -243,12 +262,14 @@ pub fn arguments<A: DeserializeOwned>(
     call: &IncomingCall<'_>,
     method: &MethodInfo,
 ) -> Result<A, Reply> {
-    objref::with_connection(call.connection, || decode_inline(call.inline())).map_err(|e| {
-        Reply::error(&Error::new(
-            ErrorKind::InvalidArgument,
-            format!("arguments of {}: {}", method.name, e.message()),
-        ))
-    })
+    objref::with_connection(call.connection, || decode_inline(call.inline()))
+        .0
+        .map_err(|e| {
+            Reply::error(&Error::new(
+                ErrorKind::InvalidArgument,
+                format!("arguments of {}: {}", method.name, e.message()),
+            ))
+        })
 }
 
 /// Encodes a method's outcome as a reply.

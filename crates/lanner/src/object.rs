@@ -103,7 +103,9 @@ impl Object {
     /// locking, calls that must not interleave at their awaits). A call that arrives while
     /// the apartment is idle still runs at once on the thread that received it; calls
     /// that find it busy wait their turn. Free-threaded objects (the default) run every
-    /// call at once, concurrently.
+    /// call at once, concurrently. Like COM's apartments without their re-entrancy: a
+    /// method that waits for a call back into the same object (directly or through a
+    /// callback on its caller) waits behind itself until that call's deadline.
     pub fn in_apartment(self) -> Object {
         Object {
             inner: Arc::new(ObjectInner {

@@ -30,6 +30,14 @@ use crate::reference::ObjectRef;
 scoped_tls::scoped_thread_local!(static CONNECTION: Arc<Connection>);
 
 thread_local! {
+    /// References to the peer's own objects handed back by the message being encoded:
+    /// the caller keeps them alive until the message is out, so that their release cannot
+    /// overtake it.
+    static HANDED_BACK: std::cell::RefCell<Vec<ObjectRef>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+thread_local! {
     /// Why the last reference could not be encoded or decoded: postcard keeps only that
     /// a custom error happened, not its message.
     static FAILURE: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
@@ -55,9 +63,15 @@ fn failed_de<E: serde::de::Error>(message: impl fmt::Display) -> E {
 }
 
 /// Runs `f` (which encodes or decodes a message) with `connection` as the one object
-/// references travel on.
-pub(crate) fn with_connection<R>(connection: &Arc<Connection>, f: impl FnOnce() -> R) -> R {
-    CONNECTION.set(connection, f)
+/// references travel on; also returns the references `f` handed back to the peer.
+pub(crate) fn with_connection<R>(
+    connection: &Arc<Connection>,
+    f: impl FnOnce() -> R,
+) -> (R, Vec<ObjectRef>) {
+    let result = CONNECTION.set(connection, f);
+    let handed_back =
+        HANDED_BACK.with(|handed_back| std::mem::take(&mut *handed_back.borrow_mut()));
+    (result, handed_back)
 }
 
 /// The connection a reference being encoded or decoded travels on.
@@ -67,6 +81,14 @@ fn marshalling_connection() -> Option<Arc<Connection>> {
     }
     // A method's result is encoded inside the call it answers.
     CallContext::current_connection()
+}
+
+/// Keeps `reference` alive until the message being encoded is out (if it is encoded in a
+/// scope that collects them).
+fn keep_until_sent(reference: &ObjectRef) {
+    if CONNECTION.is_set() {
+        HANDED_BACK.with(|handed_back| handed_back.borrow_mut().push(reference.clone()));
+    }
 }
 
 /// A reference to an object with interface `P` (a generated proxy type, such as
@@ -226,6 +248,7 @@ impl<P: Proxy> Serialize for ObjRef<P> {
                         connection.peer()
                     )));
                 }
+                keep_until_sent(proxy.object());
                 WireObjRef {
                     holder: Holder::Receiver,
                     handle: target.handle,

@@ -24,8 +24,17 @@ type Factory = Arc<dyn Fn() -> Object + Send + Sync>;
 /// server's connections.
 #[derive(Default)]
 pub(crate) struct NameRegistry {
-    names: RwLock<HashMap<String, Object>>,
+    names: RwLock<Names>,
     classes: RwLock<HashMap<ClassId, Factory>>,
+}
+
+/// Published names, both ways.
+#[derive(Default)]
+struct Names {
+    objects: HashMap<String, Object>,
+    /// The name each published object was last published under, by object identity: an
+    /// object handed out without its name (a result, a reference) obeys its name's rules.
+    by_identity: HashMap<usize, String>,
 }
 
 impl NameRegistry {
@@ -44,22 +53,54 @@ impl NameRegistry {
         self.names
             .read()
             .unwrap_or_else(|e| e.into_inner())
+            .objects
             .get(name)
             .cloned()
     }
 
-    fn insert(&self, name: String, object: Object) -> Option<Object> {
+    /// The name `object` is published under, if it is.
+    pub(crate) fn name_of(&self, object: &Object) -> Option<String> {
         self.names
-            .write()
+            .read()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(name, object)
+            .by_identity
+            .get(&object.identity())
+            .cloned()
+    }
+
+    fn insert(&self, name: String, object: Object) -> Option<Object> {
+        let mut names = self.names.write().unwrap_or_else(|e| e.into_inner());
+        names.by_identity.insert(object.identity(), name.clone());
+        let previous = names.objects.insert(name, object);
+        if let Some(previous) = &previous {
+            names.forget_identity(previous);
+        }
+        previous
     }
 
     fn remove(&self, name: &str) -> Option<Object> {
-        self.names
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(name)
+        let mut names = self.names.write().unwrap_or_else(|e| e.into_inner());
+        let removed = names.objects.remove(name);
+        if let Some(removed) = &removed {
+            names.forget_identity(removed);
+        }
+        removed
+    }
+}
+
+impl Names {
+    /// `object` left a name: forget its identity unless it is still published elsewhere.
+    fn forget_identity(&mut self, object: &Object) {
+        let identity = object.identity();
+        match self.objects.iter().find(|(_, o)| o.identity() == identity) {
+            Some((name, _)) => {
+                let name = name.clone();
+                self.by_identity.insert(identity, name);
+            }
+            None => {
+                self.by_identity.remove(&identity);
+            }
+        }
     }
 }
 

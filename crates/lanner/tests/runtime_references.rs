@@ -311,3 +311,48 @@ async fn a_client_creates_instances_of_a_registered_class() {
         "the refused instance was not dropped"
     );
 }
+
+#[tokio::test]
+async fn a_reference_handed_back_stays_alive_until_its_call_is_made() {
+    let (_listening, factory) = serve_factory("mem://refs-back-late").await;
+    let counter = factory.counter(1).await.unwrap();
+    // The call is built (its arguments encoded, the reference moved into it) long before
+    // it is sent: the reference's release must not reach the server first.
+    let call = factory.peek(counter);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(call.await, Ok(true));
+}
+
+/// Hands out the object it was given.
+#[lanner::interface]
+trait Door {
+    async fn open(&self) -> Result<ObjRef<CounterProxy>, Error>;
+}
+
+struct DoorTo(Object);
+
+impl Door for DoorTo {
+    async fn open(&self) -> Result<ObjRef<CounterProxy>, Error> {
+        Ok(ObjRef::new(self.0.clone()))
+    }
+}
+
+#[tokio::test]
+async fn a_published_object_handed_out_as_a_result_obeys_its_names_rules() {
+    let secret = Object::new(CounterStub::new(Arc::new(CounterImpl(
+        AtomicU64::new(0),
+        None,
+    ))));
+    let server = Server::new().with_access(
+        lanner::AccessPolicy::allow_by_default().deny(lanner::Target::object("secret"), ["*"]),
+    );
+    server.publish("secret", secret.clone());
+    server.publish("door", Object::new(DoorStub::new(Arc::new(DoorTo(secret)))));
+    let listening = server.listen("mem://refs-policy").await.unwrap();
+    let door: DoorProxy = Client::new()
+        .connect(&listening.endpoint().object_url("door"))
+        .await
+        .unwrap();
+    let error = door.open().await.unwrap_err();
+    assert!(error.message().contains("access policy"), "{error}");
+}

@@ -419,10 +419,23 @@ async fn a_tls_client_refuses_a_server_it_does_not_trust() {
 }
 
 #[tokio::test]
-async fn a_tls_client_without_a_certificate_is_anonymous() {
+async fn a_tls_client_without_a_certificate_is_anonymous_only_if_the_server_says_so() {
     let pki = Pki::new();
+    // TLS alone encrypts; it does not say who the client is.
     let (_server, listening) = serve(
         Server::new().with_auth(ServerAuth::tls(tls_server_config(&pki, false))),
+        "tcp://127.0.0.1:0",
+    )
+    .await;
+    let error = Client::new()
+        .with_auth(ClientAuth::tls(tls_client_config(&pki, None), "localhost"))
+        .connect::<GuardedProxy>(&url(&listening))
+        .await
+        .unwrap_err();
+    assert_error(&error, ErrorKind::Unauthenticated, "no client certificate");
+
+    let (_server, listening) = serve(
+        Server::new().with_auth(ServerAuth::tls(tls_server_config(&pki, false)).and_none()),
         "tcp://127.0.0.1:0",
     )
     .await;

@@ -296,7 +296,7 @@ impl ServerAuthenticator for TransportAuthentication {
         }
         let principal = self.peer.clone().ok_or_else(|| {
             AuthError::new(format!(
-                "{mechanism} authentication is not available on this transport"
+                "{mechanism} authentication did not establish who the client is here (no peer credentials on this transport, or no client certificate)"
             ))
         })?;
         Ok(ServerStep::Done {

@@ -272,7 +272,7 @@ fn transport_mechanisms_name_the_principal_the_transport_established() {
     );
     let message = unauthenticated(pair.server.receive_next());
     assert!(
-        message.contains("not available on this transport"),
+        message.contains("did not establish who the client is"),
         "{message}"
     );
 

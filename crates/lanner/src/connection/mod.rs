@@ -75,6 +75,9 @@ pub(crate) struct Connection {
     releases: Mutex<Vec<u64>>,
     /// The server's bound on suspended calls (server side only).
     call_limit: Option<Arc<CallLimit>>,
+    /// The server's published names (server side only): an object handed out without
+    /// its name still obeys the access rules for its name.
+    names: Option<Arc<NameRegistry>>,
     /// New calls can be made: cleared when the connection fails or the peer sends
     /// GOAWAY (read on every call through a reference that can reconnect).
     usable: AtomicBool,
@@ -141,9 +144,11 @@ impl Connection {
         let signal = Arc::new(ReaderSignal::default());
         let mut exports = ExportTable::new();
         let mut call_limit = None;
-        if let Side::Server(names, limit) = &side {
-            exports.set_root(crate::root::root_object(names.clone()));
+        let mut names = None;
+        if let Side::Server(registry, limit) = &side {
+            exports.set_root(crate::root::root_object(registry.clone()));
             call_limit = Some(limit.clone());
+            names = Some(registry.clone());
         }
         let connection = Arc::new_cyclic(|weak| {
             identity.connection = weak.clone();
@@ -173,6 +178,7 @@ impl Connection {
                 messages_received: AtomicU64::new(0),
                 releases: Mutex::new(Vec::new()),
                 call_limit,
+                names,
                 usable: AtomicBool::new(true),
             }
         });
@@ -230,6 +236,11 @@ impl Connection {
     /// Makes `object` (published as `name`, if it was) callable by the peer on this
     /// connection, as far as the server's access policy lets it; returns its handle.
     pub(crate) fn export(&self, object: &Object, name: Option<&str>) -> Result<u64, Denied> {
+        let published = match (name, &self.names) {
+            (None, Some(names)) => names.name_of(object),
+            _ => None,
+        };
+        let name = name.or(published.as_deref());
         self.exports().export(object, name, &self.identity)
     }
 

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use lanner_proto::OutFrame;
-use lanner_proto::frame::{MAX_RELEASES_PER_FRAME, encode_release};
+use lanner_proto::frame::{HEADER_LEN, MAX_RELEASES_PER_FRAME, encode_release};
 
 use super::Connection;
 
@@ -39,10 +39,13 @@ impl Connection {
 
     fn flush_releases(self: &Arc<Self>) {
         let handles = std::mem::take(&mut *self.releases.lock().unwrap_or_else(|e| e.into_inner()));
-        if self.closed().is_some() {
+        let Some(peer_max) = self.with_open_proto(|proto| proto.peer_limits().max_frame_size)
+        else {
             return;
-        }
-        for chunk in handles.chunks(MAX_RELEASES_PER_FRAME) {
+        };
+        // Within the peer's frame limit (as small as 4 KiB).
+        let per_frame = (peer_max as usize - HEADER_LEN) / 8;
+        for chunk in handles.chunks(per_frame.min(MAX_RELEASES_PER_FRAME)) {
             if self
                 .send_frame(OutFrame::contiguous(encode_release(chunk)))
                 .is_err()
