@@ -356,3 +356,23 @@ async fn a_published_object_handed_out_as_a_result_obeys_its_names_rules() {
     let error = door.open().await.unwrap_err();
     assert!(error.message().contains("access policy"), "{error}");
 }
+
+#[tokio::test]
+async fn an_idle_timeout_spares_a_connection_whose_peer_holds_handed_out_objects() {
+    let options =
+        lanner::ConnectionOptions::default().with_idle_timeout(Duration::from_millis(100));
+    let server = Server::with_options(options);
+    server.publish(
+        "factory",
+        Object::new(FactoryStub::new(Arc::new(FactoryImpl::default()))),
+    );
+    let listening = server.listen("mem://refs-idle").await.unwrap();
+    let factory: FactoryProxy = Client::new()
+        .connect(&listening.endpoint().object_url("factory"))
+        .await
+        .unwrap();
+    let counter = factory.counter(1).await.unwrap().into_proxy().unwrap();
+    // Idle for several timeouts, but the client holds a counter it could not find again.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(counter.increment().await, Ok(2));
+}

@@ -33,6 +33,8 @@ struct Exported {
     references: u64,
     /// The key it is found by in `by_identity`.
     key: (usize, Option<String>),
+    /// Handed out by name resolution: a client can find it again by its URL.
+    resolvable: bool,
 }
 
 pub(crate) struct ExportTable {
@@ -40,6 +42,9 @@ pub(crate) struct ExportTable {
     /// Handles by (object identity, published name): an object published under two names
     /// may be subject to different rules under each.
     by_identity: HashMap<(usize, Option<String>), u64>,
+    /// Exported objects the peer could not find again if the connection closed (results,
+    /// callbacks, created instances): while there are any, the connection is in use.
+    unresolvable: usize,
 }
 
 /// The peer may call nothing on the object it asked for.
@@ -50,6 +55,7 @@ impl ExportTable {
         ExportTable {
             by_handle: HashMap::default(),
             by_identity: HashMap::default(),
+            unresolvable: 0,
         }
     }
 
@@ -62,6 +68,7 @@ impl ExportTable {
                 object: root,
                 slots,
                 references: 1,
+                resolvable: true,
             },
         );
     }
@@ -96,6 +103,7 @@ impl ExportTable {
         &mut self,
         object: &Object,
         name: Option<&str>,
+        resolvable: bool,
         peer: &PeerIdentity,
     ) -> Result<u64, Denied> {
         let key = (object.identity(), name.map(str::to_owned));
@@ -116,6 +124,7 @@ impl ExportTable {
             }
         };
         self.by_identity.insert(key.clone(), handle);
+        self.unresolvable += usize::from(!resolvable);
         self.by_handle.insert(
             handle,
             Exported {
@@ -123,6 +132,7 @@ impl ExportTable {
                 slots,
                 references: 1,
                 key,
+                resolvable,
             },
         );
         Ok(handle)
@@ -144,13 +154,20 @@ impl ExportTable {
         }
         let exported = self.by_handle.remove(&handle)?;
         self.by_identity.remove(&exported.key);
+        self.unresolvable -= usize::from(!exported.resolvable);
         Some(exported.object)
+    }
+
+    /// Whether the peer holds references it could not find again (see `unresolvable`).
+    pub(crate) fn holds_unresolvable(&self) -> bool {
+        self.unresolvable > 0
     }
 
     /// Unexports everything (the connection ended); returns the objects, to be dropped
     /// outside the table's lock.
     pub(crate) fn clear(&mut self) -> Vec<Object> {
         self.by_identity.clear();
+        self.unresolvable = 0;
         self.by_handle
             .drain()
             .map(|(_, exported)| exported.object)

@@ -210,9 +210,11 @@ impl Connection {
     fn activity_in(&self, state: &State) -> idle::Activity {
         idle::Activity {
             calls: state.calls,
+            // A peer holding references it could not find again still uses the connection.
             busy: !state.pending.is_empty()
                 || state.proto.in_flight() > 0
-                || state.proto.peer_in_flight() > 0,
+                || state.proto.peer_in_flight() > 0
+                || self.exports().holds_unresolvable(),
         }
     }
 
@@ -240,8 +242,11 @@ impl Connection {
             (None, Some(names)) => names.name_of(object),
             _ => None,
         };
+        // Only a name given here (resolution) lets the peer find the object again.
+        let resolvable = name.is_some();
         let name = name.or(published.as_deref());
-        self.exports().export(object, name, &self.identity)
+        self.exports()
+            .export(object, name, resolvable, &self.identity)
     }
 
     /// Who the peer is and what it may call.
