@@ -21,7 +21,8 @@
 //! extension): its stub brings the stubs of the interfaces it extends, so an object serving
 //! V2 serves V1 clients too, and its proxy implements the extended traits by calling
 //! through their proxies for the same object. The extended interfaces must be lanner
-//! interfaces declared in the same module (each interface also defines, crate-visible in
+//! interfaces declared in the same module, each named once along any path (`trait V3: V2`
+//! with `V2: V1`, not `trait V3: V2 + V1`, which would implement V1 twice) (each interface also defines, crate-visible in
 //! the macro namespace under its own name, the macro that implements it for an extending
 //! proxy).
 //!

@@ -259,6 +259,14 @@ impl PeerIdentity {
             roles: &self.roles,
         };
         let methods = stub.methods();
+        if methods.is_empty() {
+            // A marker interface: decided for the interface as a whole.
+            return if policy.decide(&caller, object, stub.interface_id(), "") {
+                MethodAccess::All
+            } else {
+                MethodAccess::Some(Box::new([]))
+            };
+        }
         let mut bits = vec![0u64; methods.len().div_ceil(64)];
         for method in methods {
             let ordinal = usize::from(method.ordinal);
@@ -382,6 +390,38 @@ mod tests {
         assert!(decide(&policy, &alice, "calc", CALC, "add"));
         assert!(!decide(&policy, &alice, "calc", CALC, "reset"));
         assert!(decide(&policy, &process(7, 7), "calc", CALC, "reset"));
+    }
+
+    /// An interface without methods (a marker).
+    struct Marker;
+
+    impl Stub for Marker {
+        fn interface_id(&self) -> InterfaceId {
+            ADMIN
+        }
+
+        fn interface_name(&self) -> &'static str {
+            "Marker"
+        }
+
+        fn methods(&self) -> &'static [crate::id::MethodInfo] {
+            &[]
+        }
+
+        fn dispatch(&self, _call: crate::call::IncomingCall<'_>) -> crate::object::DispatchFuture {
+            unreachable!("a marker has no methods to call")
+        }
+    }
+
+    #[test]
+    fn a_marker_interface_is_decided_as_a_whole() {
+        let alice = process(1000, 100);
+        let deny = Arc::new(AccessPolicy::deny_by_default());
+        let denied = PeerIdentity::new(alice.clone(), None, Some(deny)).access(Some("m"), &Marker);
+        assert!(denied.is_none());
+        let allow = Arc::new(AccessPolicy::deny_by_default().allow(Target::object("m"), ["*"]));
+        let allowed = PeerIdentity::new(alice, None, Some(allow)).access(Some("m"), &Marker);
+        assert_eq!(allowed, MethodAccess::All);
     }
 
     #[test]
