@@ -14,10 +14,10 @@ use lanner::Proxy;
 use serde::Serialize;
 
 use super::pingpong::{alternate, null_calls};
+use super::setup::ClientSide;
 use super::stats::{Percentiles, percentiles, ratio, round2};
-use super::{BenchArgs, DEFAULT_ITERS, Env, RunInfo, print_report};
+use super::{BenchArgs, DEFAULT_ITERS, RowsReport, print_report};
 use crate::auth_arg::plain_client_auth;
-use crate::placement::pin_current_thread;
 use crate::server_process::ServerProcess;
 use crate::services::{APARTMENT_ECHO_NAME, ECHO_NAME, EchoProxy};
 
@@ -36,22 +36,10 @@ pub struct Row {
     pub ratio: f64,
 }
 
-#[derive(Debug, Serialize)]
-struct Report {
-    #[serde(flatten)]
-    run: RunInfo,
-    rows: Vec<Row>,
-    env: Env,
-}
-
 /// Runs the benchmark and prints the report.
 pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     let row = measure(args)?;
-    let report = Report {
-        run: RunInfo::new("apartment", args),
-        rows: vec![row],
-        env: Env::current(),
-    };
+    let report = RowsReport::new("apartment", args, vec![row]);
     print_report(args, &report, || {
         println!(
             "{}",
@@ -79,16 +67,13 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
 
 /// Starts the server, resolves both objects on one connection, warms up and measures.
 fn measure(args: &BenchArgs) -> Result<Row, Box<dyn std::error::Error>> {
-    let (client_cpu, server_cpu) = args.placement.cpus();
-    if let Some(cpu) = client_cpu {
-        pin_current_thread(cpu)?;
-    }
-    let spin = args.spin();
+    let ClientSide {
+        server_cpu,
+        spin,
+        runtime,
+        options,
+    } = ClientSide::start(args)?;
     let server = ServerProcess::spawn(args.transport, server_cpu, spin)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let options = lanner::ConnectionOptions::default().with_spin(spin);
     let client = lanner::Client::with_options(options).with_auth(plain_client_auth(args.transport));
     let (free, apartment) = runtime.block_on(async {
         let free: EchoProxy = client

@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 use lanner::{ObjectRef, Proxy, Traffic};
 use serde::Serialize;
 
+use super::setup::ClientSide;
 use super::stats::{percentiles, ratio, round2};
-use super::{BenchArgs, Env, Progress, RunInfo, print_report};
+use super::{BenchArgs, Progress, RowsReport, print_report};
 use crate::auth_arg::plain_client_auth;
-use crate::placement::pin_current_thread;
 use crate::server_process::ServerProcess;
 use crate::services::{Calculator, CalculatorProxy, Greeter, GreeterProxy};
 
@@ -49,22 +49,10 @@ pub struct Row {
     pub later_calls: usize,
 }
 
-#[derive(Debug, Serialize)]
-struct Report {
-    #[serde(flatten)]
-    run: RunInfo,
-    rows: Vec<Row>,
-    env: Env,
-}
-
 /// Runs the benchmark and prints the report.
 pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     let row = measure(args)?;
-    let report = Report {
-        run: RunInfo::new("firstcall", args),
-        rows: vec![row],
-        env: Env::current(),
-    };
+    let report = RowsReport::new("firstcall", args, vec![row]);
     print_report(args, &report, || {
         println!(
             "{}",
@@ -105,16 +93,13 @@ struct Trial {
 
 /// Starts the server, runs the trials and summarizes them.
 fn measure(args: &BenchArgs) -> Result<Row, Box<dyn std::error::Error>> {
-    let (client_cpu, server_cpu) = args.placement.cpus();
-    if let Some(cpu) = client_cpu {
-        pin_current_thread(cpu)?;
-    }
-    let spin = args.spin();
+    let ClientSide {
+        server_cpu,
+        spin,
+        runtime,
+        options,
+    } = ClientSide::start(args)?;
     let server = ServerProcess::spawn(args.transport, server_cpu, spin)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let options = lanner::ConnectionOptions::default().with_spin(spin);
     let url = format!("{}/calc", server.lanner);
     let trials = args.iters_or(DEFAULT_TRIALS).max(1);
     let mut firsts = Vec::with_capacity(trials);

@@ -147,6 +147,29 @@ impl RunInfo {
     }
 }
 
+/// A report that is rows and nothing more: the shape of most workloads' JSON.
+#[derive(Debug, Serialize)]
+pub struct RowsReport<R> {
+    /// The workload and how it ran.
+    #[serde(flatten)]
+    pub run: RunInfo,
+    /// One row per measured case.
+    pub rows: Vec<R>,
+    /// The machine.
+    pub env: Env,
+}
+
+impl<R> RowsReport<R> {
+    /// `rows` measured by `workload` run with `args`, on this machine.
+    pub fn new(workload: &'static str, args: &BenchArgs, rows: Vec<R>) -> RowsReport<R> {
+        RowsReport {
+            run: RunInfo::new(workload, args),
+            rows,
+            env: Env::current(),
+        }
+    }
+}
+
 /// Prints `report` as one JSON object with `--json`, otherwise as `table` prints it.
 pub fn print_report(
     args: &BenchArgs,

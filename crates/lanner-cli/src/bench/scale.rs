@@ -16,10 +16,10 @@ use rand::Rng;
 use serde::Serialize;
 
 use super::pingpong::{BlockResult, alternate};
+use super::setup::ClientSide;
 use super::stats::{Percentiles, percentiles, ratio, round2};
-use super::{BenchArgs, DEFAULT_ITERS, Env, Progress, RunInfo, print_report};
+use super::{BenchArgs, DEFAULT_ITERS, Progress, RowsReport, print_report};
 use crate::auth_arg::plain_client_auth;
-use crate::placement::pin_current_thread;
 use crate::server_process::{ServeAuth, ServerProcess};
 use crate::services::{
     BASE_INDEX, Null, NullProxy, SCALE_BASE_NAME, WIDE_METHODS, WideProxy, call_wide, scale_name,
@@ -49,14 +49,6 @@ pub struct Row {
     pub resolve_secs: f64,
 }
 
-#[derive(Debug, Serialize)]
-struct Report {
-    #[serde(flatten)]
-    run: RunInfo,
-    rows: Vec<Row>,
-    env: Env,
-}
-
 /// Runs the benchmark and prints the report.
 pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     if args.objects == 0 {
@@ -66,11 +58,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         return Err(format!("--methods must be from 1 to {WIDE_METHODS}").into());
     }
     let row = measure(args)?;
-    let report = Report {
-        run: RunInfo::new("scale", args),
-        rows: vec![row],
-        env: Env::current(),
-    };
+    let report = RowsReport::new("scale", args, vec![row]);
     print_report(args, &report, || {
         println!(
             "{}",
@@ -104,11 +92,12 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
 
 /// Starts the server, resolves every object, warms up and measures.
 fn measure(args: &BenchArgs) -> Result<Row, Box<dyn std::error::Error>> {
-    let (client_cpu, server_cpu) = args.placement.cpus();
-    if let Some(cpu) = client_cpu {
-        pin_current_thread(cpu)?;
-    }
-    let spin = args.spin();
+    let ClientSide {
+        server_cpu,
+        spin,
+        runtime,
+        options,
+    } = ClientSide::start(args)?;
     let mut command = ServerProcess::command(
         &std::env::current_exe()?,
         args.transport,
@@ -118,10 +107,6 @@ fn measure(args: &BenchArgs) -> Result<Row, Box<dyn std::error::Error>> {
     );
     command.args(["--scale-objects", &args.objects.to_string()]);
     let server = ServerProcess::start(command)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let options = lanner::ConnectionOptions::default().with_spin(spin);
     let client = lanner::Client::with_options(options).with_auth(plain_client_auth(args.transport));
     let endpoint = &server.lanner;
     let base: NullProxy =

@@ -19,11 +19,11 @@ use lanner::{ClientAuth, PreSharedKey};
 use serde::Serialize;
 
 use super::pingpong::{alternate, null_calls};
+use super::setup::ClientSide;
 use super::stats::{Percentiles, percentiles, ratio, round2};
-use super::{BenchArgs, DEFAULT_ITERS, Env, RunInfo, print_report};
+use super::{BenchArgs, DEFAULT_ITERS, RowsReport, print_report};
 use crate::auth_arg::{AuthArg, client_tls_config};
 use crate::pki::{SERVER_NAMES, ThrowAwayPki};
-use crate::placement::pin_current_thread;
 use crate::server_process::{ServeAuth, ServerProcess};
 use crate::services::EchoProxy;
 use crate::transport_arg::TransportArg;
@@ -48,14 +48,6 @@ pub struct Row {
     pub ratio: f64,
 }
 
-#[derive(Debug, Serialize)]
-struct Report {
-    #[serde(flatten)]
-    run: RunInfo,
-    rows: Vec<Row>,
-    env: Env,
-}
-
 /// The mechanism `args` asks for: `--auth`, or psk over TCP and peer credentials on local
 /// transports; refuses `none` (the plain side) and mechanisms the transport lacks.
 pub fn mechanism(args: &BenchArgs) -> Result<AuthArg, String> {
@@ -77,11 +69,7 @@ pub fn mechanism(args: &BenchArgs) -> Result<AuthArg, String> {
 pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     let auth = mechanism(args)?;
     let row = measure(args, auth)?;
-    let report = Report {
-        run: RunInfo::new("secure", args),
-        rows: vec![row],
-        env: Env::current(),
-    };
+    let report = RowsReport::new("secure", args, vec![row]);
     let detail = match auth {
         AuthArg::Tls => "; null calls, mutual TLS 1.3 vs none",
         _ => "; null calls, authenticated vs none",
@@ -155,11 +143,12 @@ impl Secured {
 
 /// Starts both servers, connects to both, warms up and measures.
 fn measure(args: &BenchArgs, auth: AuthArg) -> Result<Row, Box<dyn std::error::Error>> {
-    let (client_cpu, server_cpu) = args.placement.cpus();
-    if let Some(cpu) = client_cpu {
-        pin_current_thread(cpu)?;
-    }
-    let spin = args.spin();
+    let ClientSide {
+        server_cpu,
+        spin,
+        runtime,
+        options,
+    } = ClientSide::start(args)?;
     let secured = Secured::new(auth)?;
     let program = std::env::current_exe()?;
     let plain_server = ServerProcess::spawn_with_auth(
@@ -171,10 +160,6 @@ fn measure(args: &BenchArgs, auth: AuthArg) -> Result<Row, Box<dyn std::error::E
     )?;
     let secure_server =
         ServerProcess::spawn_with_auth(&program, args.transport, server_cpu, spin, &secured.serve)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let options = lanner::ConnectionOptions::default().with_spin(spin);
     let (plain, secure) = runtime.block_on(async {
         let plain: EchoProxy = lanner::Client::with_options(options.clone())
             .with_auth(ClientAuth::none())

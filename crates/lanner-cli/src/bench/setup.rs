@@ -26,16 +26,13 @@ impl Setup {
     /// and connects both ways (authentication as [`plain_client_auth`] says: `none` over
     /// TCP, explicitly on both sides).
     pub fn start(args: &BenchArgs) -> Result<Setup, Box<dyn std::error::Error>> {
-        let (client_cpu, server_cpu) = args.placement.cpus();
-        if let Some(cpu) = client_cpu {
-            pin_current_thread(cpu)?;
-        }
-        let spin = args.spin();
+        let ClientSide {
+            server_cpu,
+            spin,
+            runtime,
+            options,
+        } = ClientSide::start(args)?;
         let server = ServerProcess::spawn(args.transport, server_cpu, spin)?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        let options = lanner::ConnectionOptions::default().with_spin(spin);
         let client =
             lanner::Client::with_options(options).with_auth(plain_client_auth(args.transport));
         let url = format!("{}/echo", server.lanner);
@@ -46,6 +43,39 @@ impl Setup {
             runtime,
             echo,
             raw,
+        })
+    }
+}
+
+/// The client half every benchmark starts with: this process pinned as the placement says,
+/// a current-thread runtime (like a latency-critical caller's), and connection options with
+/// the run's spin budget; plus where the server process goes.
+pub struct ClientSide {
+    /// The CPU to pin the server process to, if any.
+    pub server_cpu: Option<usize>,
+    /// The spin budget of both sides.
+    pub spin: std::time::Duration,
+    /// The client's runtime.
+    pub runtime: tokio::runtime::Runtime,
+    /// Options for the client's connections.
+    pub options: lanner::ConnectionOptions,
+}
+
+impl ClientSide {
+    /// Pins this process and builds its runtime.
+    pub fn start(args: &BenchArgs) -> Result<ClientSide, Box<dyn std::error::Error>> {
+        let (client_cpu, server_cpu) = args.placement.cpus();
+        if let Some(cpu) = client_cpu {
+            pin_current_thread(cpu)?;
+        }
+        let spin = args.spin();
+        Ok(ClientSide {
+            server_cpu,
+            spin,
+            runtime: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?,
+            options: lanner::ConnectionOptions::default().with_spin(spin),
         })
     }
 }
