@@ -239,10 +239,10 @@ impl Error {
         }
     }
 
-    /// A transport failure. `InvalidData` is what TLS reports when the peer's certificate
-    /// is refused or it refuses ours (plain sockets never report it): `Unauthenticated`.
+    /// A transport failure. `PermissionDenied` (a TLS peer refused a certificate, or the
+    /// system refused access to the endpoint) is `Unauthenticated`.
     pub(crate) fn io(context: &str, error: &std::io::Error) -> Error {
-        if error.kind() == std::io::ErrorKind::InvalidData {
+        if error.kind() == std::io::ErrorKind::PermissionDenied {
             return Error::new(ErrorKind::Unauthenticated, format!("{context}: {error}"));
         }
         Error::unavailable(format!("{context}: {error}"))

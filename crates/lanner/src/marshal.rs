@@ -142,7 +142,7 @@ pub fn request<A: Serialize>(
     // Object references among the arguments are handed to the connection the call goes on.
     let target = core.object().peek_target();
     let (encoded, handed_back) =
-        objref::with_connection(&target.connection, || encode_inline(args, &mut message));
+        objref::encoding(&target.connection, || encode_inline(args, &mut message));
     encoded.map_err(|e| {
         Error::new(
             e.kind(),
@@ -176,10 +176,9 @@ where
     } = request?;
     let (target, message, deadline) = address(core, message).await?;
     let response = target.connection.call(message, deadline).await?;
-    objref::with_connection(&target.connection, || {
+    objref::decoding(&target.connection, || {
         decode_response::<C, E>(method, &response)
     })
-    .0
 }
 
 /// Addresses a request built by [`request`]: picks the connection it goes on
@@ -262,14 +261,12 @@ pub fn arguments<A: DeserializeOwned>(
     call: &IncomingCall<'_>,
     method: &MethodInfo,
 ) -> Result<A, Reply> {
-    objref::with_connection(call.connection, || decode_inline(call.inline()))
-        .0
-        .map_err(|e| {
-            Reply::error(&Error::new(
-                ErrorKind::InvalidArgument,
-                format!("arguments of {}: {}", method.name, e.message()),
-            ))
-        })
+    objref::decoding(call.connection, || decode_inline(call.inline())).map_err(|e| {
+        Reply::error(&Error::new(
+            ErrorKind::InvalidArgument,
+            format!("arguments of {}: {}", method.name, e.message()),
+        ))
+    })
 }
 
 /// Encodes a method's outcome as a reply.

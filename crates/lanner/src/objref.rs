@@ -11,7 +11,7 @@
 //! - a reference to an object behind a third connection cannot be handed on yet.
 //!
 //! Encoding and decoding need the connection the message travels on: the marshalling
-//! code sets it for the value's duration (see [`with_connection`]); inside a method being
+//! code sets it for the value's duration (see [`encoding`], [`decoding`]); inside a method being
 //! served it is the call's connection.
 
 use std::fmt;
@@ -62,9 +62,14 @@ fn failed_de<E: serde::de::Error>(message: impl fmt::Display) -> E {
     E::custom(remember(message))
 }
 
-/// Runs `f` (which encodes or decodes a message) with `connection` as the one object
-/// references travel on; also returns the references `f` handed back to the peer.
-pub(crate) fn with_connection<R>(
+/// Runs `f`, which decodes a message received on `connection`.
+pub(crate) fn decoding<R>(connection: &Arc<Connection>, f: impl FnOnce() -> R) -> R {
+    CONNECTION.set(connection, f)
+}
+
+/// Runs `f`, which encodes a message to send on `connection`; also returns the references
+/// `f` handed back to the peer (to keep alive until the message is out).
+pub(crate) fn encoding<R>(
     connection: &Arc<Connection>,
     f: impl FnOnce() -> R,
 ) -> (R, Vec<ObjectRef>) {

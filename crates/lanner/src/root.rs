@@ -89,19 +89,9 @@ impl RootStub {
                     object.interfaces()
                 ),
             )),
-            Some(object) => match call.connection.export(&object, None) {
-                Ok(handle) => Ok(WireRef {
-                    handle,
-                    interfaces: object.interfaces().to_vec(),
-                }),
-                Err(Denied) => Err(Error::new(
-                    ErrorKind::PermissionDenied,
-                    format!(
-                        "{} may not use instances of class {class}",
-                        call.connection.identity().principal
-                    ),
-                )),
-            },
+            Some(object) => hand_out(call, &object, None, || {
+                format!("instances of class {class}")
+            }),
         };
         marshal::reply::<Inline<WireRef>, Error>(result)
     }
@@ -112,25 +102,39 @@ impl RootStub {
             Err(reply) => return reply,
         };
         let result = match self.names.get(&name) {
-            Some(object) => match call.connection.export(&object, Some(&name)) {
-                Ok(handle) => Ok(WireRef {
-                    handle,
-                    interfaces: object.interfaces().to_vec(),
-                }),
-                Err(Denied) => Err(Error::new(
-                    ErrorKind::PermissionDenied,
-                    format!(
-                        "{} may not use the object published as {name:?}",
-                        call.connection.identity().principal
-                    ),
-                )),
-            },
+            Some(object) => hand_out(call, &object, Some(&name), || {
+                format!("the object published as {name:?}")
+            }),
             None => Err(Error::new(
                 ErrorKind::NotFound,
                 format!("no object is published as {name:?} on this server"),
             )),
         };
         marshal::reply::<Inline<WireRef>, Error>(result)
+    }
+}
+
+/// Exports `object` (published as `name`, if it was) to the caller's connection; the
+/// access policy may refuse (`what` names the object in the error).
+fn hand_out(
+    call: &IncomingCall<'_>,
+    object: &Object,
+    name: Option<&str>,
+    what: impl FnOnce() -> String,
+) -> Result<WireRef, Error> {
+    match call.connection.export(object, name) {
+        Ok(handle) => Ok(WireRef {
+            handle,
+            interfaces: object.interfaces().to_vec(),
+        }),
+        Err(Denied) => Err(Error::new(
+            ErrorKind::PermissionDenied,
+            format!(
+                "{} may not use {}",
+                call.connection.identity().principal,
+                what()
+            ),
+        )),
     }
 }
 

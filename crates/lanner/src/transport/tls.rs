@@ -151,9 +151,28 @@ pub async fn accept(stream: TcpStream, config: Arc<rustls::ServerConfig>) -> io:
 
 fn handshake_failed(remote: &str, error: io::Error) -> io::Error {
     io::Error::new(
-        error.kind(),
+        refusal_kind(&error),
         format!("TLS handshake with {remote} failed: {error}"),
     )
+}
+
+/// rustls reports a refused certificate (ours or the peer's, or an alert saying so) as
+/// `InvalidData`; callers see it as `PermissionDenied`, which the runtime reports as
+/// `Unauthenticated` (other transports' `InvalidData` means a malformed peer, not a
+/// refusal).
+fn refusal_kind(error: &io::Error) -> io::ErrorKind {
+    match error.kind() {
+        io::ErrorKind::InvalidData => io::ErrorKind::PermissionDenied,
+        kind => kind,
+    }
+}
+
+/// See [`refusal_kind`].
+fn refused(error: io::Error) -> io::Error {
+    match refusal_kind(&error) {
+        io::ErrorKind::PermissionDenied => io::Error::new(io::ErrorKind::PermissionDenied, error),
+        _ => error,
+    }
 }
 
 /// The subject of the client's leaf certificate, if it presented one (the verifier has
@@ -411,6 +430,7 @@ impl AsyncRead for TlsReadHalf {
         let mut stream = lock(&self.stream, true, false)?;
         match Pin::new(&mut *stream).poll_read(cx, buf) {
             Poll::Ready(Err(e)) if is_unannounced_close(&e) => Poll::Ready(Ok(())),
+            Poll::Ready(Err(e)) => Poll::Ready(Err(refused(e))),
             other => other,
         }
     }
@@ -422,7 +442,7 @@ impl StreamReadHalf for TlsReadHalf {
         match poll_read_buf(Pin::new(&mut *stream), &mut try_context(), buffer) {
             Poll::Ready(Ok(read)) => Ok(read),
             Poll::Ready(Err(e)) if is_unannounced_close(&e) => Ok(0),
-            Poll::Ready(Err(e)) => Err(e),
+            Poll::Ready(Err(e)) => Err(refused(e)),
             Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
         }
     }
