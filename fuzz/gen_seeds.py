@@ -15,7 +15,7 @@ def header(length, kind, segments=0, flags=0):
 
 
 # The protocol version the seeds speak.
-VERSION = 3
+VERSION = 4
 
 
 # Authentication mechanisms.
@@ -86,6 +86,7 @@ FRAMES = {
     "welcome_psk": welcome(mechanism=PSK, auth=b"\x01" * 64),
     "auth": auth(b"\x5a" * 32),
     "release": header(8 + 24, 12) + struct.pack("<QQQ", 1, 2, 1),
+    "grant": header(8 + 24, 13) + struct.pack("<Q", 5) + bytes(range(16)),
     "request_inline": request(1, b"\x01args"),
     "request_bulk": request(2, b"\x00ab", [b"one", b"", b"three"]),
     "response_ok": response(1, 0, 1, b"result"),
@@ -109,6 +110,7 @@ STREAMS = {
     "close_after_request": request(1, b"\x01") + close(),
     "handshake_then_calls": hello() + request(1, b"\x01") + request(2),
     "release_then_call": header(8 + 16, 12) + struct.pack("<QQ", 7, 7) + request(1),
+    "grant_then_call": header(8 + 24, 13) + struct.pack("<Q", 7) + b"\x11" * 16 + request(1),
     "psk_auth_then_calls": auth(b"\x5a" * 32) + request(1, b"\x01"),
     "psk_hello_then_calls": hello(mechanism=PSK, auth=b"\x02" * 32 + b"fuzz") + request(1),
     "welcome_then_calls": welcome() + response(1) + request(1, b"\x00"),

@@ -192,16 +192,20 @@ fn expand_proxy(interface: &Interface) -> TokenStream {
                 let _: fn() = ::lanner::__private::assert_argument::<#ty>;
             }
         });
-        let (method_var, segments_var, request_var, core_var) = (
+        let (method_var, segments_var, request_var, to_var) = (
             local("method"),
             local("segments"),
             local("request"),
-            local("core"),
+            local("to"),
         );
         // `self` stays out of the spanned tokens: a method name passed in through a
         // `macro_rules!` would give it another hygiene context than the receiver's.
+        // Built once the reference has picked the connection the call goes on, so that
+        // object references among the arguments are handed to that connection.
         let request = quote_spanned! {name.span()=>
-            ::lanner::__private::request(#core_var, #method_var, &(#(#inline,)*), #segments_var)
+            move |#to_var: ::lanner::__private::Destination<'_>| {
+                ::lanner::__private::request(#to_var, #method_var, &(#(#inline,)*), #segments_var)
+            }
         };
         // Spanned at the declared types so that a result or error type that cannot travel is
         // reported at the method's return type, not at the attribute.
@@ -219,7 +223,6 @@ fn expand_proxy(interface: &Interface) -> TokenStream {
             fn #name(&self, #(#params),*) -> #future {
                 #error_check
                 #(#argument_checks)*
-                let #core_var = &self.core;
                 let #method_var = &<Self as ::lanner::__private::Proxy>::METHODS[#ordinal];
                 let #segments_var: [::lanner::__private::Bytes; #bulk_count] = [#(#bulk),*];
                 let #request_var = #request;

@@ -103,6 +103,9 @@ pub enum Event {
     /// The peer dropped references to these objects of ours (a handle once per
     /// reference).
     Released(Vec<u64>),
+    /// The client hands its reference to one of our objects on to a third party (server
+    /// side only: a client receiving GRANT is a protocol error).
+    Granted(crate::frame::Grant),
     /// The peer closed the connection; it is now closed.
     Closed(frame::Close),
 }
@@ -303,6 +306,9 @@ impl Connection {
             }),
             (State::Open, Frame::Pong(nonce)) => Ok(Event::Pong(nonce)),
             (State::Open, Frame::Release(handles)) => Ok(Event::Released(handles)),
+            (State::Open, Frame::Grant(grant)) if self.role == Role::Server => {
+                Ok(Event::Granted(grant))
+            }
             (State::Open, Frame::GoAway) => {
                 self.peer_going_away = true;
                 Ok(Event::GoingAway)

@@ -5,7 +5,7 @@
 //! ```text
 //! 0..4  len   u32  total frame length in bytes, header included
 //! 4     kind  u8   HELLO=1 WELCOME=2 REQUEST=3 RESPONSE=4 CREDIT=5 CLOSE=6 CANCEL=7
-//!                  PING=8 PONG=9 GOAWAY=10 AUTH=11 RELEASE=12
+//!                  PING=8 PONG=9 GOAWAY=10 AUTH=11 RELEASE=12 GRANT=13
 //! 5     flags u8   REQUEST: bit 0 ONE_WAY (no RESPONSE; the callee returns the credit with
 //!                  a CREDIT frame). Other bits, and flags of other kinds, are ignored.
 //! 6..8  segs  u16  number of bulk segments (REQUEST and RESPONSE only, else 0)
@@ -25,6 +25,8 @@
 //! AUTH      auth data (the client's last authentication step, before any request)
 //! RELEASE   handle u64 … (the sender dropped one reference to each of the receiver's
 //!           objects listed, a handle once per reference)
+//! GRANT     handle u64 token[16]   (client to server only: keep the object `handle`
+//!           alive for whoever redeems `token`; a third-party hand-off)
 //! REQUEST   call_id u64 object u64 slot u16 method u16 fingerprint u32 timeout_us u32
 //!           inline_len u32                                                    | payload
 //! RESPONSE  call_id u64 status u8 reserved[3] credits u32 inline_len u32            | payload
@@ -72,6 +74,8 @@ pub const FLAG_ONE_WAY: u8 = 1;
 pub const CANCEL_LEN: usize = HEADER_LEN + 8;
 /// Total size of a PING or PONG frame.
 pub const PING_LEN: usize = HEADER_LEN + 8;
+/// Total size of a GRANT frame.
+pub const GRANT_LEN: usize = HEADER_LEN + 24;
 
 /// The kind byte of a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -101,6 +105,8 @@ pub enum FrameKind {
     Auth = 11,
     /// References to the receiver's objects the sender dropped.
     Release = 12,
+    /// One of the receiver's objects, to be kept for whoever redeems a token.
+    Grant = 13,
 }
 
 impl FrameKind {
@@ -119,6 +125,7 @@ impl FrameKind {
             10 => FrameKind::GoAway,
             11 => FrameKind::Auth,
             12 => FrameKind::Release,
+            13 => FrameKind::Grant,
             other => return Err(FrameError::UnknownKind(other)),
         })
     }
@@ -137,6 +144,7 @@ impl FrameKind {
             FrameKind::GoAway => "GOAWAY",
             FrameKind::Auth => "AUTH",
             FrameKind::Release => "RELEASE",
+            FrameKind::Grant => "GRANT",
         }
     }
 }
@@ -247,6 +255,18 @@ pub enum Frame {
     /// Handles of the receiver's objects whose references the sender dropped, one entry
     /// per reference.
     Release(Vec<u64>),
+    /// Keep one of the receiver's objects for a third party holding a token.
+    Grant(Grant),
+}
+
+/// A GRANT frame's body: the sender hands its reference to object `handle` on to a third
+/// party, who will present `token` to the receiver on its own connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    /// The object, by its handle on this connection.
+    pub handle: u64,
+    /// The unguessable token the third party will redeem.
+    pub token: [u8; 16],
 }
 
 impl Frame {
@@ -265,6 +285,7 @@ impl Frame {
             Frame::GoAway => FrameKind::GoAway,
             Frame::Auth(_) => FrameKind::Auth,
             Frame::Release(_) => FrameKind::Release,
+            Frame::Grant(_) => FrameKind::Grant,
         }
     }
 
@@ -291,6 +312,15 @@ impl Frame {
             FrameKind::Welcome => decode_welcome(&frame).map(Frame::Welcome),
             FrameKind::Auth => auth_data(&frame, HEADER_LEN).map(Frame::Auth),
             FrameKind::Release => decode_release(&frame).map(Frame::Release),
+            FrameKind::Grant => {
+                need(&frame, FrameKind::Grant, GRANT_LEN)?;
+                let mut token = [0; 16];
+                token.copy_from_slice(&frame[HEADER_LEN + 8..GRANT_LEN]);
+                Ok(Frame::Grant(Grant {
+                    handle: le_u64(&frame, HEADER_LEN),
+                    token,
+                }))
+            }
             FrameKind::Request => {
                 let one_way = header.flags & FLAG_ONE_WAY != 0;
                 decode_request(frame, header.segments, one_way).map(Frame::Request)
@@ -539,6 +569,15 @@ pub fn encode_release(handles: &[u64]) -> Bytes {
     for handle in handles {
         buf.put_u64_le(*handle);
     }
+    buf.freeze()
+}
+
+/// Encodes a GRANT frame.
+pub fn encode_grant(grant: &Grant) -> Bytes {
+    let mut buf = BytesMut::with_capacity(GRANT_LEN);
+    put_header(&mut buf, GRANT_LEN, FrameKind::Grant);
+    buf.put_u64_le(grant.handle);
+    buf.put_slice(&grant.token);
     buf.freeze()
 }
 

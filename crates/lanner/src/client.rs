@@ -1,7 +1,7 @@
 //! Connecting to servers: one connection per endpoint, shared by every proxy behind it.
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, Weak};
 
 use crate::auth::{ClientAuth, ClientTransport};
 use crate::connection::{self, Connection};
@@ -26,6 +26,18 @@ struct ClientInner {
     options: ConnectionOptions,
     auth: ClientAuth,
     connections: tokio::sync::Mutex<HashMap<Endpoint, Arc<Connection>>>,
+}
+
+/// A [`Client`] that does not keep it alive: what a connection remembers of the client
+/// that opened it (the client holds its connections).
+#[derive(Clone)]
+pub(crate) struct WeakClient(Weak<ClientInner>);
+
+impl WeakClient {
+    /// The client, if it still exists.
+    pub(crate) fn upgrade(&self) -> Option<Client> {
+        self.0.upgrade().map(|inner| Client { inner })
+    }
 }
 
 static GLOBAL: LazyLock<Client> = LazyLock::new(Client::new);
@@ -113,7 +125,8 @@ impl Client {
         self.resolve(url).await?.query::<P>()
     }
 
-    async fn connection(&self, endpoint: &Endpoint) -> Result<Arc<Connection>, Error> {
+    /// The shared connection to `endpoint`, opened if needed or broken.
+    pub(crate) async fn connection(&self, endpoint: &Endpoint) -> Result<Arc<Connection>, Error> {
         let mut connections = self.inner.connections.lock().await;
         if let Some(connection) = connections.get(endpoint) {
             if connection.usable() {
@@ -138,8 +151,17 @@ impl Client {
                 "connecting to {endpoint}: no answer within {timeout:?}"
             ))
         })??;
-        let connection =
-            connection::connect(transport, &self.inner.options, auth.authenticator()).await?;
+        let opened_by = WeakClient(Arc::downgrade(&self.inner));
+        let connection = connection::connect(
+            transport,
+            &self.inner.options,
+            auth.authenticator(),
+            connection::Onward {
+                endpoint: endpoint.clone(),
+                client: opened_by,
+            },
+        )
+        .await?;
         connections.insert(endpoint.clone(), connection.clone());
         Ok(connection)
     }

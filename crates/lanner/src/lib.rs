@@ -83,6 +83,7 @@ mod error;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
+mod handoff;
 mod id;
 mod id_hasher;
 mod marshal;
@@ -122,8 +123,8 @@ pub mod __private {
     pub use crate::error::Error;
     pub use crate::id::{InterfaceId, MethodInfo, method_fingerprint};
     pub use crate::marshal::{
-        Bulk, Inline, ValueCodec, arguments, assert_argument, assert_remote_error, invoke,
-        invoke_one_way, reply, request,
+        Bulk, Destination, Inline, ValueCodec, arguments, assert_argument, assert_remote_error,
+        invoke, invoke_one_way, reply, request,
     };
     pub use crate::object::{DispatchFuture, Stub};
     pub use crate::proxy::{Proxy, ProxyCore};

@@ -129,20 +129,31 @@ pub struct OutgoingRequest {
     _handed_back: Vec<crate::reference::ObjectRef>,
 }
 
+/// Where a request goes: the proxy's interface on the object at `target`. Given to the
+/// generated code's request builder once the reference has picked its connection
+/// (reconnecting, or redeeming a third party's hand-off, first if it had to).
+pub struct Destination<'a> {
+    core: &'a ProxyCore,
+    target: &'a Target,
+}
+
 /// Builds a request for `method` with `args` (the inline arguments, as a tuple) and the
-/// bulk arguments `segments`.
+/// bulk arguments `segments`, to send to `to`.
 pub fn request<A: Serialize>(
-    core: &ProxyCore,
+    to: Destination<'_>,
     method: &MethodInfo,
     args: &A,
     segments: impl IntoIterator<Item = Bytes>,
 ) -> Result<OutgoingRequest, Error> {
-    // The object's handle is set when the call is made, on the connection it goes on.
-    let mut message = MessageBuilder::request(0, core.slot(), method.ordinal, method.fingerprint);
+    let mut message = MessageBuilder::request(
+        to.target.handle,
+        to.core.slot(),
+        method.ordinal,
+        method.fingerprint,
+    );
     // Object references among the arguments are handed to the connection the call goes on.
-    let target = core.object().peek_target();
     let (encoded, handed_back) =
-        objref::encoding(&target.connection, || encode_inline(args, &mut message));
+        objref::encoding(&to.target.connection, || encode_inline(args, &mut message));
     encoded.map_err(|e| {
         Error::new(
             e.kind(),
@@ -158,40 +169,52 @@ pub fn request<A: Serialize>(
     })
 }
 
-/// Sends a request and decodes the reply: `C` for the success value, `E` for the
-/// application error; transport and protocol failures become `E` through
-/// `From<lanner::Error>`.
+/// Sends the request `build` makes (see [`request`]) and decodes the reply: `C` for the
+/// success value, `E` for the application error; transport and protocol failures become
+/// `E` through `From<lanner::Error>`.
 pub async fn invoke<C, E>(
     core: &ProxyCore,
     method: &'static MethodInfo,
-    request: Result<OutgoingRequest, Error>,
+    build: impl FnOnce(Destination<'_>) -> Result<OutgoingRequest, Error>,
 ) -> Result<C::Value, E>
 where
     C: ValueCodec,
     E: DeserializeOwned + From<Error>,
 {
+    let (target, request, deadline) = address(core, build).await?;
     let OutgoingRequest {
         message,
         _handed_back,
-    } = request?;
-    let (target, message, deadline) = address(core, message).await?;
+    } = request;
     let response = target.connection.call(message, deadline).await?;
     objref::decoding(&target.connection, || {
         decode_response::<C, E>(method, &response)
     })
 }
 
-/// Addresses a request built by [`request`]: picks the connection it goes on
-/// (reconnecting the reference if need be), stamps the object's handle there and the
-/// call's timeout, and returns the call's deadline.
+/// Picks the connection a request goes on (reconnecting the reference, or redeeming its
+/// hand-off, if need be), builds the request for it with `build` (so that references
+/// among the arguments are handed to that connection), and stamps the call's timeout;
+/// returns the call's deadline too.
 async fn address(
     core: &ProxyCore,
-    mut request: MessageBuilder,
-) -> Result<(Arc<Target>, MessageBuilder, Option<Instant>), Error> {
+    build: impl FnOnce(Destination<'_>) -> Result<OutgoingRequest, Error>,
+) -> Result<(Arc<Target>, OutgoingRequest, Option<Instant>), Error> {
     let current = core.object().current_target();
-    let deadline = set_deadline(&mut request, core.timeout_on(&current.connection));
+    let timeout = core.timeout_on(&current.connection);
+    let started = timeout.map(|_| Instant::now());
+    let deadline = started.zip(timeout).map(|(now, timeout)| now + timeout);
     let target = core.object().usable_target(current, deadline).await?;
-    request.set_object(target.handle);
+    let mut request = build(Destination {
+        core,
+        target: &target,
+    })?;
+    if let Some(deadline) = deadline {
+        // What is left of the timeout (all of it unless the reference had to reconnect).
+        request
+            .message
+            .set_timeout(deadline.saturating_duration_since(Instant::now()));
+    }
     Ok((target, request, deadline))
 }
 
@@ -205,21 +228,21 @@ pub(crate) fn set_deadline(
     Some(Instant::now() + timeout)
 }
 
-/// Sends a one-way request: `Ok` once it is written (the method's outcome never comes
-/// back); an error if it could not be sent.
+/// Sends a one-way request (built by `build`, see [`request`]): `Ok` once it is written
+/// (the method's outcome never comes back); an error if it could not be sent.
 pub async fn invoke_one_way<E>(
     core: &ProxyCore,
-    request: Result<OutgoingRequest, Error>,
+    build: impl FnOnce(Destination<'_>) -> Result<OutgoingRequest, Error>,
 ) -> Result<(), E>
 where
     E: From<Error>,
 {
+    let (target, request, deadline) = address(core, build).await?;
     let OutgoingRequest {
         mut message,
         _handed_back,
-    } = request?;
+    } = request;
     message.set_one_way();
-    let (target, message, deadline) = address(core, message).await?;
     target
         .connection
         .send_one_way(message, deadline)

@@ -8,7 +8,9 @@
 //! - an object of the sender's is exported to the connection (handles are per connection
 //!   and random: capabilities) and arrives as a proxy whose calls go back to the sender;
 //! - a reference the sender got from the receiver arrives as the receiver's own object;
-//! - a reference to an object behind a third connection cannot be handed on yet.
+//! - a reference to an object behind a third connection is handed off: it travels as that
+//!   object's server's endpoint and a token the server keeps the object for, and the
+//!   receiver's first call claims it there (see [`crate::handoff`]).
 //!
 //! Encoding and decoding need the connection the message travels on: the marshalling
 //! code sets it for the value's duration (see [`encoding`], [`decoding`]); inside a method being
@@ -22,10 +24,12 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::connection::{Connection, Denied};
 use crate::context::CallContext;
 use crate::error::{Error, ErrorKind};
+use crate::handoff::Token;
 use crate::id::InterfaceId;
 use crate::object::Object;
 use crate::proxy::Proxy;
 use crate::reference::ObjectRef;
+use crate::url::Endpoint;
 
 scoped_tls::scoped_thread_local!(static CONNECTION: Arc<Connection>);
 
@@ -207,6 +211,8 @@ enum Holder {
     Sender,
     /// The receiver exported it earlier; the sender hands it back.
     Receiver,
+    /// A third process, the server at `endpoint`, keeps it for whoever presents `token`.
+    Elsewhere { endpoint: String, token: Token },
 }
 
 /// A reference as it travels.
@@ -245,19 +251,41 @@ impl<P: Proxy> Serialize for ObjRef<P> {
                 }
             }
             Held::Remote(proxy) => {
-                let target = proxy.object().current_target();
-                if !Arc::ptr_eq(&target.connection, &connection) {
+                let object = proxy.object();
+                if object.awaits_redemption() {
                     return Err(failed::<S::Error>(format!(
-                        "a reference to an object at {} cannot be handed to {} (third-party hand-off is not supported yet)",
-                        proxy.object().peer(),
-                        connection.peer()
+                        "the reference to the {} at {} was handed over by a third party and is not claimed yet: call it once before passing it on",
+                        P::INTERFACE_NAME,
+                        object.peer()
                     )));
                 }
-                keep_until_sent(proxy.object());
-                WireObjRef {
-                    holder: Holder::Receiver,
-                    handle: target.handle,
-                    interfaces: Vec::new(),
+                let target = object.current_target();
+                if Arc::ptr_eq(&target.connection, &connection) {
+                    keep_until_sent(object);
+                    WireObjRef {
+                        holder: Holder::Receiver,
+                        handle: target.handle,
+                        interfaces: Vec::new(),
+                    }
+                } else {
+                    let (endpoint, token) =
+                        target.connection.grant(target.handle).map_err(|e| {
+                            failed::<S::Error>(format!(
+                                "handing the {} at {} to {}: {}",
+                                P::INTERFACE_NAME,
+                                object.peer(),
+                                connection.peer(),
+                                e.message()
+                            ))
+                        })?;
+                    WireObjRef {
+                        holder: Holder::Elsewhere {
+                            endpoint: endpoint.to_string(),
+                            token,
+                        },
+                        handle: 0,
+                        interfaces: object.interfaces().to_vec(),
+                    }
                 }
             }
         };
@@ -295,6 +323,21 @@ impl<'de, P: Proxy> Deserialize<'de> for ObjRef<P> {
                     )));
                 }
                 Ok(ObjRef::new(object))
+            }
+            Holder::Elsewhere { endpoint, token } => {
+                let endpoint = Endpoint::parse(&endpoint).map_err(|e| {
+                    failed_de::<D::Error>(format!(
+                        "a reference handed over names no usable endpoint: {}",
+                        e.message()
+                    ))
+                })?;
+                let client = connection
+                    .onward_client()
+                    .map_err(|e| failed_de::<D::Error>(e.message()))?;
+                ObjectRef::handed_over(connection, client, endpoint, token, wire.interfaces)
+                    .query::<P>()
+                    .map(ObjRef::from_proxy)
+                    .map_err(|e| failed_de::<D::Error>(e.message()))
             }
         }
     }

@@ -9,9 +9,10 @@ use arc_swap::ArcSwap;
 use crate::client::Client;
 use crate::connection::Connection;
 use crate::error::{Error, ErrorKind};
+use crate::handoff::Token;
 use crate::id::InterfaceId;
 use crate::proxy::{Proxy, ProxyCore};
-use crate::url::ObjectUrl;
+use crate::url::{Endpoint, ObjectUrl};
 
 /// A reference to a remote object: the connection it lives behind, its handle there, and
 /// the list of interfaces it implements. Asking for another interface
@@ -65,11 +66,31 @@ pub(crate) struct Target {
     pub(crate) handle: u64,
 }
 
+/// Where a reference came from, when that matters after it was made.
+enum Origin {
+    /// Found by URL: it can be found again if its connection breaks.
+    Url(UrlOrigin),
+    /// Handed over by a third party: redeemed at the object's server before first use.
+    Handoff(Handoff),
+}
+
 /// How to find a named object again.
-struct Origin {
+struct UrlOrigin {
     client: Client,
     url: ObjectUrl,
     backoff: tokio::sync::Mutex<Backoff>,
+}
+
+/// A reference a third party handed over (see [`crate::handoff`]): until redeemed, its
+/// target is the connection it arrived on, which it never calls.
+struct Handoff {
+    client: Client,
+    endpoint: Endpoint,
+    token: Token,
+    redeemed: AtomicBool,
+    /// One redemption at a time; holds the answer that refused it, if one did (the token
+    /// is spent: every later call fails the same way).
+    redeeming: tokio::sync::Mutex<Option<Error>>,
 }
 
 /// Exponential backoff between reconnection attempts.
@@ -108,6 +129,41 @@ impl ObjectRef {
         }
     }
 
+    /// A reference handed over by a third party, on `arrived_on`: the object lives at
+    /// `endpoint`, whose server holds it for `token`. Redeemed (through `client`) by the
+    /// first call; it holds no count on anyone until then.
+    pub(crate) fn handed_over(
+        arrived_on: Arc<Connection>,
+        client: Client,
+        endpoint: Endpoint,
+        token: Token,
+        interfaces: Vec<InterfaceId>,
+    ) -> ObjectRef {
+        ObjectRef {
+            inner: Arc::new(RefInner {
+                peer: endpoint.to_string(),
+                target: ArcSwap::from_pointee(Target {
+                    connection: arrived_on,
+                    handle: crate::connection::ROOT_HANDLE,
+                }),
+                interfaces,
+                origin: Some(Origin::Handoff(Handoff {
+                    client,
+                    endpoint,
+                    token,
+                    redeemed: AtomicBool::new(false),
+                    redeeming: tokio::sync::Mutex::new(None),
+                })),
+                counted: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// True for a reference handed over by a third party and not redeemed yet.
+    pub(crate) fn awaits_redemption(&self) -> bool {
+        matches!(&self.inner.origin, Some(Origin::Handoff(handoff)) if !handoff.redeemed.load(Ordering::Acquire))
+    }
+
     /// Hands this reference's count on the exporter over to whoever takes its target.
     fn disown(&self) {
         self.inner.counted.store(false, Ordering::Relaxed);
@@ -121,14 +177,14 @@ impl ObjectRef {
             target.connection.clone(),
             target.handle,
             self.inner.interfaces.clone(),
-            Some(Origin {
+            Some(Origin::Url(UrlOrigin {
                 client,
                 url,
                 backoff: tokio::sync::Mutex::new(Backoff {
                     delay: BACKOFF_MIN,
                     not_before: None,
                 }),
-            }),
+            })),
         )
     }
 
@@ -144,22 +200,30 @@ impl ObjectRef {
         self.inner.target.load_full()
     }
 
-    /// Where calls go now, borrowed (no reference count taken).
-    pub(crate) fn peek_target(&self) -> arc_swap::Guard<Arc<Target>> {
-        self.inner.target.load()
-    }
-
     /// The target to call through: `current` if its connection takes new calls, else, if
     /// the reference knows its URL, a fresh one (reconnecting, with backoff, giving up at
     /// `deadline`). A reference without a URL keeps its target: the call then fails with
-    /// the connection's own error.
+    /// the connection's own error. A reference handed over by a third party is redeemed
+    /// first.
     pub(crate) async fn usable_target(
         &self,
         current: Arc<Target>,
         deadline: Option<Instant>,
     ) -> Result<Arc<Target>, Error> {
         match &self.inner.origin {
-            Some(origin) if !current.connection.usable() => {
+            Some(Origin::Handoff(handoff)) if !handoff.redeemed.load(Ordering::Acquire) => {
+                crate::connection::until(deadline, self.redeem(handoff), || {
+                    Error::new(
+                        ErrorKind::DeadlineExceeded,
+                        format!(
+                            "the deadline passed while claiming the object at {} handed over by a third party (the request was not sent)",
+                            handoff.endpoint
+                        ),
+                    )
+                })
+                .await?
+            }
+            Some(Origin::Url(origin)) if !current.connection.usable() => {
                 crate::connection::until(deadline, self.reconnect(origin), || {
                     Error::new(
                         ErrorKind::DeadlineExceeded,
@@ -175,7 +239,67 @@ impl ObjectRef {
         }
     }
 
-    async fn reconnect(&self, origin: &Origin) -> Result<Arc<Target>, Error> {
+    /// Connects to the server of a reference handed over by a third party and redeems
+    /// its token; the reference then calls the object there, and holds a count on it.
+    async fn redeem(&self, handoff: &Handoff) -> Result<Arc<Target>, Error> {
+        let mut refused = handoff.redeeming.lock().await;
+        if handoff.redeemed.load(Ordering::Acquire) {
+            return Ok(self.inner.target.load_full());
+        }
+        if let Some(refusal) = &*refused {
+            return Err(refusal.clone());
+        }
+        let claiming = |e: Error| {
+            Error::new(
+                e.kind(),
+                format!(
+                    "claiming the object at {} handed over by a third party: {} (the request was not sent)",
+                    handoff.endpoint,
+                    e.message()
+                ),
+            )
+        };
+        // Failing to connect can be retried; an answer refusing the token cannot.
+        let connection = handoff
+            .client
+            .connection(&handoff.endpoint)
+            .await
+            .map_err(claiming)?;
+        let claimed = match crate::root::redeem(&connection, handoff.token).await {
+            Ok(claimed) => claimed,
+            Err(e) => {
+                let e = claiming(e);
+                if matches!(
+                    e.kind(),
+                    ErrorKind::PermissionDenied | ErrorKind::NotFound | ErrorKind::Unimplemented
+                ) {
+                    *refused = Some(e.clone());
+                }
+                return Err(e);
+            }
+        };
+        claimed.disown();
+        let target = claimed.inner.target.load_full();
+        if claimed.inner.interfaces != self.inner.interfaces {
+            // The count taken goes back with a release.
+            target.connection.release_remote(target.handle);
+            let mismatch = Error::new(
+                ErrorKind::Unimplemented,
+                format!(
+                    "the object at {} implements {:?}, not {:?} as the reference handed over said",
+                    handoff.endpoint, claimed.inner.interfaces, self.inner.interfaces
+                ),
+            );
+            *refused = Some(mismatch.clone());
+            return Err(mismatch);
+        }
+        self.inner.target.store(target.clone());
+        self.inner.counted.store(true, Ordering::Relaxed);
+        handoff.redeemed.store(true, Ordering::Release);
+        Ok(target)
+    }
+
+    async fn reconnect(&self, origin: &UrlOrigin) -> Result<Arc<Target>, Error> {
         let mut backoff = origin.backoff.lock().await;
         // Another caller may have reconnected while this one waited for the lock.
         let current = self.inner.target.load_full();

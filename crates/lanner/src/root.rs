@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::call::{IncomingCall, Reply};
 use crate::connection::{Connection, Denied};
 use crate::error::{Error, ErrorKind};
+use crate::handoff::Token;
 use crate::id::{ClassId, InterfaceId, MethodInfo, method_fingerprint};
 use crate::marshal::{self, Inline};
 use crate::object::{DispatchFuture, Object, Stub};
@@ -21,7 +22,8 @@ const ROOT_INTERFACE: InterfaceId =
     InterfaceId::from_u128(0x4c41_4e4e_4552_0000_726f_6f74_0000_0001);
 const RESOLVE_SIGNATURE: &str = "resolve(String)->Result<ObjectRef,Error>";
 const CREATE_SIGNATURE: &str = "create(ClassId,InterfaceId)->Result<ObjectRef,Error>";
-static ROOT_METHODS: [MethodInfo; 2] = [
+const REDEEM_SIGNATURE: &str = "redeem([u8;16])->Result<ObjectRef,Error>";
+static ROOT_METHODS: [MethodInfo; 3] = [
     MethodInfo {
         name: "resolve",
         ordinal: 0,
@@ -33,6 +35,12 @@ static ROOT_METHODS: [MethodInfo; 2] = [
         ordinal: 1,
         fingerprint: method_fingerprint(CREATE_SIGNATURE),
         signature: CREATE_SIGNATURE,
+    },
+    MethodInfo {
+        name: "redeem",
+        ordinal: 2,
+        fingerprint: method_fingerprint(REDEEM_SIGNATURE),
+        signature: REDEEM_SIGNATURE,
     },
 ];
 
@@ -63,7 +71,8 @@ impl Stub for RootStub {
     fn dispatch(&self, call: IncomingCall<'_>) -> DispatchFuture {
         let reply = match call.route(self.interface_name(), &ROOT_METHODS) {
             Ok(0) => self.resolve(&call),
-            Ok(_) => self.create(&call),
+            Ok(1) => self.create(&call),
+            Ok(_) => return self.redeem(&call),
             Err(reply) => reply,
         };
         Box::pin(std::future::ready(reply))
@@ -71,6 +80,29 @@ impl Stub for RootStub {
 }
 
 impl RootStub {
+    /// A third party redeems a hand-off token (see [`crate::handoff`]); waits a moment
+    /// for a grant it may have overtaken.
+    fn redeem(&self, call: &IncomingCall<'_>) -> DispatchFuture {
+        let (token,): (Token,) = match marshal::arguments(call, &ROOT_METHODS[2]) {
+            Ok(args) => args,
+            Err(reply) => return Box::pin(std::future::ready(reply)),
+        };
+        let handoffs = self.names.handoffs.clone();
+        let connection = call.connection.clone();
+        Box::pin(async move {
+            let result = match handoffs.redeem(token).await {
+                Some(object) => hand_out(&connection, &object, None, || {
+                    "the object handed over".to_owned()
+                }),
+                None => Err(Error::new(
+                    ErrorKind::NotFound,
+                    "no object waits for this hand-off token: it is unknown, was redeemed already, or its lease expired",
+                )),
+            };
+            marshal::reply::<Inline<WireRef>, Error>(result)
+        })
+    }
+
     fn create(&self, call: &IncomingCall<'_>) -> Reply {
         let (class, interface): (ClassId, InterfaceId) =
             match marshal::arguments(call, &ROOT_METHODS[1]) {
@@ -89,7 +121,7 @@ impl RootStub {
                     object.interfaces()
                 ),
             )),
-            Some(object) => hand_out(call, &object, None, || {
+            Some(object) => hand_out(call.connection, &object, None, || {
                 format!("instances of class {class}")
             }),
         };
@@ -102,7 +134,7 @@ impl RootStub {
             Err(reply) => return reply,
         };
         let result = match self.names.get(&name) {
-            Some(object) => hand_out(call, &object, Some(&name), || {
+            Some(object) => hand_out(call.connection, &object, Some(&name), || {
                 format!("the object published as {name:?}")
             }),
             None => Err(Error::new(
@@ -114,26 +146,22 @@ impl RootStub {
     }
 }
 
-/// Exports `object` (published as `name`, if it was) to the caller's connection; the
+/// Exports `object` (published as `name`, if it was) to the caller's `connection`; the
 /// access policy may refuse (`what` names the object in the error).
 fn hand_out(
-    call: &IncomingCall<'_>,
+    connection: &Arc<Connection>,
     object: &Object,
     name: Option<&str>,
     what: impl FnOnce() -> String,
 ) -> Result<WireRef, Error> {
-    match call.connection.export(object, name) {
+    match connection.export(object, name) {
         Ok(handle) => Ok(WireRef {
             handle,
             interfaces: object.interfaces().to_vec(),
         }),
         Err(Denied) => Err(Error::new(
             ErrorKind::PermissionDenied,
-            format!(
-                "{} may not use {}",
-                call.connection.identity().principal,
-                what()
-            ),
+            format!("{} may not use {}", connection.identity().principal, what()),
         )),
     }
 }
@@ -155,6 +183,12 @@ pub(crate) async fn create(
     interface: InterfaceId,
 ) -> Result<ObjectRef, Error> {
     call_root(connection, &ROOT_METHODS[1], &(class, interface)).await
+}
+
+/// Redeems a hand-off `token` at the peer of `connection` (one round trip): the object
+/// the token stands for, now handed to this connection.
+pub(crate) async fn redeem(connection: &Arc<Connection>, token: Token) -> Result<ObjectRef, Error> {
+    call_root(connection, &ROOT_METHODS[2], &(token,)).await
 }
 
 /// Calls `method` of the peer's root object with `args`; it answers with a reference.

@@ -9,8 +9,10 @@ use tokio::task::JoinHandle;
 
 use crate::access::AccessPolicy;
 use crate::auth::ServerAuth;
+use crate::client::Client;
 use crate::connection::{self, Admission, Connection};
 use crate::error::{Error, ErrorKind};
+use crate::handoff::Handoffs;
 use crate::id::ClassId;
 use crate::object::Object;
 use crate::options::ConnectionOptions;
@@ -26,6 +28,8 @@ type Factory = Arc<dyn Fn() -> Object + Send + Sync>;
 pub(crate) struct NameRegistry {
     names: RwLock<Names>,
     classes: RwLock<HashMap<ClassId, Factory>>,
+    /// Objects clients handed on to third parties, waiting for their tokens.
+    pub(crate) handoffs: Arc<Handoffs>,
 }
 
 /// Published names, both ways.
@@ -182,6 +186,23 @@ impl Server {
     /// one small write.
     pub fn with_max_connections(mut self, max_connections: usize) -> Server {
         self.max_connections = max_connections;
+        self
+    }
+
+    /// Sets how long an object a client hands on to a third party waits for the third
+    /// party to claim it (default 30 s). A client passing a reference to this server's
+    /// object to another process grants it a token; the object stays alive for that long
+    /// even if nobody else holds it, and is released if the token is never redeemed.
+    pub fn with_handoff_lease(self, lease: Duration) -> Server {
+        self.names.handoffs.set_lease(lease);
+        self
+    }
+
+    /// Sets the client this server's connections use to reach the servers of object
+    /// references handed to them by third parties (default: [`Client::global`]). Give one
+    /// configured with the [`crate::ClientAuth`] those servers expect.
+    pub fn with_handoff_client(self, client: Client) -> Server {
+        self.names.handoffs.set_client(client);
         self
     }
 

@@ -5,9 +5,11 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::{assert_rejected, raw_frame, raw_frame_with_len, raw_request, raw_response};
 use crate::auth::Mechanism;
+use crate::connection::Event;
 use crate::error::FrameError;
+use crate::error::ProtocolError;
 use crate::frame::{
-    self, CANCEL_LEN, CLOSE_FIXED_LEN, CREDIT_LEN, Frame, FrameKind, HEADER_LEN, HELLO_LEN,
+    self, CANCEL_LEN, CLOSE_FIXED_LEN, CREDIT_LEN, Frame, FrameKind, Grant, HEADER_LEN, HELLO_LEN,
     PING_LEN, REQUEST_FIXED_LEN, RESPONSE_FIXED_LEN, WELCOME_LEN,
 };
 use crate::harness::Pair;
@@ -135,14 +137,14 @@ fn length_field_disagreeing_with_the_frame() {
 
 #[test]
 fn unknown_kind() {
-    for kind in [0u8, 13, 14, 0x80, 255] {
+    for kind in [0u8, 14, 15, 0x80, 255] {
         assert_rejected(raw_frame(kind, 0, &[0; 4]), FrameError::UnknownKind(kind));
     }
-    // Every byte outside 1..=12 is unknown, every byte inside is known.
+    // Every byte outside 1..=13 is unknown, every byte inside is known.
     for byte in 0..=255u8 {
         assert_eq!(
             FrameKind::from_wire(byte).is_ok(),
-            (1..=12).contains(&byte),
+            (1..=13).contains(&byte),
             "kind byte {byte}"
         );
     }
@@ -455,5 +457,44 @@ fn release_frames_carry_whole_handles() {
             kind: "RELEASE",
             ..
         })
+    ));
+}
+
+#[test]
+fn grant_frames_carry_a_handle_and_a_whole_token() {
+    let grant = Grant {
+        handle: u64::MAX - 1,
+        token: [0xA5; 16],
+    };
+    let frame = frame::encode_grant(&grant);
+    assert_eq!(frame.len(), frame::GRANT_LEN);
+    assert_eq!(Frame::decode(frame.clone()), Ok(Frame::Grant(grant)));
+    // A token cut short.
+    let mut cut = frame.to_vec();
+    cut.truncate(cut.len() - 1);
+    let len = cut.len() as u32;
+    cut[..4].copy_from_slice(&len.to_le_bytes());
+    assert!(matches!(
+        Frame::decode(cut.into()),
+        Err(FrameError::Truncated { kind: "GRANT", .. })
+    ));
+}
+
+#[test]
+fn only_a_server_accepts_grants() {
+    let grant = Grant {
+        handle: 7,
+        token: [1; 16],
+    };
+    let mut pair = Pair::connected();
+    pair.server.inject(&frame::encode_grant(&grant));
+    assert_eq!(pair.server.receive_all(), vec![Ok(Event::Granted(grant))]);
+    pair.client.inject(&frame::encode_grant(&grant));
+    assert!(matches!(
+        pair.client.receive_all().as_slice(),
+        [Err(ProtocolError::UnexpectedFrame {
+            kind: FrameKind::Grant,
+            ..
+        })]
     ));
 }

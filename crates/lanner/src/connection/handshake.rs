@@ -26,6 +26,7 @@ pub(crate) async fn connect(
     transport: Transport,
     options: &ConnectionOptions,
     authenticator: Box<dyn ClientAuthenticator>,
+    onward: super::Onward,
 ) -> Result<Arc<Connection>, Error> {
     let Transport {
         mut sink,
@@ -67,7 +68,7 @@ pub(crate) async fn connect(
         source,
         peer,
         identity,
-        Side::Client,
+        Side::Client(onward),
         options,
     ))
 }

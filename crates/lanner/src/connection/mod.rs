@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::future::poll_fn;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Waker};
 use std::time::Duration;
@@ -81,6 +81,10 @@ pub(crate) struct Connection {
     /// New calls can be made: cleared when the connection fails or the peer sends
     /// GOAWAY (read on every call through a reference that can reconnect).
     usable: AtomicBool,
+    /// Client side: where this connection leads (see [`Onward`]).
+    onward: Option<Onward>,
+    /// Server side: hand-off tokens the peer granted that are still waiting.
+    granted: Arc<AtomicUsize>,
 }
 
 struct State {
@@ -126,8 +130,18 @@ enum Handled {
 /// long as its peer stays connected (its reader task keeps it alive); a client-side one
 /// lives while proxies hold it.
 pub(crate) enum Side {
-    Client,
+    Client(Onward),
     Server(Arc<NameRegistry>, Arc<CallLimit>),
+}
+
+/// What a client-side connection knows of where it leads: the endpoint it connected to
+/// (the address it hands to third parties with references to the peer's objects) and
+/// the client that opened it (which connects onward to the servers of references handed
+/// to this side).
+#[derive(Clone)]
+pub(crate) struct Onward {
+    pub(crate) endpoint: crate::url::Endpoint,
+    pub(crate) client: crate::client::WeakClient,
 }
 
 impl Connection {
@@ -145,10 +159,14 @@ impl Connection {
         let mut exports = ExportTable::new();
         let mut call_limit = None;
         let mut names = None;
-        if let Side::Server(registry, limit) = &side {
-            exports.set_root(crate::root::root_object(registry.clone()));
-            call_limit = Some(limit.clone());
-            names = Some(registry.clone());
+        let mut onward = None;
+        match &side {
+            Side::Server(registry, limit) => {
+                exports.set_root(crate::root::root_object(registry.clone()));
+                call_limit = Some(limit.clone());
+                names = Some(registry.clone());
+            }
+            Side::Client(to) => onward = Some(to.clone()),
         }
         let connection = Arc::new_cyclic(|weak| {
             identity.connection = weak.clone();
@@ -180,6 +198,8 @@ impl Connection {
                 call_limit,
                 names,
                 usable: AtomicBool::new(true),
+                onward,
+                granted: Arc::default(),
             }
         });
         reader::spawn(&connection, signal, &side);
@@ -247,6 +267,61 @@ impl Connection {
         let name = name.or(published.as_deref());
         self.exports()
             .export(object, name, resolvable, &self.identity)
+    }
+
+    /// Hands this side's reference to the peer's object `handle` on to a third party:
+    /// sends the peer a GRANT for a fresh token (before the message carrying the
+    /// reference goes out, so the grant is ahead of the third party's redemption as far
+    /// as this side can make it) and returns the endpoint and token the reference
+    /// carries. See [`crate::handoff`].
+    pub(crate) fn grant(
+        self: &Arc<Self>,
+        handle: u64,
+    ) -> Result<(crate::url::Endpoint, crate::handoff::Token), Error> {
+        let Some(onward) = &self.onward else {
+            return Err(Error::new(
+                crate::ErrorKind::InvalidArgument,
+                format!(
+                    "{} connected to this process, so it has no address known here that a third party could connect to",
+                    self.peer
+                ),
+            ));
+        };
+        if !self.usable() {
+            return Err(self.closed().unwrap_or_else(|| {
+                Error::unavailable(format!("the connection to {} is closing", self.peer))
+            }));
+        }
+        let token = crate::handoff::new_token();
+        let frame = lanner_proto::frame::encode_grant(&lanner_proto::Grant { handle, token });
+        self.send_frame(OutFrame::contiguous(frame))?;
+        Ok((onward.endpoint.clone(), token))
+    }
+
+    /// The client that connects to the servers of references third parties hand to this
+    /// side: the one that opened this connection, or the server's hand-off client.
+    pub(crate) fn onward_client(&self) -> Result<crate::Client, Error> {
+        match (&self.onward, &self.names) {
+            (Some(onward), _) => onward.client.upgrade().ok_or_else(|| {
+                Error::unavailable(
+                    "the Client that opened this connection was dropped: keep it to use references handed over by third parties",
+                )
+            }),
+            (None, Some(names)) => Ok(names.handoffs.client()),
+            (None, None) => Err(Error::unavailable("this connection cannot connect onward")),
+        }
+    }
+
+    /// Server side: parks the object the peer granted for a third party.
+    fn park_grant(&self, grant: lanner_proto::Grant) {
+        let Some(names) = &self.names else { return };
+        let Some(object) = self.exports().object(grant.handle) else {
+            tracing::debug!(peer = %self.peer, handle = grant.handle, "a grant for an object the peer does not hold");
+            return;
+        };
+        if let Err(refused) = names.handoffs.park(grant.token, object, &self.granted) {
+            tracing::warn!(peer = %self.peer, ?refused, "refused a hand-off grant");
+        }
     }
 
     /// Who the peer is and what it may call.

@@ -181,6 +181,10 @@ impl Connection {
                 self.released(&handles);
                 Ok(Progress::Other)
             }
+            Ok(Handled::Event(Event::Granted(grant))) => {
+                self.park_grant(grant);
+                Ok(Progress::Other)
+            }
             Ok(Handled::Event(Event::Credit(_))) => {
                 self.credits_granted();
                 Ok(Progress::Other)
@@ -262,7 +266,7 @@ impl Holder {
 pub(super) fn spawn(connection: &Arc<Connection>, signal: Arc<ReaderSignal>, side: &Side) {
     let holder = match side {
         Side::Server(..) => Holder::Strong(connection.clone()),
-        Side::Client => Holder::Weak(Arc::downgrade(connection)),
+        Side::Client(_) => Holder::Weak(Arc::downgrade(connection)),
     };
     let spin = connection.spin;
     tokio::spawn(async move {

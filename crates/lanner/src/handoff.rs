@@ -1,0 +1,274 @@
+//! Third-party hand-off: process A passes to C a reference to an object that lives in B.
+//!
+//! A cannot ask B for anything while it encodes the message (encoding does not wait), and
+//! B must keep the object alive even if A drops its own reference the moment the message
+//! is out. So A mints the token itself:
+//!
+//! 1. A draws a random 128-bit token and sends `GRANT(handle, token)` to B on the A–B
+//!    connection (a control frame, no credit, no answer), before the message carrying the
+//!    reference leaves for C. Only a client may grant: the reference needs an address a
+//!    third party can connect to, and A knows B's only because A connected to it.
+//! 2. The reference travels to C as (B's endpoint, token, interfaces).
+//! 3. B parks the object under the token ([`Handoffs::park`]) for the server's lease.
+//! 4. C's first call through the reference connects to B, reusing C's connection to that
+//!    endpoint if it has one, and redeems the token (one round trip to B's root object).
+//!    B exports the object to C's connection under B's access policy for C, exactly as if
+//!    C had resolved it, and forgets the token: a token is redeemed once.
+//! 5. A token never redeemed is dropped when its lease ends, and with it B's hold on the
+//!    object.
+//!
+//! C's redemption can overtake A's grant (they travel on different connections), so B
+//! waits a short grace period for an unknown token before answering that it knows
+//! nothing of it.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use crate::client::Client;
+use crate::object::Object;
+
+/// An unguessable hand-off token.
+pub(crate) type Token = [u8; 16];
+
+/// How long a granted object waits for its token by default.
+pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// How long a redemption waits for a grant it may have overtaken (at most the lease).
+const REDEEM_GRACE: Duration = Duration::from_secs(1);
+
+/// The most tokens one connection may have waiting at once: a client cannot make the
+/// server hold objects without bound. Beyond it, grants are refused (and logged); the
+/// third party's redemption then fails with `NotFound`.
+pub(crate) const MAX_PARKED_PER_CONNECTION: usize = 16_384;
+
+/// A server's objects waiting for third parties, by token.
+pub(crate) struct Handoffs {
+    parked: Mutex<HashMap<Token, Parked>>,
+    /// Woken whenever an object is parked (a redemption may be waiting for it).
+    arrived: Notify,
+    settings: Mutex<Settings>,
+}
+
+struct Parked {
+    object: Object,
+    /// The count of tokens the granting connection has waiting.
+    from: Arc<AtomicUsize>,
+}
+
+struct Settings {
+    lease: Duration,
+    /// How this server's connections reach the servers of references handed to them.
+    client: Option<Client>,
+}
+
+/// Why a grant was not parked.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// The granting connection has [`MAX_PARKED_PER_CONNECTION`] tokens waiting.
+    TooMany,
+    /// The token is already waiting (a client reusing tokens only confuses itself).
+    Duplicate,
+}
+
+impl Default for Handoffs {
+    fn default() -> Self {
+        Handoffs {
+            parked: Mutex::new(HashMap::new()),
+            arrived: Notify::new(),
+            settings: Mutex::new(Settings {
+                lease: DEFAULT_LEASE,
+                client: None,
+            }),
+        }
+    }
+}
+
+impl Handoffs {
+    fn parked(&self) -> MutexGuard<'_, HashMap<Token, Parked>> {
+        self.parked.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn settings(&self) -> MutexGuard<'_, Settings> {
+        self.settings.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sets how long a parked object waits for its token.
+    pub(crate) fn set_lease(&self, lease: Duration) {
+        self.settings().lease = lease;
+    }
+
+    /// Sets the client that connects to the servers of references handed to this server.
+    pub(crate) fn set_client(&self, client: Client) {
+        self.settings().client = Some(client);
+    }
+
+    /// The client that connects to the servers of references handed to this server
+    /// (default: the process-wide one).
+    pub(crate) fn client(&self) -> Client {
+        self.settings()
+            .client
+            .clone()
+            .unwrap_or_else(|| Client::global().clone())
+    }
+
+    /// Keeps `object` for whoever redeems `token` within the lease; `from` counts the
+    /// granting connection's waiting tokens.
+    pub(crate) fn park(
+        self: &Arc<Self>,
+        token: Token,
+        object: Object,
+        from: &Arc<AtomicUsize>,
+    ) -> Result<(), Refused> {
+        let lease = self.settings().lease;
+        {
+            let mut parked = self.parked();
+            if parked.contains_key(&token) {
+                return Err(Refused::Duplicate);
+            }
+            if from.load(Ordering::Relaxed) >= MAX_PARKED_PER_CONNECTION {
+                return Err(Refused::TooMany);
+            }
+            from.fetch_add(1, Ordering::Relaxed);
+            parked.insert(
+                token,
+                Parked {
+                    object,
+                    from: from.clone(),
+                },
+            );
+        }
+        self.arrived.notify_waiters();
+        let handoffs = Arc::downgrade(self);
+        tokio::spawn(expire(handoffs, token, lease));
+        Ok(())
+    }
+
+    /// Takes the object parked under `token`, waiting a short grace period for a grant
+    /// this redemption may have overtaken. `None`: unknown, redeemed already, or expired.
+    pub(crate) async fn redeem(&self, token: Token) -> Option<Object> {
+        let grace = REDEEM_GRACE.min(self.settings().lease);
+        let deadline = tokio::time::Instant::now() + grace;
+        loop {
+            let arrived = self.arrived.notified();
+            tokio::pin!(arrived);
+            // Registered before looking, so that a grant parked in between still wakes it.
+            arrived.as_mut().enable();
+            if let Some(object) = self.take(&token) {
+                return Some(object);
+            }
+            if tokio::time::timeout_at(deadline, arrived).await.is_err() {
+                return self.take(&token);
+            }
+        }
+    }
+
+    /// Removes `token`, returning its object if it was waiting.
+    fn take(&self, token: &Token) -> Option<Object> {
+        let parked = self.parked().remove(token)?;
+        parked.from.fetch_sub(1, Ordering::Relaxed);
+        Some(parked.object)
+    }
+
+    /// Tokens waiting now.
+    #[cfg(test)]
+    fn waiting(&self) -> usize {
+        self.parked().len()
+    }
+}
+
+/// Drops `token`'s object when its lease ends, unless it was redeemed.
+async fn expire(handoffs: Weak<Handoffs>, token: Token, lease: Duration) {
+    tokio::time::sleep(lease).await;
+    if let Some(handoffs) = handoffs.upgrade() {
+        if handoffs.take(&token).is_some() {
+            tracing::debug!("a hand-off token expired unredeemed");
+        }
+    }
+}
+
+/// A fresh token (from the operating system's generator through `rand`'s thread RNG,
+/// a CSPRNG).
+pub(crate) fn new_token() -> Token {
+    rand::random()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::object::Object;
+
+    fn object() -> Object {
+        crate::root::root_object(Default::default())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_token_is_redeemed_once() {
+        let handoffs = Arc::new(Handoffs::default());
+        let from = Arc::new(AtomicUsize::new(0));
+        let token = new_token();
+        handoffs.park(token, object(), &from).unwrap();
+        assert_eq!(from.load(Ordering::Relaxed), 1);
+        assert!(handoffs.redeem(token).await.is_some());
+        assert_eq!(from.load(Ordering::Relaxed), 0);
+        assert!(handoffs.redeem(token).await.is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_redemption_waits_for_a_grant_it_overtook() {
+        let handoffs = Arc::new(Handoffs::default());
+        let from = Arc::new(AtomicUsize::new(0));
+        let token = new_token();
+        let later = handoffs.clone();
+        let late_from = from.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            later.park(token, object(), &late_from).unwrap();
+        });
+        assert!(handoffs.redeem(token).await.is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unknown_token_fails_after_the_grace_period() {
+        let handoffs = Arc::new(Handoffs::default());
+        let started = tokio::time::Instant::now();
+        assert!(handoffs.redeem(new_token()).await.is_none());
+        assert_eq!(started.elapsed(), REDEEM_GRACE);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unredeemed_token_expires_with_its_lease() {
+        let handoffs = Arc::new(Handoffs::default());
+        handoffs.set_lease(Duration::from_secs(5));
+        let from = Arc::new(AtomicUsize::new(0));
+        let token = new_token();
+        handoffs.park(token, object(), &from).unwrap();
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        assert_eq!(handoffs.waiting(), 1);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(handoffs.waiting(), 0);
+        assert_eq!(from.load(Ordering::Relaxed), 0);
+        assert!(handoffs.redeem(token).await.is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn grants_are_bounded_per_connection_and_unique() {
+        let handoffs = Arc::new(Handoffs::default());
+        let from = Arc::new(AtomicUsize::new(MAX_PARKED_PER_CONNECTION));
+        assert_eq!(
+            handoffs.park(new_token(), object(), &from),
+            Err(Refused::TooMany)
+        );
+        let other = Arc::new(AtomicUsize::new(0));
+        let token = new_token();
+        handoffs.park(token, object(), &other).unwrap();
+        assert_eq!(
+            handoffs.park(token, object(), &other),
+            Err(Refused::Duplicate)
+        );
+        assert_eq!(other.load(Ordering::Relaxed), 1);
+    }
+}

@@ -1,0 +1,362 @@
+//! Third-party hand-off: a process passes on a reference to an object that lives in a
+//! third process. The receiver claims it at the object's server (reusing a connection it
+//! has there), that server applies its own access policy to the receiver, and a token
+//! never claimed expires with its lease.
+//!
+//! The three "processes" are three servers and clients in one test process, on separate
+//! endpoints; `process_handoff` in lanner-cli does it across real processes.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+use lanner::{
+    AccessPolicy, CallContext, Client, ClientAuth, Error, ErrorKind, ObjRef, Object, PreSharedKey,
+    Proxy, Server, ServerAuth, Target,
+};
+use tokio::sync::Mutex;
+
+/// An object of B's.
+#[lanner::interface]
+trait Counter {
+    async fn increment(&self) -> Result<u64, Error>;
+    /// Who B says is calling.
+    async fn caller(&self) -> Result<String, Error>;
+}
+
+/// B makes counters.
+#[lanner::interface]
+trait Maker {
+    async fn make(&self) -> Result<ObjRef<CounterProxy>, Error>;
+}
+
+/// C keeps a counter someone hands it.
+#[lanner::interface]
+trait Keeper {
+    /// Keeps `counter` and increments it once.
+    async fn keep(&self, counter: ObjRef<CounterProxy>) -> Result<u64, Error>;
+    /// Increments the kept counter.
+    async fn bump(&self) -> Result<u64, Error>;
+    /// Who the kept counter's server says calls it.
+    async fn caller(&self) -> Result<String, Error>;
+    /// Drops `counter` without using it.
+    async fn ignore(&self, counter: ObjRef<CounterProxy>) -> Result<(), Error>;
+    /// Hands the kept counter to the caller.
+    async fn give(&self) -> Result<ObjRef<CounterProxy>, Error>;
+    /// Messages C has sent on `probe`'s connection so far (to tell whether C reused it).
+    async fn sent_on_probe(&self) -> Result<u64, Error>;
+}
+
+struct CounterImpl {
+    value: AtomicU64,
+    live: Arc<AtomicI64>,
+}
+
+impl Drop for CounterImpl {
+    fn drop(&mut self) {
+        self.live.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Counter for CounterImpl {
+    async fn increment(&self) -> Result<u64, Error> {
+        Ok(self.value.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+
+    async fn caller(&self) -> Result<String, Error> {
+        let call = CallContext::current().expect("called remotely");
+        Ok(call.principal().to_string())
+    }
+}
+
+#[derive(Default)]
+struct MakerImpl {
+    /// Counters alive now.
+    live: Arc<AtomicI64>,
+}
+
+impl Maker for MakerImpl {
+    async fn make(&self) -> Result<ObjRef<CounterProxy>, Error> {
+        self.live.fetch_add(1, Ordering::Relaxed);
+        let counter = CounterImpl {
+            value: AtomicU64::new(0),
+            live: self.live.clone(),
+        };
+        Ok(ObjRef::new(Object::new(CounterStub::new(Arc::new(
+            counter,
+        )))))
+    }
+}
+
+#[derive(Default)]
+struct KeeperImpl {
+    kept: Mutex<Option<ObjRef<CounterProxy>>>,
+    /// A proxy C holds on B's maker, made through C's hand-off client.
+    probe: Mutex<Option<MakerProxy>>,
+}
+
+impl KeeperImpl {
+    async fn kept(&self) -> Result<ObjRef<CounterProxy>, Error> {
+        self.kept
+            .lock()
+            .await
+            .clone()
+            .ok_or_else(|| Error::new(ErrorKind::NotFound, "nothing kept"))
+    }
+}
+
+impl Keeper for KeeperImpl {
+    async fn keep(&self, counter: ObjRef<CounterProxy>) -> Result<u64, Error> {
+        *self.kept.lock().await = Some(counter.clone());
+        increment(&counter).await
+    }
+
+    async fn bump(&self) -> Result<u64, Error> {
+        increment(&self.kept().await?).await
+    }
+
+    async fn caller(&self) -> Result<String, Error> {
+        match self.kept().await?.proxy() {
+            Some(proxy) => proxy.caller().await,
+            None => Err(Error::new(ErrorKind::Internal, "kept a local object")),
+        }
+    }
+
+    async fn ignore(&self, _counter: ObjRef<CounterProxy>) -> Result<(), Error> {
+        Ok(())
+    }
+
+    async fn give(&self) -> Result<ObjRef<CounterProxy>, Error> {
+        self.kept().await
+    }
+
+    async fn sent_on_probe(&self) -> Result<u64, Error> {
+        let probe = self.probe.lock().await;
+        let probe = probe.as_ref().expect("a probe was set");
+        Ok(probe.object().traffic().messages_sent)
+    }
+}
+
+/// Calls a counter, remote or local.
+async fn increment(counter: &ObjRef<CounterProxy>) -> Result<u64, Error> {
+    match (counter.proxy(), counter.local()) {
+        (Some(proxy), _) => proxy.increment().await,
+        (None, Some(_)) => Err(Error::new(ErrorKind::Internal, "kept a local object")),
+        (None, None) => unreachable!("a reference is local or remote"),
+    }
+}
+
+/// B: a server with a maker; returns its endpoint and the count of counters alive.
+async fn serve_b(endpoint: &str, server: Server) -> (lanner::Listening, Arc<AtomicI64>) {
+    let maker = Arc::new(MakerImpl::default());
+    let live = maker.live.clone();
+    server.publish("maker", Object::new(MakerStub::new(maker)));
+    (server.listen(endpoint).await.unwrap(), live)
+}
+
+/// C: a server with a keeper; returns its endpoint and the keeper.
+async fn serve_c(endpoint: &str, server: Server) -> (lanner::Listening, Arc<KeeperImpl>) {
+    let keeper = Arc::new(KeeperImpl::default());
+    server.publish("keeper", Object::new(KeeperStub::new(keeper.clone())));
+    (server.listen(endpoint).await.unwrap(), keeper)
+}
+
+/// Waits (a few seconds at most) until `live` is `expected`; returns what it is then.
+async fn settle(live: &AtomicI64, expected: i64) -> i64 {
+    for _ in 0..500 {
+        if live.load(Ordering::Relaxed) == expected {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    live.load(Ordering::Relaxed)
+}
+
+fn unix(tag: &str) -> String {
+    let path =
+        std::env::temp_dir().join(format!("lanner-handoff-{tag}-{}.sock", std::process::id()));
+    format!("unix://{}", path.display())
+}
+
+#[tokio::test]
+async fn a_reference_to_a_third_process_object_is_claimed_at_its_server() {
+    let (b, live) = serve_b(&unix("claim-b"), Server::new()).await;
+    let (c, _keeper) = serve_c(&unix("claim-c"), Server::new()).await;
+    // A: a client of both.
+    let a = Client::new();
+    let maker: MakerProxy = a.connect(&b.endpoint().object_url("maker")).await.unwrap();
+    let keeper: KeeperProxy = a.connect(&c.endpoint().object_url("keeper")).await.unwrap();
+    let counter = maker.make().await.unwrap();
+    // C claims the counter at B and calls it there; it is the same object A calls.
+    assert_eq!(keeper.keep(counter.clone()).await, Ok(1));
+    let counter = counter.into_proxy().unwrap();
+    assert_eq!(counter.increment().await, Ok(2));
+    assert_eq!(keeper.bump().await, Ok(3));
+    // A lets go of everything: C's claim keeps the counter alive on its own.
+    drop((counter, maker));
+    drop(a);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(keeper.bump().await, Ok(4));
+    assert_eq!(live.load(Ordering::Relaxed), 1);
+}
+
+#[tokio::test]
+async fn the_third_party_reuses_its_connection_to_the_objects_server() {
+    let (b, _live) = serve_b(&unix("reuse-b"), Server::new()).await;
+    let c_client = Client::new();
+    let (c, keeper_impl) = serve_c(
+        &unix("reuse-c"),
+        Server::new().with_handoff_client(c_client.clone()),
+    )
+    .await;
+    // C already has a connection to B, through the client it claims hand-offs with.
+    let probe: MakerProxy = c_client
+        .connect(&b.endpoint().object_url("maker"))
+        .await
+        .unwrap();
+    *keeper_impl.probe.lock().await = Some(probe);
+
+    let a = Client::new();
+    let maker: MakerProxy = a.connect(&b.endpoint().object_url("maker")).await.unwrap();
+    let keeper: KeeperProxy = a.connect(&c.endpoint().object_url("keeper")).await.unwrap();
+    let before = keeper.sent_on_probe().await.unwrap();
+    assert_eq!(keeper.keep(maker.make().await.unwrap()).await, Ok(1));
+    // The claim and the call went on that connection: one request each.
+    assert_eq!(keeper.sent_on_probe().await, Ok(before + 2));
+}
+
+fn key(id: &str, byte: u8) -> PreSharedKey {
+    PreSharedKey::new(id, [byte; 32]).unwrap()
+}
+
+#[tokio::test]
+async fn the_objects_server_applies_its_own_policy_to_the_third_party() {
+    // B knows A and C by their keys; C may only ask a counter who calls.
+    let policy = AccessPolicy::deny_by_default()
+        .allow(Target::everything(), ["psk:a"])
+        .allow(
+            Target::everything()
+                .interface::<CounterProxy>()
+                .method("caller"),
+            ["psk:c"],
+        );
+    let b_server = Server::new()
+        .with_auth(ServerAuth::psk(key("a", 1)).and_psk(key("c", 3)))
+        .with_access(policy);
+    let (b, _live) = serve_b(&unix("policy-b"), b_server).await;
+    let c_client = Client::new().with_auth(ClientAuth::psk(key("c", 3)));
+    let (c, _keeper) = serve_c(
+        &unix("policy-c"),
+        Server::new().with_handoff_client(c_client),
+    )
+    .await;
+
+    let a = Client::new().with_auth(ClientAuth::psk(key("a", 1)));
+    let maker: MakerProxy = a.connect(&b.endpoint().object_url("maker")).await.unwrap();
+    let keeper: KeeperProxy = Client::new()
+        .connect(&c.endpoint().object_url("keeper"))
+        .await
+        .unwrap();
+    let counter = maker.make().await.unwrap();
+    let denied = keeper.keep(counter.clone()).await.unwrap_err();
+    assert_eq!(denied.kind(), ErrorKind::PermissionDenied, "{denied}");
+    assert_eq!(keeper.caller().await, Ok("psk:c".to_owned()));
+
+    // Nothing at all for C: the claim itself is refused, and stays refused.
+    let policy = AccessPolicy::deny_by_default().allow(Target::everything(), ["psk:a"]);
+    let strict = Server::new()
+        .with_auth(ServerAuth::psk(key("a", 1)).and_psk(key("c", 3)))
+        .with_access(policy);
+    let (strict, _live) = serve_b(&unix("policy-strict-b"), strict).await;
+    let maker: MakerProxy = a
+        .connect(&strict.endpoint().object_url("maker"))
+        .await
+        .unwrap();
+    let refused = keeper.keep(maker.make().await.unwrap()).await.unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::PermissionDenied, "{refused}");
+    assert!(refused.message().contains("psk:c may not use"), "{refused}");
+    let again = keeper.bump().await.unwrap_err();
+    assert_eq!(again.kind(), ErrorKind::PermissionDenied, "{again}");
+    // A's own rights are A's.
+    let maker: MakerProxy = a.connect(&b.endpoint().object_url("maker")).await.unwrap();
+    let counter = maker.make().await.unwrap();
+    let counter = counter.into_proxy().unwrap();
+    assert_eq!(counter.caller().await, Ok("psk:a".to_owned()));
+    assert_eq!(counter.increment().await, Ok(1));
+}
+
+#[tokio::test]
+async fn a_handoff_never_claimed_expires_with_its_lease() {
+    let lease = Duration::from_millis(1500);
+    let (b, live) = serve_b(&unix("lease-b"), Server::new().with_handoff_lease(lease)).await;
+    let (c, _keeper) = serve_c(&unix("lease-c"), Server::new()).await;
+    let a = Client::new();
+    let maker: MakerProxy = a.connect(&b.endpoint().object_url("maker")).await.unwrap();
+    let keeper: KeeperProxy = a.connect(&c.endpoint().object_url("keeper")).await.unwrap();
+    let counter = maker.make().await.unwrap();
+    let started = std::time::Instant::now();
+    keeper.ignore(counter).await.unwrap();
+    // A dropped its reference (released); B keeps the counter for the token...
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    if started.elapsed() < lease {
+        assert_eq!(live.load(Ordering::Relaxed), 1);
+    }
+    // ...until the lease ends.
+    assert_eq!(settle(&live, 0).await, 0);
+    assert!(started.elapsed() >= lease);
+}
+
+#[tokio::test]
+async fn a_client_receives_a_handoff_as_a_result() {
+    let (b, live) = serve_b(&unix("result-b"), Server::new()).await;
+    let (c, _keeper) = serve_c(&unix("result-c"), Server::new()).await;
+    let a = Client::new();
+    let maker: MakerProxy = a.connect(&b.endpoint().object_url("maker")).await.unwrap();
+    let keeper: KeeperProxy = a.connect(&c.endpoint().object_url("keeper")).await.unwrap();
+    assert_eq!(keeper.keep(maker.make().await.unwrap()).await, Ok(1));
+    drop((maker, keeper, a));
+
+    // D asks C for the counter: C hands it off again, and D calls B directly.
+    let d = Client::new();
+    let keeper: KeeperProxy = d.connect(&c.endpoint().object_url("keeper")).await.unwrap();
+    let counter = keeper.give().await.unwrap();
+    let proxy = counter.proxy().unwrap().clone();
+    assert_eq!(proxy.object().peer(), b.endpoint().to_string());
+    // Not claimed yet: it cannot be passed on.
+    let refused = keeper.keep(counter).await.unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::InvalidArgument, "{refused}");
+    assert!(refused.message().contains("not claimed yet"), "{refused}");
+    assert_eq!(proxy.increment().await, Ok(2));
+    assert_eq!(keeper.bump().await, Ok(3));
+    drop(proxy);
+    drop(keeper);
+    assert_eq!(live.load(Ordering::Relaxed), 1, "C still holds it");
+}
+
+#[tokio::test]
+async fn an_object_of_a_process_with_no_known_address_cannot_be_handed_on() {
+    let (c, _keeper) = serve_c(&unix("noaddr-c"), Server::new()).await;
+    // D passes C a callback: C reaches it only through D's own connection.
+    let d = Client::new();
+    let keeper: KeeperProxy = d.connect(&c.endpoint().object_url("keeper")).await.unwrap();
+    let live = Arc::new(AtomicI64::new(1));
+    let callback = CounterImpl {
+        value: AtomicU64::new(10),
+        live,
+    };
+    let callback = ObjRef::new(Object::new(CounterStub::new(Arc::new(callback))));
+    assert_eq!(keeper.keep(callback).await, Ok(11));
+    // E asks for it: C cannot tell E where D is.
+    let e = Client::new();
+    let other: KeeperProxy = e.connect(&c.endpoint().object_url("keeper")).await.unwrap();
+    let error = other.give().await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Internal, "{error}");
+    assert!(
+        error
+            .message()
+            .contains("no address known here that a third party could connect to"),
+        "{error}"
+    );
+    // Nothing broke: C still calls D's callback.
+    assert_eq!(keeper.bump().await, Ok(12));
+}
