@@ -369,3 +369,97 @@ async fn an_idle_timeout_spares_a_connection_whose_peer_holds_handed_out_objects
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(counter.increment().await, Ok(2));
 }
+
+/// The environment variable that makes [`child_holds_counters_until_killed`] run: the
+/// factory's URL.
+const CHILD_FACTORY: &str = "LANNER_TEST_CHILD_FACTORY";
+
+/// How many counters the child process holds when it is killed.
+const CHILD_COUNTERS: i64 = 1000;
+
+/// A client process holding counters (and a callback the server keeps) is killed with
+/// SIGKILL: its connection ends without a RELEASE, and the server lets go of everything.
+async fn a_killed_client_process_leaks_nothing(endpoint: &str) {
+    use std::io::BufRead;
+    let (_listening, factory, live) = serve_counted(endpoint).await;
+    let url = format!("{}/factory", factory.object().peer());
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_holds_counters_until_killed",
+            "--nocapture",
+        ])
+        .env(CHILD_FACTORY, url)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let ready = tokio::task::spawn_blocking(move || {
+        std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .find(|line| line.starts_with("holding"))
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        ready.as_deref(),
+        Some(format!("holding {CHILD_COUNTERS}").as_str())
+    );
+    assert_eq!(live.load(Ordering::Relaxed), CHILD_COUNTERS);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(
+        settle(&live).await,
+        0,
+        "the killed client's counters leaked"
+    );
+    // The server still serves.
+    assert_eq!(
+        factory
+            .counter(1)
+            .await
+            .unwrap()
+            .into_proxy()
+            .unwrap()
+            .increment()
+            .await,
+        Ok(2)
+    );
+}
+
+#[tokio::test]
+async fn a_killed_client_process_leaks_nothing_over_unix() {
+    a_killed_client_process_leaks_nothing(&unix("killed")).await;
+}
+
+#[tokio::test]
+async fn a_killed_client_process_leaks_nothing_over_shm() {
+    a_killed_client_process_leaks_nothing(&format!(
+        "shm://lanner-refs-killed-{}",
+        std::process::id()
+    ))
+    .await;
+}
+
+/// Not a test of its own: the client half of [`a_killed_client_process_leaks_nothing`],
+/// run in a child process. Without its environment variable it does nothing.
+#[tokio::test]
+async fn child_holds_counters_until_killed() {
+    let Ok(url) = std::env::var(CHILD_FACTORY) else {
+        return;
+    };
+    let factory: FactoryProxy = Client::new().connect(&url).await.unwrap();
+    let mut counters = Vec::new();
+    for i in 0..CHILD_COUNTERS as u64 {
+        counters.push(factory.counter(i).await.unwrap());
+    }
+    let heard = Arc::new(Heard::default());
+    factory
+        .subscribe(ObjRef::new(Object::new(ListenerStub::new(heard))))
+        .await
+        .unwrap();
+    println!("holding {}", counters.len());
+    // Bounded: the parent kills this process long before.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+}
