@@ -52,6 +52,10 @@ pub struct CallContext {
     /// Created when first needed (the method asks for its context, or the call outlives
     /// its first poll and so can be cancelled): a call that needs neither costs nothing.
     cancel: Option<CancellationToken>,
+    /// The apartment the call runs in (its address), if its object has one: while the
+    /// call is polled, it is the only call of that apartment running (see
+    /// [`crate::ApartmentCell`]).
+    apartment: Option<usize>,
 }
 
 impl CallContext {
@@ -60,7 +64,19 @@ impl CallContext {
             deadline,
             peer,
             cancel: None,
+            apartment: None,
         }
+    }
+
+    /// This context, for a call that runs in the apartment at address `apartment`.
+    pub(crate) fn in_apartment(mut self, apartment: usize) -> CallContext {
+        self.apartment = Some(apartment);
+        self
+    }
+
+    /// The apartment of the call being polled on this thread, if any.
+    pub(crate) fn current_apartment() -> Option<usize> {
+        CURRENT.with(|current| current.borrow().as_ref()?.apartment)
     }
 
     /// Who called, as the connection's handshake established it (see [`crate::ServerAuth`]):

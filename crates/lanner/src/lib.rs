@@ -73,6 +73,7 @@ extern crate self as lanner;
 
 mod access;
 mod apartment;
+mod apartment_cell;
 mod auth;
 mod call;
 mod client;
@@ -98,6 +99,7 @@ pub mod transport;
 mod url;
 
 pub use access::{AccessPolicy, Target};
+pub use apartment_cell::ApartmentCell;
 pub use auth::{ClientAuth, Mechanism, PreSharedKey, Principal, ServerAuth};
 pub use bytes::Bytes;
 pub use call::{IncomingCall, Reply};

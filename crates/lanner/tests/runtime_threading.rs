@@ -130,3 +130,96 @@ async fn an_apartment_is_shared_by_every_connection_and_interface() {
     assert!(results.iter().all(|r| *r == Ok(1)), "{results:?}");
     assert_eq!(overlap.most.load(Ordering::SeqCst), 1);
 }
+
+/// A log whose state is not `Sync`: a plain `Vec` and a `Cell`, opened without a lock.
+#[lanner::interface]
+trait Journal {
+    /// Appends `line` in two steps with awaits between them; returns the length after.
+    async fn append(&self, line: u32) -> Result<u64, Error>;
+    async fn lines(&self) -> Result<Vec<u32>, Error>;
+}
+
+#[derive(Default)]
+struct JournalState {
+    lines: Vec<u32>,
+    /// Half-written entries: never seen by another call in an apartment.
+    pending: std::cell::Cell<u32>,
+}
+
+#[derive(Default)]
+struct UnlockedJournal(lanner::ApartmentCell<JournalState>);
+
+impl Journal for UnlockedJournal {
+    async fn append(&self, line: u32) -> Result<u64, Error> {
+        self.0.with(|state| {
+            assert_eq!(
+                state.pending.get(),
+                0,
+                "another call saw a half-written entry"
+            );
+            state.pending.set(1);
+        });
+        for _ in 0..3 {
+            tokio::task::yield_now().await;
+        }
+        Ok(self.0.with(|state| {
+            state.pending.set(0);
+            state.lines.push(line);
+            state.lines.len() as u64
+        }))
+    }
+
+    async fn lines(&self) -> Result<Vec<u32>, Error> {
+        Ok(self.0.with(|state| state.lines.clone()))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_apartment_object_keeps_state_that_is_not_sync_without_locks() {
+    let server = Server::new();
+    let journal = Arc::new(UnlockedJournal::default());
+    server.publish(
+        "journal",
+        Object::new(JournalStub::new(journal.clone())).in_apartment(),
+    );
+    // The same state published free-threaded cannot be opened.
+    server.publish("unsafe", Object::new(JournalStub::new(journal)));
+    let listening = server.listen("mem://threading-cell").await.unwrap();
+    // Two connections, 50 concurrent calls each.
+    let mut calls = Vec::new();
+    for _ in 0..2 {
+        let proxy: JournalProxy = Client::new()
+            .connect(&listening.endpoint().object_url("journal"))
+            .await
+            .unwrap();
+        for line in 0..50 {
+            let proxy = proxy.clone();
+            calls.push(tokio::spawn(async move { proxy.append(line).await }));
+        }
+    }
+    let mut lengths: Vec<u64> = join_all(calls)
+        .await
+        .into_iter()
+        .map(|joined| joined.unwrap().unwrap())
+        .collect();
+    lengths.sort_unstable();
+    assert_eq!(lengths, (1..=100).collect::<Vec<u64>>());
+
+    let proxy: JournalProxy = Client::new()
+        .connect(&listening.endpoint().object_url("journal"))
+        .await
+        .unwrap();
+    assert_eq!(proxy.lines().await.unwrap().len(), 100);
+    let free: JournalProxy = Client::new()
+        .connect(&listening.endpoint().object_url("unsafe"))
+        .await
+        .unwrap();
+    let refused = free.lines().await.unwrap_err();
+    assert_eq!(refused.kind(), lanner::ErrorKind::Internal, "{refused}");
+    assert!(
+        refused
+            .message()
+            .contains("reachable only from a call its apartment object runs"),
+        "{refused}"
+    );
+}

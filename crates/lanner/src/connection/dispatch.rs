@@ -48,7 +48,10 @@ impl Connection {
             connection: self,
             access: &slot.access,
         };
-        let context = CallContext::new(deadline, self.identity().clone());
+        let mut context = CallContext::new(deadline, self.identity().clone());
+        if let Some(apartment) = &slot.apartment {
+            context = context.in_apartment(Arc::as_ptr(apartment) as usize);
+        }
         let call = Served {
             future: context.scope(slot.stub.dispatch(call)),
             call_id,
