@@ -3,8 +3,9 @@
 //! has there), that server applies its own access policy to the receiver, and a token
 //! never claimed expires with its lease.
 //!
-//! The three "processes" are three servers and clients in one test process, on separate
-//! endpoints; `process_handoff` in lanner-cli does it across real processes.
+//! The three "processes" are mostly three servers and clients in one test process, on
+//! separate endpoints; `a_handoff_crosses_real_processes` runs the object's server as a
+//! child process.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -359,4 +360,56 @@ async fn an_object_of_a_process_with_no_known_address_cannot_be_handed_on() {
     );
     // Nothing broke: C still calls D's callback.
     assert_eq!(keeper.bump().await, Ok(12));
+}
+
+/// The environment variable that makes [`child_serves_a_maker`] run: where to listen.
+const CHILD_ENDPOINT: &str = "LANNER_TEST_HANDOFF_CHILD";
+
+#[tokio::test]
+async fn a_handoff_crosses_real_processes() {
+    use std::io::BufRead;
+    // B is a child process; A (this client) hands its counter to C (a server here).
+    let endpoint = unix("process-b");
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_serves_a_maker", "--nocapture"])
+        .env(CHILD_ENDPOINT, &endpoint)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let ready = tokio::task::spawn_blocking(move || {
+        std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .find(|line| line.starts_with("serving"))
+    })
+    .await
+    .unwrap();
+    assert_eq!(ready, Some(format!("serving {endpoint}")));
+    let (c, _keeper) = serve_c(&unix("process-c"), Server::new()).await;
+    let a = Client::new();
+    let maker: MakerProxy = a.connect(&format!("{endpoint}/maker")).await.unwrap();
+    let keeper: KeeperProxy = a.connect(&c.endpoint().object_url("keeper")).await.unwrap();
+    let counter = maker.make().await.unwrap();
+    assert_eq!(keeper.keep(counter.clone()).await, Ok(1));
+    assert_eq!(counter.into_proxy().unwrap().increment().await, Ok(2));
+    assert_eq!(keeper.bump().await, Ok(3));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // B is gone: C's calls fail cleanly.
+    let gone = keeper.bump().await.unwrap_err();
+    assert_eq!(gone.kind(), ErrorKind::Unavailable, "{gone}");
+}
+
+/// Not a test of its own: process B of [`a_handoff_crosses_real_processes`]. Without its
+/// environment variable it does nothing.
+#[tokio::test]
+async fn child_serves_a_maker() {
+    let Ok(endpoint) = std::env::var(CHILD_ENDPOINT) else {
+        return;
+    };
+    let (listening, _live) = serve_b(&endpoint, Server::new()).await;
+    println!("serving {}", listening.endpoint());
+    // Bounded: the parent kills this process long before.
+    tokio::time::sleep(Duration::from_secs(60)).await;
 }
