@@ -192,41 +192,58 @@ fn expand_proxy(interface: &Interface) -> TokenStream {
                 let _: fn() = ::lanner::__private::assert_argument::<#ty>;
             }
         });
-        let (method_var, segments_var, request_var, to_var) = (
+        let (method_var, segments_var, request_var, core_var, to_var, error_var) = (
             local("method"),
             local("segments"),
             local("request"),
+            local("core"),
             local("to"),
+            local("error"),
         );
         // `self` stays out of the spanned tokens: a method name passed in through a
         // `macro_rules!` would give it another hygiene context than the receiver's.
-        // Built once the reference has picked the connection the call goes on, so that
-        // object references among the arguments are handed to that connection.
+        // The request is built once the reference has settled the connection the call goes
+        // on, so that object references among the arguments are handed to that connection.
         let request = quote_spanned! {name.span()=>
-            move |#to_var: ::lanner::__private::Destination<'_>| {
-                ::lanner::__private::request(#to_var, #method_var, &(#(#inline,)*), #segments_var)
-            }
+            ::lanner::__private::request(&#to_var, #method_var, &(#(#inline,)*), #segments_var)
         };
         // Spanned at the declared types so that a result or error type that cannot travel is
         // reported at the method's return type, not at the attribute.
         let future = quote_spanned! {output.span()=>
             impl ::lanner::__private::Future<Output = #output> + ::core::marker::Send
         };
+        // Spanned like the future, for the same reason.
         let send = if method.one_way {
-            quote! { ::lanner::__private::invoke_one_way::<#err>(&self.core, #request_var) }
+            quote_spanned! {output.span()=>
+                ::lanner::__private::invoke_one_way::<#err>(#to_var, #request_var).await
+            }
         } else {
-            quote! {
-                ::lanner::__private::invoke::<#codec, #err>(&self.core, #method_var, #request_var)
+            quote_spanned! {output.span()=>
+                ::lanner::__private::invoke::<#codec, #err>(#to_var, #method_var, #request_var)
+                    .await
             }
         };
         quote! {
             fn #name(&self, #(#params),*) -> #future {
                 #error_check
                 #(#argument_checks)*
+                let #core_var = &self.core;
                 let #method_var = &<Self as ::lanner::__private::Proxy>::METHODS[#ordinal];
-                let #segments_var: [::lanner::__private::Bytes; #bulk_count] = [#(#bulk),*];
-                let #request_var = #request;
-                #send
+                async move {
+                    let #to_var = match ::lanner::__private::destination(#core_var).await {
+                        ::core::result::Result::Ok(#to_var) => #to_var,
+                        ::core::result::Result::Err(#error_var) => {
+                            return ::core::result::Result::Err(
+                                <#err as ::core::convert::From<::lanner::__private::Error>>::from(
+                                    #error_var,
+                                ),
+                            );
+                        }
+                    };
+                    let #segments_var: [::lanner::__private::Bytes; #bulk_count] = [#(#bulk),*];
+                    let #request_var = #request;
+                    #send
+                }
             }
         }
     });

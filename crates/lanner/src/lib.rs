@@ -126,7 +126,7 @@ pub mod __private {
     pub use crate::id::{InterfaceId, MethodInfo, method_fingerprint};
     pub use crate::marshal::{
         Bulk, Destination, Inline, ValueCodec, arguments, assert_argument, assert_remote_error,
-        invoke, invoke_one_way, reply, request,
+        destination, invoke, invoke_one_way, reply, request,
     };
     pub use crate::object::{DispatchFuture, Stub};
     pub use crate::proxy::{Proxy, ProxyCore};

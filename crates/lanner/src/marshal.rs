@@ -129,18 +129,35 @@ pub struct OutgoingRequest {
     _handed_back: Vec<crate::reference::ObjectRef>,
 }
 
-/// Where a request goes: the proxy's interface on the object at `target`. Given to the
-/// generated code's request builder once the reference has picked its connection
-/// (reconnecting, or redeeming a third party's hand-off, first if it had to).
+/// Where a call through a proxy goes: the proxy's interface on the object at `target`,
+/// and the call's deadline. Settled by [`destination`] before the request is built.
 pub struct Destination<'a> {
     core: &'a ProxyCore,
-    target: &'a Target,
+    target: Arc<Target>,
+    deadline: Option<Instant>,
+}
+
+/// Settles where a call through `core` goes: the reference's current connection, or a new
+/// one if it had to reconnect (a URL reference whose connection broke) or to claim the
+/// object first (a reference handed over by a third party). The call's timeout starts
+/// now.
+pub async fn destination(core: &ProxyCore) -> Result<Destination<'_>, Error> {
+    let current = core.object().current_target();
+    let deadline = core
+        .timeout_on(&current.connection)
+        .map(|timeout| Instant::now() + timeout);
+    let target = core.object().usable_target(current, deadline).await?;
+    Ok(Destination {
+        core,
+        target,
+        deadline,
+    })
 }
 
 /// Builds a request for `method` with `args` (the inline arguments, as a tuple) and the
 /// bulk arguments `segments`, to send to `to`.
 pub fn request<A: Serialize>(
-    to: Destination<'_>,
+    to: &Destination<'_>,
     method: &MethodInfo,
     args: &A,
     segments: impl IntoIterator<Item = Bytes>,
@@ -151,6 +168,10 @@ pub fn request<A: Serialize>(
         method.ordinal,
         method.fingerprint,
     );
+    if let Some(deadline) = to.deadline {
+        // What is left of the timeout (all of it unless the reference had to reconnect).
+        message.set_timeout(deadline.saturating_duration_since(Instant::now()));
+    }
     // Object references among the arguments are handed to the connection the call goes on.
     let (encoded, handed_back) =
         objref::encoding(&to.target.connection, || encode_inline(args, &mut message));
@@ -169,53 +190,25 @@ pub fn request<A: Serialize>(
     })
 }
 
-/// Sends the request `build` makes (see [`request`]) and decodes the reply: `C` for the
-/// success value, `E` for the application error; transport and protocol failures become
-/// `E` through `From<lanner::Error>`.
+/// Sends a request built by [`request`] and decodes the reply: `C` for the success
+/// value, `E` for the application error; transport and protocol failures become `E`
+/// through `From<lanner::Error>`.
 pub async fn invoke<C, E>(
-    core: &ProxyCore,
+    to: Destination<'_>,
     method: &'static MethodInfo,
-    build: impl FnOnce(Destination<'_>) -> Result<OutgoingRequest, Error>,
+    request: Result<OutgoingRequest, Error>,
 ) -> Result<C::Value, E>
 where
     C: ValueCodec,
     E: DeserializeOwned + From<Error>,
 {
-    let (target, request, deadline) = address(core, build).await?;
     let OutgoingRequest {
         message,
         _handed_back,
-    } = request;
-    let response = target.connection.call(message, deadline).await?;
-    objref::decoding(&target.connection, || {
-        decode_response::<C, E>(method, &response)
-    })
-}
-
-/// Picks the connection a request goes on (reconnecting the reference, or redeeming its
-/// hand-off, if need be), builds the request for it with `build` (so that references
-/// among the arguments are handed to that connection), and stamps the call's timeout;
-/// returns the call's deadline too.
-async fn address(
-    core: &ProxyCore,
-    build: impl FnOnce(Destination<'_>) -> Result<OutgoingRequest, Error>,
-) -> Result<(Arc<Target>, OutgoingRequest, Option<Instant>), Error> {
-    let current = core.object().current_target();
-    let timeout = core.timeout_on(&current.connection);
-    let started = timeout.map(|_| Instant::now());
-    let deadline = started.zip(timeout).map(|(now, timeout)| now + timeout);
-    let target = core.object().usable_target(current, deadline).await?;
-    let mut request = build(Destination {
-        core,
-        target: &target,
-    })?;
-    if let Some(deadline) = deadline {
-        // What is left of the timeout (all of it unless the reference had to reconnect).
-        request
-            .message
-            .set_timeout(deadline.saturating_duration_since(Instant::now()));
-    }
-    Ok((target, request, deadline))
+    } = request?;
+    let connection = &to.target.connection;
+    let response = connection.call(message, to.deadline).await?;
+    objref::decoding(connection, || decode_response::<C, E>(method, &response))
 }
 
 /// Puts `timeout` (if any) in the request and returns the call's deadline.
@@ -228,24 +221,23 @@ pub(crate) fn set_deadline(
     Some(Instant::now() + timeout)
 }
 
-/// Sends a one-way request (built by `build`, see [`request`]): `Ok` once it is written
-/// (the method's outcome never comes back); an error if it could not be sent.
+/// Sends a one-way request built by [`request`]: `Ok` once it is written (the method's
+/// outcome never comes back); an error if it could not be sent.
 pub async fn invoke_one_way<E>(
-    core: &ProxyCore,
-    build: impl FnOnce(Destination<'_>) -> Result<OutgoingRequest, Error>,
+    to: Destination<'_>,
+    request: Result<OutgoingRequest, Error>,
 ) -> Result<(), E>
 where
     E: From<Error>,
 {
-    let (target, request, deadline) = address(core, build).await?;
     let OutgoingRequest {
         mut message,
         _handed_back,
-    } = request;
+    } = request?;
     message.set_one_way();
-    target
+    to.target
         .connection
-        .send_one_way(message, deadline)
+        .send_one_way(message, to.deadline)
         .await
         .map_err(E::from)
 }
