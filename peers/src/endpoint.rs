@@ -93,10 +93,8 @@ impl Listener {
         match transport {
             Transport::Tcp => Ok(Listener::Tcp(TcpListener::bind("127.0.0.1:0").await?)),
             Transport::Unix => {
-                let path = std::env::temp_dir().join(format!(
-                    "lanner-peers-{tag}-{}.sock",
-                    std::process::id()
-                ));
+                let path = std::env::temp_dir()
+                    .join(format!("lanner-peers-{tag}-{}.sock", std::process::id()));
                 let _ = std::fs::remove_file(&path);
                 let listener = UnixListener::bind(&path)?;
                 Ok(Listener::Unix(listener, SocketFile(path)))

@@ -222,8 +222,7 @@ async fn run<C: EchoClient>(mut client: C, args: &BenchArgs) -> Result<Rows, Box
             let mut rows = Vec::new();
             for &concurrency in &args.concurrency {
                 rows.push(
-                    workload::throughput(&client, concurrency, args.warmup_secs, args.secs)
-                        .await?,
+                    workload::throughput(&client, concurrency, args.warmup_secs, args.secs).await?,
                 );
             }
             Ok(Rows::Throughput(rows))
@@ -242,7 +241,10 @@ fn print_table(report: &Report<Rows>) {
     );
     match &report.rows {
         Rows::Latency(rows) => {
-            println!("{:>9}  {:>10}  {:>10}  {:>7}", "size", "p50", "p99", "calls");
+            println!(
+                "{:>9}  {:>10}  {:>10}  {:>7}",
+                "size", "p50", "p99", "calls"
+            );
             for row in rows {
                 println!(
                     "{:>9}  {:>8.1}us  {:>8.1}us  {:>7}",
@@ -279,7 +281,11 @@ fn serve(args: &ServeArgs) -> Result<(), BoxError> {
             endpoint::Endpoint::Tcp(_) => None,
         };
         let mut stdout = std::io::stdout().lock();
-        writeln!(stdout, "{}", serde_json::json!({ "endpoint": endpoint.to_string() }))?;
+        writeln!(
+            stdout,
+            "{}",
+            serde_json::json!({ "endpoint": endpoint.to_string() })
+        )?;
         stdout.flush()?;
         drop(stdout);
         exit_when_stdin_closes(socket_file);

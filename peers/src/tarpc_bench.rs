@@ -48,10 +48,8 @@ fn framed(stream: Stream) -> Framed<Stream, LengthDelimitedCodec> {
 pub async fn serve(listener: Listener) -> Result<(), BoxError> {
     loop {
         let stream = listener.accept().await?;
-        let channel = BaseChannel::with_defaults(serde_transport::new(
-            framed(stream),
-            Bincode::default(),
-        ));
+        let channel =
+            BaseChannel::with_defaults(serde_transport::new(framed(stream), Bincode::default()));
         tokio::spawn(
             channel
                 .execute(Service.serve())
