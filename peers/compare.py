@@ -584,7 +584,7 @@ def main():
             out.write(json.dumps(result) + "\n")
     images = [] if args.no_plots else plots(table_data(results))
     write_doc(results, notes, started, args, images)
-    failed = [r for r in results if r["error"] and not r["error"].startswith("n/a")]
+    failed = [r for r in results if r["error"]]
     if failed:
         log(f"{len(failed)} benchmark(s) failed; see the notes in {DOC.relative_to(ROOT)}")
 
