@@ -35,16 +35,24 @@ DOC = ROOT / "docs" / "benchmarks.md"
 ASSETS = ROOT / "docs" / "benchmarks"
 
 SIZES = [0, 4096, 65536, 1048576]
+# The table and the goals use c=32; the sweep feeds the throughput-vs-concurrency plot.
 CONCURRENCY = 32
+SWEEP = [1, 8, 32, 128]
 LANNER_TRANSPORTS = ["tcp", "unix", "shm"]
 PEER_TRANSPORTS = ["tcp", "unix"]
 FRAMEWORKS = ["tonic", "tarpc", "capnp"]
 # Every benchmark command is bounded in time.
 COMMAND_TIMEOUT_S = 600
 REPRODUCE = "python3 peers/compare.py"
+# Lanner runs twice over tcp and unix: with its default wait (spin, then sleep) and with
+# --spin-us 0 (sleep at once, like the peers' Tokio/epoll), each with its raw baseline.
+LANNER_VARIANTS = [("lanner", [], LANNER_TRANSPORTS), ("lanner-block", ["--spin-us", "0"], PEER_TRANSPORTS)]
+ROW_ORDER = ["lanner", "raw", "lanner-block", "raw-block"] + FRAMEWORKS
 FRAMEWORK_LABEL = {
     "lanner": "Lanner",
     "raw": "raw socket (Lanner's baseline)",
+    "lanner-block": "Lanner, blocking wait",
+    "raw-block": "raw socket, blocking wait",
     "tonic": "tonic (gRPC)",
     "tarpc": "tarpc",
     "capnp": "capnp-rpc",
@@ -164,20 +172,25 @@ def collect(args):
             "is being written on another branch): Lanner's throughput cells are n/a."
         )
         log("lanner bench throughput is not available: its cells will be n/a")
-    for transport in LANNER_TRANSPORTS:
-        report, error = run_json(
-            [LANNER, "bench", "pingpong", "--transport", transport, "--sizes", sizes, "--json"]
-            + timing,
-            f"lanner pingpong {transport}",
-        )
-        record("lanner", "pingpong", transport, report, error)
-        if throughput:
+    sweep = ",".join(str(c) for c in args.concurrency)
+    for framework, options, transports in LANNER_VARIANTS:
+        for transport in transports:
             report, error = run_json(
-                [LANNER, "bench", "throughput", "--concurrency", str(CONCURRENCY),
-                 "--transport", transport, "--json"] + secs,
-                f"lanner throughput {transport}",
+                [LANNER, "bench", "pingpong", "--transport", transport, "--sizes", sizes,
+                 "--json"] + options + timing,
+                f"{framework} pingpong {transport}",
             )
-            record("lanner", "throughput", transport, report, error)
+            record(framework, "pingpong", transport, report, error)
+            if throughput:
+                command = [LANNER, "bench", "throughput", "--transport", transport,
+                           "--json"] + options + secs
+                report, error = run_json(command + ["--concurrency", sweep],
+                                         f"{framework} throughput {transport}")
+                if error and sweep != str(CONCURRENCY):
+                    # Perhaps this build takes one concurrency only.
+                    report, error = run_json(command + ["--concurrency", str(CONCURRENCY)],
+                                             f"{framework} throughput {transport}, c=32 only")
+                record(framework, "throughput", transport, report, error)
     for framework in FRAMEWORKS:
         for transport in PEER_TRANSPORTS:
             common = ["--framework", framework, "--transport", transport, "--json"]
@@ -187,7 +200,7 @@ def collect(args):
             )
             record(framework, "pingpong", transport, report, error)
             report, error = run_json(
-                [PEERS_BIN, "bench", "throughput", "--concurrency", str(CONCURRENCY)]
+                [PEERS_BIN, "bench", "throughput", "--concurrency", sweep]
                 + common + secs,
                 f"{framework} throughput {transport}",
             )
@@ -199,46 +212,46 @@ def collect(args):
 
 
 def table_data(results):
-    """{(framework, transport): {"lat": {size: (p50, p99)}, "calls_s": x, "wait": w}}."""
+    """{(framework, transport): {"lat": {size: (p50, p99)}, "tput": {c: calls/s},
+    "calls_s": calls/s at CONCURRENCY or None, "wait": w}}; Lanner's rows also give their
+    raw baseline's ("raw" or "raw-block")."""
     cells = {}
 
     def cell(framework, transport):
         return cells.setdefault(
-            (framework, transport), {"lat": {}, "calls_s": None, "wait": None}
+            (framework, transport), {"lat": {}, "tput": {}, "calls_s": None, "wait": None}
         )
 
     for result in results:
         report = result["report"]
         framework, transport = result["framework"], result["transport"]
+        lanner = framework.startswith("lanner")
+        raw = framework.replace("lanner", "raw")
+        cell(framework, transport)
         if report is None:
-            cell(framework, transport)
             continue
-        if result["workload"] == "pingpong":
-            for row in report.get("rows", []):
-                if framework == "lanner":
-                    cell("lanner", transport)["lat"][row["size"]] = (
+        if lanner:
+            cell(raw, transport)["wait"] = report.get("wait")
+        cell(framework, transport)["wait"] = report.get("wait")
+        for row in report.get("rows", []):
+            if result["workload"] == "pingpong":
+                if lanner:
+                    cell(framework, transport)["lat"][row["size"]] = (
                         row["rpc_p50_us"], row["rpc_p99_us"])
-                    cell("raw", transport)["lat"][row["size"]] = (
+                    cell(raw, transport)["lat"][row["size"]] = (
                         row["raw_p50_us"], row["raw_p99_us"])
                 else:
                     cell(framework, transport)["lat"][row["size"]] = (
                         row["p50_us"], row["p99_us"])
-            if framework == "lanner":
-                cell("lanner", transport)["wait"] = report.get("wait")
-                cell("raw", transport)["wait"] = report.get("wait")
-            else:
-                cell(framework, transport)["wait"] = report.get("wait")
-        else:
-            rows = report.get("rows", [])
-            row = next((r for r in rows if r.get("concurrency") == CONCURRENCY),
-                       rows[0] if rows else None)
-            if row is None:
-                continue
-            if framework == "lanner":
-                cell("lanner", transport)["calls_s"] = row.get("rpc_calls_s")
-                cell("raw", transport)["calls_s"] = row.get("raw_msgs_s")
-            else:
-                cell(framework, transport)["calls_s"] = row.get("calls_s")
+            elif "concurrency" in row:
+                c = row["concurrency"]
+                if lanner:
+                    cell(framework, transport)["tput"][c] = row.get("rpc_calls_s")
+                    cell(raw, transport)["tput"][c] = row.get("raw_msgs_s")
+                else:
+                    cell(framework, transport)["tput"][c] = row.get("calls_s")
+    for value in cells.values():
+        value["calls_s"] = value["tput"].get(CONCURRENCY)
     return cells
 
 
@@ -263,67 +276,57 @@ def size_label(size):
 
 
 def order(cells):
-    frameworks = ["lanner", "raw"] + FRAMEWORKS
-    transports = LANNER_TRANSPORTS
-    return [(f, t) for t in transports for f in frameworks if (f, t) in cells]
+    return [(f, t) for t in LANNER_TRANSPORTS for f in ROW_ORDER if (f, t) in cells]
 
 
 def ratios(cells):
-    """The issue's goals, as (description, value text, goal text, met?)."""
-    def p50(framework, transport, size=0):
-        lat = cells.get((framework, transport), {}).get("lat", {})
-        return lat.get(size, (None, None))[0]
+    """The issue's goals as table lines: | ratio | this run | goal | met |."""
+    def p50(framework, transport):
+        return cells.get((framework, transport), {}).get("lat", {}).get(0, (None, None))[0]
 
-    def fastest(transports, key):
-        best = None
-        for framework in FRAMEWORKS:
-            for transport in transports:
-                value = key(framework, transport)
-                if value is None:
-                    continue
-                if best is None or value[0] < best[0]:
-                    best = (value[0], framework, transport)
-        return best
+    def calls(framework, transport):
+        return cells.get((framework, transport), {}).get("calls_s")
+
+    def best(value, transports, pick):
+        """The peers' best (value, framework, transport) over `transports`, or None."""
+        found = [(value(f, t), f, t) for f in FRAMEWORKS for t in transports
+                 if value(f, t) is not None]
+        return pick(found) if found else None
 
     lines = []
-    # 1. Lanner null-call p50 over tcp vs the fastest peer's over tcp.
-    lanner_tcp = p50("lanner", "tcp")
-    best_tcp = fastest(["tcp"], lambda f, t: (p50(f, t),) if p50(f, t) is not None else None)
+    for lanner, label in (("lanner", "Lanner"), ("lanner-block", "Lanner (blocking wait)")):
+        lines.append(ratio_line(
+            f"{label} null-call p50 over tcp / fastest peer's over tcp",
+            p50(lanner, "tcp"), best(p50, ["tcp"], min), 1 / 3, "≤ 1/3", less=True,
+            unit="µs"))
     lines.append(ratio_line(
-        "Lanner null-call p50 over tcp / fastest peer's null-call p50 over tcp",
-        lanner_tcp, best_tcp, "≤ 0.33 (1/3)", lambda r: r <= 1 / 3, unit="µs"))
-    # 2. Lanner shm vs the fastest peer's tcp or unix.
-    lanner_shm = p50("lanner", "shm")
-    best_any = fastest(PEER_TRANSPORTS,
-                       lambda f, t: (p50(f, t),) if p50(f, t) is not None else None)
-    lines.append(ratio_line(
-        "Lanner null-call p50 over shm / fastest peer's null-call p50 over tcp or unix",
-        lanner_shm, best_any, "≤ 0.033 (1/30)", lambda r: r <= 1 / 30, unit="µs"))
-    # 3. Throughput at c=32: Lanner tcp vs the fastest peer's (per transport, and shm vs any).
+        "Lanner null-call p50 over shm / fastest peer's over tcp or unix",
+        p50("lanner", "shm"), best(p50, PEER_TRANSPORTS, min), 1 / 30, "≤ 1/30", less=True,
+        unit="µs"))
     for transport, peer_transports in (("tcp", ["tcp"]), ("unix", ["unix"]),
                                        ("shm", PEER_TRANSPORTS)):
-        mine = cells.get(("lanner", transport), {}).get("calls_s")
-        best = fastest(peer_transports, lambda f, t: (
-            -cells[(f, t)]["calls_s"],) if cells.get((f, t), {}).get("calls_s") else None)
-        if best is not None:
-            best = (-best[0], best[1], best[2])
         where = "tcp or unix" if transport == "shm" else transport
         lines.append(ratio_line(
             f"Lanner calls/s at c={CONCURRENCY} over {transport} / fastest peer's over {where}",
-            mine, best, "≥ 3", lambda r: r >= 3, unit="calls/s"))
+            calls("lanner", transport), best(calls, peer_transports, max), 3, "≥ 3",
+            less=False, unit="calls/s"))
     return lines
 
 
-def ratio_line(what, mine, best, goal, met, unit):
+def ratio_line(what, mine, best, goal, goal_text, less, unit):
     if mine is None or best is None:
-        missing = "Lanner's figure" if mine is None else "a peer figure"
-        return f"| {what} | n/a ({missing} missing) | {goal} | n/a |"
+        missing = "Lanner's figure" if mine is None else "the peers' figures"
+        return f"| {what} | n/a ({missing} missing) | {goal_text} | n/a |"
     value, framework, transport = best
     ratio = mine / value
+    met = ratio <= goal if less else ratio >= goal
     fmt = fmt_us if unit == "µs" else fmt_rate
-    detail = (f"{ratio:.2f} ({fmt(mine)} vs {fmt(value)} {unit}, "
-              f"{FRAMEWORK_LABEL[framework]} over {transport})")
-    return f"| {what} | {detail} | {goal} | {'yes' if met(ratio) else '**no**'} |"
+    shown = f"{ratio:.3f}" if ratio < 1 else f"{ratio:.2f}"
+    if ratio < 1:
+        shown += f" (1/{1 / ratio:.1f})"
+    detail = (f"{shown}: {fmt(mine)} vs {fmt(value)} {unit} "
+              f"({FRAMEWORK_LABEL[framework]} over {transport})")
+    return f"| {what} | {detail} | {goal_text} | {'yes' if met else '**no**'} |"
 
 
 def machine():
@@ -353,6 +356,11 @@ def machine():
     }
 
 
+COLORS = {"lanner": "tab:red", "raw": "tab:gray", "lanner-block": "tab:orange",
+          "raw-block": "black", "tonic": "tab:blue", "tarpc": "tab:green",
+          "capnp": "tab:purple"}
+
+
 def plots(cells):
     """Writes the PNGs; returns their file names (empty without matplotlib)."""
     try:
@@ -363,67 +371,103 @@ def plots(cells):
     except ImportError:
         return []
     ASSETS.mkdir(parents=True, exist_ok=True)
-    colors = {"lanner": "tab:red", "raw": "tab:gray", "tonic": "tab:blue",
-              "tarpc": "tab:green", "capnp": "tab:purple"}
     written = []
     transports = [t for t in LANNER_TRANSPORTS if any(k[1] == t for k in cells)]
-    fig, axes = plt.subplots(1, len(transports), figsize=(5.2 * len(transports), 4.6),
-                             sharey=True, squeeze=False)
-    for ax, transport in zip(axes[0], transports):
-        for framework in ["lanner", "raw"] + FRAMEWORKS:
-            lat = cells.get((framework, transport), {}).get("lat", {})
-            points = [(i, lat[s]) for i, s in enumerate(SIZES) if s in lat]
-            if not points:
-                continue
-            xs = [i for i, _ in points]
-            ax.plot(xs, [v[0] for _, v in points], marker="o", color=colors[framework],
-                    label=f"{FRAMEWORK_LABEL[framework]} p50")
-            ax.plot(xs, [v[1] for _, v in points], linestyle="--", marker=".",
-                    color=colors[framework], alpha=0.6, label=f"{FRAMEWORK_LABEL[framework]} p99")
-        ax.set_yscale("log")
-        ax.set_xticks(range(len(SIZES)), [size_label(s) for s in SIZES])
-        ax.set_title(f"over {transport}")
-        ax.set_xlabel("payload (echoed both ways)")
-        ax.grid(True, which="both", alpha=0.3)
-    axes[0][0].set_ylabel("round trip (µs, log scale)")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    for ax in axes[0][1:]:
-        for h, l in zip(*ax.get_legend_handles_labels()):
-            if l not in labels:
-                handles.append(h)
-                labels.append(l)
-    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8)
-    fig.suptitle("Sequential echo calls: latency vs payload size (client CPU 0, server CPU 1)")
-    fig.tight_layout(rect=(0, 0.14, 1, 1))
-    fig.savefig(ASSETS / "latency.png", dpi=110)
-    plt.close(fig)
-    written.append("latency.png")
 
-    fig, ax = plt.subplots(figsize=(9, 4.6))
-    frameworks = ["lanner", "raw"] + FRAMEWORKS
-    width = 0.8 / len(frameworks)
+    for index, name in ((0, "p50"), (1, "p99")):
+        fig, axes = plt.subplots(1, len(transports), figsize=(5.2 * len(transports), 4.8),
+                                 sharey=True, squeeze=False)
+        for ax, transport in zip(axes[0], transports):
+            for framework in ROW_ORDER:
+                lat = cells.get((framework, transport), {}).get("lat", {})
+                points = [(i, lat[s][index]) for i, s in enumerate(SIZES) if s in lat]
+                if not points:
+                    continue
+                dashed = framework.startswith("raw")
+                ax.plot([i for i, _ in points], [v for _, v in points], marker="o",
+                        linestyle="--" if dashed else "-", color=COLORS[framework],
+                        label=FRAMEWORK_LABEL[framework])
+            ax.set_yscale("log")
+            ax.set_xticks(range(len(SIZES)), [size_label(s) for s in SIZES])
+            ax.set_title(f"over {transport}")
+            ax.set_xlabel("payload (echoed both ways)")
+            ax.grid(True, which="both", alpha=0.3)
+        axes[0][0].set_ylabel(f"{name} round trip (µs, log scale)")
+        seen = {}
+        for ax in axes[0]:
+            for handle, label in zip(*ax.get_legend_handles_labels()):
+                seen.setdefault(label, handle)
+        fig.legend(list(seen.values()), list(seen.keys()), loc="lower center", ncol=4,
+                   fontsize=8)
+        fig.suptitle(f"Sequential echo calls, {name}: latency vs payload size "
+                     "(client on CPU 0, server on CPU 1)")
+        fig.tight_layout(rect=(0, 0.12, 1, 1))
+        fig.savefig(ASSETS / f"latency_{name}.png", dpi=100)
+        plt.close(fig)
+        written.append(f"latency_{name}.png")
+
+    # Throughput at c=32: bars per framework, grouped by transport.
+    fig, ax = plt.subplots(figsize=(10, 4.8))
+    frameworks = [f for f in ROW_ORDER if any(cells.get((f, t), {}).get("calls_s")
+                                              for t in transports)]
+    width = 0.8 / max(len(frameworks), 1)
     for i, framework in enumerate(frameworks):
-        xs, ys = [], []
         for j, transport in enumerate(transports):
             value = cells.get((framework, transport), {}).get("calls_s")
-            if value:
-                xs.append(j + (i - (len(frameworks) - 1) / 2) * width)
-                ys.append(value)
-        if xs:
-            label = FRAMEWORK_LABEL[framework]
-            if framework == "raw":
-                label = "raw pipelined echo (Lanner's baseline)"
-            ax.bar(xs, ys, width, color=colors[framework], label=label)
+            if not value:
+                continue
+            x = j + (i - (len(frameworks) - 1) / 2) * width
+            ax.bar(x, value, width, color=COLORS[framework],
+                   label=FRAMEWORK_LABEL[framework] if j == transports.index(
+                       next(t for t in transports
+                            if cells.get((framework, t), {}).get("calls_s"))) else None)
+            ax.annotate(f"{value / 1000:.0f}k", (x, value), ha="center", va="bottom",
+                        fontsize=7)
+    values = [cells[k]["calls_s"] for k in cells if cells[k]["calls_s"]]
+    if values:
+        ax.set_ylim(min(values) / 1.5, max(values) * 3)
+    if not any(cells.get(("lanner", t), {}).get("calls_s") for t in transports):
+        ax.text(0.5, 0.93, "Lanner: n/a (no `lanner bench throughput` in this build)",
+                transform=ax.transAxes, ha="center", fontsize=9, color=COLORS["lanner"])
     ax.set_xticks(range(len(transports)), transports)
     ax.set_yscale("log")
     ax.set_ylabel("null calls per second (log scale)")
     ax.set_title(f"Throughput: null calls, {CONCURRENCY} outstanding on one connection")
     ax.grid(True, axis="y", which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    fig.savefig(ASSETS / "throughput.png", dpi=110)
+    fig.savefig(ASSETS / "throughput.png", dpi=100)
     plt.close(fig)
     written.append("throughput.png")
+
+    # Throughput vs concurrency: one line per framework and transport.
+    fig, ax = plt.subplots(figsize=(10, 4.8))
+    styles = {"tcp": "-", "unix": "--", "shm": ":"}
+    plotted = False
+    for framework in ROW_ORDER:
+        for transport in transports:
+            tput = cells.get((framework, transport), {}).get("tput", {})
+            points = sorted((c, v) for c, v in tput.items() if v)
+            if len(points) < 2:
+                continue
+            plotted = True
+            ax.plot([c for c, _ in points], [v for _, v in points], marker="o",
+                    linestyle=styles[transport], color=COLORS[framework],
+                    label=f"{FRAMEWORK_LABEL[framework]}, {transport}")
+    if plotted:
+        ax.set_xscale("log", base=2)
+        ticks = sorted({c for k in cells for c in cells[k]["tput"]})
+        ax.set_xticks(ticks, [str(c) for c in ticks])
+        ax.set_yscale("log")
+        ax.set_xlabel("calls outstanding on one connection")
+        ax.set_ylabel("null calls per second (log scale)")
+        ax.set_title("Throughput vs concurrency")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, ncol=2)
+        fig.tight_layout()
+        fig.savefig(ASSETS / "throughput_vs_concurrency.png", dpi=100)
+        written.append("throughput_vs_concurrency.png")
+    plt.close(fig)
     return written
 
 
@@ -432,18 +476,22 @@ def write_doc(results, notes, started, args, images):
     info = machine()
     out = []
     w = out.append
+    iters = f"{args.iters:,}" if args.iters else "10,000"
+    warmup = f"{args.warmup:,}" if args.warmup is not None else "1,000"
     w("# Benchmarks: Lanner and its peers")
     w("")
     w(f"Generated by `{REPRODUCE}` on {started:%Y-%m-%d %H:%M} UTC"
-      + (" (a **quick** smoke run: few calls, not for comparison)" if args.quick else "")
-      + ". Every number below comes from that one run, on this machine, with every")
-    w("framework measured the same way: the server in a separate process, the client pinned")
-    w("to CPU 0 and the server to CPU 1 (`--placement split`), a current-thread Tokio runtime")
-    w("in the client, release builds, servers on loopback (127.0.0.1 or a Unix socket in")
-    w("/tmp). Latency is the p50/p99 of sequential echo calls after a warm-up (10 000 calls")
-    w("per size, 1 000 warm-up, fewer for 1 MiB so that no size moves more than 1 GiB);")
-    w(f"throughput is null calls with {CONCURRENCY} outstanding on one connection, counted")
-    w(f"over {args.secs:g} s after a warm-up.")
+      + (" — a **quick** smoke run (few calls): not for comparison" if args.quick else "")
+      + ".")
+    w("")
+    w("Every number below comes from that one run on this machine, every framework measured")
+    w("the same way: the server in a separate process, the client pinned to CPU 0 and the")
+    w("server to CPU 1 (`--placement split`), a current-thread Tokio runtime in the client,")
+    w("release builds, servers on loopback (127.0.0.1 or a Unix socket in /tmp). Latency is")
+    w(f"the nearest-rank p50/p99 of {iters} sequential echo calls per size after {warmup}")
+    w("warm-up calls (fewer for 1 MiB, so that no size moves more than 1 GiB). Throughput is")
+    w(f"null calls with {CONCURRENCY} outstanding on one connection, counted over "
+      f"{args.secs:g} s after a warm-up.")
     w("")
     w("## Machine")
     w("")
@@ -451,9 +499,12 @@ def write_doc(results, notes, started, args, images):
     w(f"- Linux {info['kernel']}; {info['rustc']}")
     w(f"- load average when the run started: {info['load']}")
     w("")
-    w("**Noise.** This is a shared 2-vCPU virtual machine and other builds were running")
-    w("during the run, so absolute numbers move by tens of percent between runs, and p99s")
-    w("more than that. Compare frameworks within one run (this page), not across runs.")
+    w("**Noise.** This is a shared 2-vCPU virtual machine, and other engineers' builds were")
+    w("running during the run: absolute numbers move by tens of percent between runs, and")
+    w("p99s far more. A thread that sleeps while a compiler holds its CPU waits for the")
+    w("scheduler (milliseconds), which is where the peers' p99s of several ms come from; a")
+    w("side that spins keeps its CPU and escapes most of that. Compare frameworks within one")
+    w("run (this page), not across runs.")
     w("")
     w("## Side by side")
     w("")
@@ -474,25 +525,28 @@ def write_doc(results, notes, started, args, images):
             else:
                 cols.append("n/a")
         name = FRAMEWORK_LABEL[framework]
-        if framework == "lanner":
-            name = "**Lanner**"
+        if framework.startswith("lanner"):
+            name = f"**{name}**"
         w(f"| {name} | {transport} | " + " | ".join(cols)
           + f" | {fmt_rate(cell['calls_s'])} |")
     w("")
     w("The raw socket rows are Lanner's own baseline from the same `lanner bench` run: the")
-    w("same payload ping-ponged (or, for throughput, a pipelined echo) on the same medium with")
-    w("no RPC code, and the same wait strategy as Lanner.")
+    w("same payload ping-ponged (for throughput, a pipelined echo) on the same medium with")
+    w("no RPC code and the same wait strategy as the Lanner row above it.")
     w("")
-    waits = {(f, t): c["wait"] for (f, t), c in cells.items() if c["wait"]}
-    lanner_wait = next((v for (f, _), v in waits.items() if f == "lanner"), None)
-    w("**Wait strategies.** "
-      + (f"Lanner (and its raw baseline): {lanner_wait}. " if lanner_wait else "")
-      + "The peers: their defaults, i.e. Tokio's epoll, which sleeps as soon as there is")
-    w("nothing to read. On this VM waking a sleeping thread on the other vCPU costs tens of")
-    w("microseconds, so part of Lanner's lead at small sizes is its spin-then-sleep wait,")
-    w("not only its protocol. Servers: tonic and tarpc on a multi-thread Tokio runtime;")
-    w("capnp-rpc on a current-thread runtime with a `LocalSet` (it is single-threaded by")
-    w("design); Lanner on its own server loop.")
+    waits = {f: c["wait"] for (f, _), c in cells.items() if c["wait"]}
+    w("**Wait strategies.** The peers wait as Tokio does by default: epoll, sleeping as soon")
+    w("as there is nothing to read. "
+      + (f"Lanner by default: {waits['lanner']}. " if "lanner" in waits else "")
+      + "On this VM waking a sleeping thread on the")
+    w("other vCPU costs tens of microseconds, so part of Lanner's lead at small sizes is its")
+    w("wait, not only its protocol. The *blocking wait* rows run Lanner and its raw baseline")
+    w("with `--spin-us 0` ("
+      + (waits.get("lanner-block") or "sleep at once")
+      + "), the same wait as the peers: that is the like-for-like comparison of the RPC")
+    w("machinery itself. Servers: tonic and tarpc on a multi-thread Tokio runtime; capnp-rpc")
+    w("on a current-thread runtime with a `LocalSet` (it is single-threaded by design);")
+    w("Lanner on its own server loop.")
     w("")
     w("## Goals of the issue")
     w("")
@@ -504,15 +558,23 @@ def write_doc(results, notes, started, args, images):
     if images:
         w("## Plots")
         w("")
-        if "latency.png" in images:
-            w("Latency vs payload size, per transport (log scale; solid p50, dashed p99):")
+        if "latency_p50.png" in images:
+            w("Latency vs payload size, per transport (log scale), median and 99th percentile:")
             w("")
-            w("![latency vs payload size](benchmarks/latency.png)")
+            w("![p50 latency vs payload size](benchmarks/latency_p50.png)")
+            w("")
+            w("![p99 latency vs payload size](benchmarks/latency_p99.png)")
             w("")
         if "throughput.png" in images:
-            w(f"Null calls per second with {CONCURRENCY} outstanding on one connection (log scale):")
+            w(f"Null calls per second with {CONCURRENCY} outstanding on one connection "
+              "(log scale):")
             w("")
             w("![throughput](benchmarks/throughput.png)")
+            w("")
+        if "throughput_vs_concurrency.png" in images:
+            w("Null calls per second vs calls outstanding on one connection (log scales):")
+            w("")
+            w("![throughput vs concurrency](benchmarks/throughput_vs_concurrency.png)")
             w("")
     else:
         w("_No plots: matplotlib was not available in this run._")
@@ -543,13 +605,23 @@ def write_doc(results, notes, started, args, images):
     w(REPRODUCE + "   # builds both in release, runs everything, rewrites this page")
     w("```")
     w("")
-    w("It runs, for each transport: `target/release/lanner bench pingpong --transport T "
-      f"--sizes {','.join(map(str, SIZES))} --json`,")
-    w(f"`target/release/lanner bench throughput --concurrency {CONCURRENCY} --transport T "
-      "--json` (when the workload exists),")
-    w("and `peers/target/release/peers bench pingpong|throughput --framework F --transport T "
-      "--json`. The raw JSON of this run is in")
-    w("[`benchmarks/results.jsonl`](benchmarks/results.jsonl).")
+    sweep = ",".join(map(str, args.concurrency))
+    w("For each transport T (tcp, unix, shm for Lanner; tcp, unix for the peers) and "
+      "framework F it runs")
+    w("")
+    w("```sh")
+    w(f"target/release/lanner bench pingpong --transport T --sizes {','.join(map(str, SIZES))}"
+      " --json [--spin-us 0]")
+    w(f"target/release/lanner bench throughput --concurrency {sweep} --transport T --json"
+      " [--spin-us 0]   # when the workload exists")
+    w(f"peers/target/release/peers bench pingpong --framework F --transport T "
+      f"--sizes {','.join(map(str, SIZES))} --json")
+    w(f"peers/target/release/peers bench throughput --framework F --transport T "
+      f"--concurrency {sweep} --json")
+    w("```")
+    w("")
+    w("The raw JSON of this run is in [`benchmarks/results.jsonl`](benchmarks/results.jsonl);")
+    w("the peers' code and settings are described in [`peers/README.md`](../peers/README.md).")
     w("")
     DOC.parent.mkdir(parents=True, exist_ok=True)
     DOC.write_text("\n".join(out))
@@ -563,9 +635,13 @@ def main():
     parser.add_argument("--iters", type=int, help="measured calls per size (default: the benches')")
     parser.add_argument("--warmup", type=int, help="warm-up calls per size")
     parser.add_argument("--secs", type=float, default=2.0, help="seconds of throughput")
+    parser.add_argument("--concurrency", type=lambda v: [int(c) for c in v.split(",")],
+                        default=SWEEP, help="throughput sweep (must include 32)")
     parser.add_argument("--skip-build", action="store_true", help="use the binaries as built")
     parser.add_argument("--no-plots", action="store_true", help="skip matplotlib")
     args = parser.parse_args()
+    if CONCURRENCY not in args.concurrency:
+        args.concurrency.append(CONCURRENCY)
     if args.quick:
         args.iters = args.iters or 500
         args.warmup = 100 if args.warmup is None else args.warmup
