@@ -97,10 +97,10 @@ def build(args):
             f"compare: {' and '.join(missing)} not found on PATH; the peers crate needs them "
             "to generate code. On Debian: apt-get install -y protobuf-compiler capnproto"
         )
-    for command in (
-        ["cargo", "build", "--release", "-p", "lanner-cli"],
-        ["cargo", "build", "--release", "--manifest-path", str(PEERS / "Cargo.toml")],
-    ):
+    commands = [["cargo", "build", "--release", "--manifest-path", str(PEERS / "Cargo.toml")]]
+    if args.lanner == LANNER:
+        commands.insert(0, ["cargo", "build", "--release", "-p", "lanner-cli"])
+    for command in commands:
         log("$ " + " ".join(command))
         subprocess.run(command, cwd=ROOT, check=True)
 
@@ -132,10 +132,10 @@ def run_json(command, what):
     return report, None
 
 
-def lanner_has_throughput():
+def lanner_has_throughput(lanner):
     """Whether this build of `lanner bench` knows the throughput workload."""
     done = subprocess.run(
-        [str(LANNER), "bench", "throughput", "--help"], capture_output=True, text=True
+        [str(lanner), "bench", "throughput", "--help"], capture_output=True, text=True
     )
     return done.returncode == 0
 
@@ -165,7 +165,8 @@ def collect(args):
         if error:
             notes.append(f"{framework} {workload} over {transport}: {error}")
 
-    throughput = lanner_has_throughput()
+    lanner = args.lanner
+    throughput = lanner_has_throughput(lanner)
     if not throughput:
         notes.append(
             "`lanner bench throughput` does not exist in this build of Lanner (the workload "
@@ -176,13 +177,13 @@ def collect(args):
     for framework, options, transports in LANNER_VARIANTS:
         for transport in transports:
             report, error = run_json(
-                [LANNER, "bench", "pingpong", "--transport", transport, "--sizes", sizes,
+                [lanner, "bench", "pingpong", "--transport", transport, "--sizes", sizes,
                  "--json"] + options + timing,
                 f"{framework} pingpong {transport}",
             )
             record(framework, "pingpong", transport, report, error)
             if throughput:
-                command = [LANNER, "bench", "throughput", "--transport", transport,
+                command = [lanner, "bench", "throughput", "--transport", transport,
                            "--json"] + options + secs
                 report, error = run_json(command + ["--concurrency", sweep],
                                          f"{framework} throughput {transport}")
@@ -699,6 +700,9 @@ def main():
     parser.add_argument("--concurrency", type=lambda v: [int(c) for c in v.split(",")],
                         default=SWEEP, help="throughput sweep (must include 32)")
     parser.add_argument("--skip-build", action="store_true", help="use the binaries as built")
+    parser.add_argument("--lanner", type=Path, default=LANNER,
+                        help="the lanner binary to measure (default: target/release/lanner, "
+                        "built by this script)")
     parser.add_argument("--no-plots", action="store_true", help="skip matplotlib")
     args = parser.parse_args()
     if CONCURRENCY not in args.concurrency:
@@ -711,7 +715,7 @@ def main():
     started = datetime.datetime.now(datetime.timezone.utc)
     if not args.skip_build:
         build(args)
-    for binary in (LANNER, PEERS_BIN):
+    for binary in (args.lanner, PEERS_BIN):
         if not binary.exists():
             sys.exit(f"compare: {binary} is missing; run without --skip-build")
     results, notes = collect(args)
