@@ -675,19 +675,19 @@ def write_doc(results, run, images):
     w("## Reproduce")
     w("")
     w("```sh")
-    w("apt-get install -y protobuf-compiler capnproto   # protoc (tonic), capnp (capnp-rpc)")
+    w("apt-get update && apt-get install -y protobuf-compiler capnproto   # protoc, capnp")
     w(REPRODUCE + "   # builds both in release, runs everything, rewrites this page")
     w("```")
     w("")
     sweep = ",".join(map(str, run["concurrency"]))
-    w("For each transport T (tcp, unix, shm for Lanner; tcp, unix for the peers) and "
-      "framework F it runs")
+    w(wrap("For each transport T (tcp, unix, shm for Lanner; tcp, unix for the peers and for "
+           "Lanner's `--spin-us 0` rows) and framework F it runs:"))
     w("")
     w("```sh")
     w(f"target/release/lanner bench pingpong --transport T --sizes {','.join(map(str, SIZES))}"
       " --json [--spin-us 0]")
     w(f"target/release/lanner bench throughput --concurrency {sweep} --transport T --json"
-      " [--spin-us 0]   # when the workload exists")
+      " [--spin-us 0]   # if it exists")
     w(f"peers/target/release/peers bench pingpong --framework F --transport T "
       f"--sizes {','.join(map(str, SIZES))} --json")
     w(f"peers/target/release/peers bench throughput --framework F --transport T "
