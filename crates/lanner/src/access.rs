@@ -264,7 +264,7 @@ impl PeerIdentity {
             return if policy.decide(&caller, object, stub.interface_id(), "") {
                 MethodAccess::All
             } else {
-                MethodAccess::Some(Box::new([]))
+                MethodAccess::Some(std::sync::Arc::new([]))
             };
         }
         let mut bits = vec![0u64; methods.len().div_ceil(64)];
@@ -293,8 +293,8 @@ impl PeerIdentity {
 pub(crate) enum MethodAccess {
     /// Every method.
     All,
-    /// The methods whose ordinal's bit is set.
-    Some(Box<[u64]>),
+    /// The methods whose ordinal's bit is set (shared: cloned for each call).
+    Some(std::sync::Arc<[u64]>),
 }
 
 impl MethodAccess {

@@ -8,7 +8,6 @@
 //! `serde` feature; Lanner does not enable it, so use `Vec<u8>` there.
 
 use std::marker::PhantomData;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -133,7 +132,7 @@ pub struct OutgoingRequest {
 /// and the call's deadline. Settled by [`destination`] before the request is built.
 pub struct Destination<'a> {
     core: &'a ProxyCore,
-    target: Arc<Target>,
+    target: Target,
     deadline: Option<Instant>,
 }
 

@@ -237,12 +237,19 @@ impl<P: Proxy> Serialize for ObjRef<P> {
                         P::INTERFACE_NAME
                     )));
                 }
-                let handle = connection.export(object, None).map_err(|Denied| {
-                    failed::<S::Error>(format!(
-                        "the access policy lets {} use nothing of this {}",
-                        connection.identity().principal,
-                        P::INTERFACE_NAME
-                    ))
+                let handle = connection.export(object, None).map_err(|denied| {
+                    failed::<S::Error>(match denied {
+                        Denied::Nothing => format!(
+                            "the access policy lets {} use nothing of this {}",
+                            connection.identity().principal,
+                            P::INTERFACE_NAME
+                        ),
+                        Denied::Full => format!(
+                            "{} holds {} objects of this process already",
+                            connection.peer(),
+                            crate::connection::MAX_EXPORTS
+                        ),
+                    })
                 })?;
                 WireObjRef {
                     holder: Holder::Sender,

@@ -1,10 +1,9 @@
 //! Client-side object references.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use arc_swap::ArcSwap;
 
 use crate::client::Client;
 use crate::connection::Connection;
@@ -28,21 +27,30 @@ pub struct ObjectRef {
     inner: Arc<RefInner>,
 }
 
+// What every call reads (the target and the flag) comes first.
+#[repr(C)]
 struct RefInner {
-    target: ArcSwap<Target>,
-    interfaces: Vec<InterfaceId>,
-    /// Where the object was first found (for messages).
-    peer: String,
-    origin: Option<Origin>,
+    /// Where calls go (replaced when the reference reconnects or is claimed). A short
+    /// lock rather than an `ArcSwap`: the target lives inline, so a call through a cold
+    /// reference touches one cache line of it, not two.
+    target: Mutex<Target>,
+    /// False only for a reference handed over by a third party and not claimed yet: calls
+    /// then claim it first (see [`Origin::Handoff`]).
+    claimed: AtomicBool,
     /// This reference holds one count on the object's exporter, released when it is
     /// dropped (false once handed over to another reference).
     counted: AtomicBool,
+    /// Read only when the target's connection is unusable or the reference unclaimed.
+    origin: Option<Box<Origin>>,
+    interfaces: Vec<InterfaceId>,
+    /// Where the object was first found (for messages).
+    peer: String,
 }
 
 impl Drop for RefInner {
     fn drop(&mut self) {
         if self.counted.load(Ordering::Relaxed) {
-            let target = self.target.load();
+            let target = self.target.get_mut().unwrap_or_else(|e| e.into_inner());
             if target.handle != crate::connection::ROOT_HANDLE {
                 target.connection.release_remote(target.handle);
             }
@@ -61,6 +69,7 @@ pub struct Traffic {
 }
 
 /// Where calls through a reference go: a connection and the object's handle on it.
+#[derive(Clone)]
 pub(crate) struct Target {
     pub(crate) connection: Arc<Connection>,
     pub(crate) handle: u64,
@@ -87,7 +96,6 @@ struct Handoff {
     client: Client,
     endpoint: Endpoint,
     token: Token,
-    redeemed: AtomicBool,
     /// One redemption at a time; holds the answer that refused it, if one did (the token
     /// is spent: every later call fails the same way).
     redeeming: tokio::sync::Mutex<Option<Error>>,
@@ -116,14 +124,15 @@ impl ObjectRef {
         connection: Arc<Connection>,
         handle: u64,
         interfaces: Vec<InterfaceId>,
-        origin: Option<Origin>,
+        origin: Option<Box<Origin>>,
     ) -> ObjectRef {
         ObjectRef {
             inner: Arc::new(RefInner {
                 peer: connection.peer().to_owned(),
-                target: ArcSwap::from_pointee(Target { connection, handle }),
+                target: Mutex::new(Target { connection, handle }),
                 interfaces,
                 origin,
+                claimed: AtomicBool::new(true),
                 counted: AtomicBool::new(true),
             }),
         }
@@ -142,18 +151,18 @@ impl ObjectRef {
         ObjectRef {
             inner: Arc::new(RefInner {
                 peer: endpoint.to_string(),
-                target: ArcSwap::from_pointee(Target {
+                target: Mutex::new(Target {
                     connection: arrived_on,
                     handle: crate::connection::ROOT_HANDLE,
                 }),
                 interfaces,
-                origin: Some(Origin::Handoff(Handoff {
+                origin: Some(Box::new(Origin::Handoff(Handoff {
                     client,
                     endpoint,
                     token,
-                    redeemed: AtomicBool::new(false),
                     redeeming: tokio::sync::Mutex::new(None),
-                })),
+                }))),
+                claimed: AtomicBool::new(false),
                 counted: AtomicBool::new(false),
             }),
         }
@@ -161,7 +170,7 @@ impl ObjectRef {
 
     /// True for a reference handed over by a third party and not redeemed yet.
     pub(crate) fn awaits_redemption(&self) -> bool {
-        matches!(&self.inner.origin, Some(Origin::Handoff(handoff)) if !handoff.redeemed.load(Ordering::Acquire))
+        !self.inner.claimed.load(Ordering::Acquire)
     }
 
     /// Hands this reference's count on the exporter over to whoever takes its target.
@@ -172,19 +181,19 @@ impl ObjectRef {
     /// This reference, remembering that it was found at `url` through `client`.
     pub(crate) fn found_at(self, client: Client, url: ObjectUrl) -> ObjectRef {
         self.disown();
-        let target = self.inner.target.load_full();
+        let target = self.current_target();
         ObjectRef::build(
             target.connection.clone(),
             target.handle,
             self.inner.interfaces.clone(),
-            Some(Origin::Url(UrlOrigin {
+            Some(Box::new(Origin::Url(UrlOrigin {
                 client,
                 url,
                 backoff: tokio::sync::Mutex::new(Backoff {
                     delay: BACKOFF_MIN,
                     not_before: None,
                 }),
-            })),
+            }))),
         )
     }
 
@@ -196,8 +205,12 @@ impl ObjectRef {
     }
 
     /// Where calls go now.
-    pub(crate) fn current_target(&self) -> Arc<Target> {
-        self.inner.target.load_full()
+    pub(crate) fn current_target(&self) -> Target {
+        self.target().clone()
+    }
+
+    fn target(&self) -> std::sync::MutexGuard<'_, Target> {
+        self.inner.target.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The target to call through: `current` if its connection takes new calls, else, if
@@ -207,11 +220,14 @@ impl ObjectRef {
     /// first.
     pub(crate) async fn usable_target(
         &self,
-        current: Arc<Target>,
+        current: Target,
         deadline: Option<Instant>,
-    ) -> Result<Arc<Target>, Error> {
-        match &self.inner.origin {
-            Some(Origin::Handoff(handoff)) if !handoff.redeemed.load(Ordering::Acquire) => {
+    ) -> Result<Target, Error> {
+        if self.inner.claimed.load(Ordering::Acquire) && current.connection.usable() {
+            return Ok(current);
+        }
+        match self.inner.origin.as_deref() {
+            Some(Origin::Handoff(handoff)) if !self.inner.claimed.load(Ordering::Acquire) => {
                 crate::connection::until(deadline, self.redeem(handoff), || {
                     Error::new(
                         ErrorKind::DeadlineExceeded,
@@ -241,10 +257,10 @@ impl ObjectRef {
 
     /// Connects to the server of a reference handed over by a third party and redeems
     /// its token; the reference then calls the object there, and holds a count on it.
-    async fn redeem(&self, handoff: &Handoff) -> Result<Arc<Target>, Error> {
+    async fn redeem(&self, handoff: &Handoff) -> Result<Target, Error> {
         let mut refused = handoff.redeeming.lock().await;
-        if handoff.redeemed.load(Ordering::Acquire) {
-            return Ok(self.inner.target.load_full());
+        if self.inner.claimed.load(Ordering::Acquire) {
+            return Ok(self.current_target());
         }
         if let Some(refusal) = &*refused {
             return Err(refusal.clone());
@@ -279,7 +295,7 @@ impl ObjectRef {
             }
         };
         claimed.disown();
-        let target = claimed.inner.target.load_full();
+        let target = claimed.current_target();
         if claimed.inner.interfaces != self.inner.interfaces {
             // The count taken goes back with a release.
             target.connection.release_remote(target.handle);
@@ -293,16 +309,16 @@ impl ObjectRef {
             *refused = Some(mismatch.clone());
             return Err(mismatch);
         }
-        self.inner.target.store(target.clone());
+        *self.target() = target.clone();
         self.inner.counted.store(true, Ordering::Relaxed);
-        handoff.redeemed.store(true, Ordering::Release);
+        self.inner.claimed.store(true, Ordering::Release);
         Ok(target)
     }
 
-    async fn reconnect(&self, origin: &UrlOrigin) -> Result<Arc<Target>, Error> {
+    async fn reconnect(&self, origin: &UrlOrigin) -> Result<Target, Error> {
         let mut backoff = origin.backoff.lock().await;
         // Another caller may have reconnected while this one waited for the lock.
-        let current = self.inner.target.load_full();
+        let current = self.current_target();
         if current.connection.usable() {
             return Ok(current);
         }
@@ -344,8 +360,8 @@ impl ObjectRef {
             not_before: None,
         };
         fresh.disown();
-        let target = fresh.inner.target.load_full();
-        self.inner.target.store(target.clone());
+        let target = fresh.current_target();
+        *self.target() = target.clone();
         tracing::debug!(url = %origin.url, "reconnected");
         Ok(target)
     }

@@ -159,9 +159,16 @@ fn hand_out(
             handle,
             interfaces: object.interfaces().to_vec(),
         }),
-        Err(Denied) => Err(Error::new(
+        Err(Denied::Nothing) => Err(Error::new(
             ErrorKind::PermissionDenied,
             format!("{} may not use {}", connection.identity().principal, what()),
+        )),
+        Err(Denied::Full) => Err(Error::new(
+            ErrorKind::Overloaded,
+            format!(
+                "this connection holds {} objects already: release some first",
+                crate::connection::MAX_EXPORTS
+            ),
         )),
     }
 }

@@ -1,22 +1,38 @@
 //! The objects a connection's peer may call, by handle.
 //!
-//! Handles are per connection and random, so they are capabilities: a peer can call only
-//! what was handed to it on this connection, and cannot guess anything else. Lookup is one
-//! hash probe whatever the number of objects. Each exported interface carries what the
-//! peer may call on it (decided once, at export: see [`crate::access`]).
+//! Handles are per connection, so they are capabilities: a peer can call only what was
+//! handed to it on this connection. A handle is the object's index in this connection's
+//! table (low 24 bits) and a random 40-bit tag drawn when the object was exported: lookup
+//! is one array access (one cache miss for a cold object, where a hash table costs two),
+//! and a handle that was never handed over, or was released, names no object: its tag
+//! does not match (a stale handle never reaches an object exported later in its place).
+//! Guessing a tag gains a peer nothing it does not have: the table holds only what was
+//! handed to this very peer. Each exported interface carries what the peer may call on it
+//! (decided once, at export: see [`crate::access`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use crate::access::{MethodAccess, PeerIdentity};
 use crate::apartment::Apartment;
-use crate::id_hasher::IdBuildHasher;
 use crate::object::{Object, Stub};
 
-/// The handle of the connection's root object (name resolution).
+/// The handle of the connection's root object (name resolution): index 0, tag 0.
 pub(crate) const ROOT_HANDLE: u64 = 0;
 
+/// Bits of a handle that index the table.
+const INDEX_BITS: u32 = 24;
+const INDEX_MASK: u64 = (1 << INDEX_BITS) - 1;
+
+/// The most objects one connection may have exported at once (the index space): a peer
+/// cannot make a server hold objects without bound.
+pub(crate) const MAX_EXPORTS: usize = 1 << INDEX_BITS;
+
 /// One interface of an exported object: its stub and what the peer may call on it.
+/// Cheap to clone (a call takes a copy, so the table's lock is not held while it runs).
+#[derive(Clone)]
 pub(crate) struct ExportedSlot {
     pub(crate) stub: Arc<dyn Stub>,
     pub(crate) access: MethodAccess,
@@ -25,20 +41,48 @@ pub(crate) struct ExportedSlot {
 }
 
 /// An exported object: held (so its identity is not reused while exported), its
-/// interfaces, and how many references to it the peer holds.
+/// interfaces, and how many references to it the peer holds. What a call reads (the
+/// handle and the slots) fills the entry's first cache line, so a call through a cold
+/// object misses once here.
+#[repr(C, align(64))]
 struct Exported {
-    object: Object,
-    slots: Box<[Arc<ExportedSlot>]>,
+    /// [`FREE`] for an index not in use.
+    handle: u64,
     /// References handed to the peer and not released yet (the root is never released).
     references: u64,
+    slots: SmallVec<[ExportedSlot; 1]>,
+    /// `None` for an index not in use.
+    object: Option<Object>,
     /// The key it is found by in `by_identity`.
     key: (usize, Option<String>),
     /// Handed out by name resolution: a client can find it again by its URL.
     resolvable: bool,
 }
 
+/// The handle of an index not in use: no handle a peer can name (no tag is all ones).
+const FREE: u64 = u64::MAX;
+
+// What a call reads must fit the entry's first cache line.
+const _: () = assert!(std::mem::offset_of!(Exported, object) <= 64);
+
+impl Exported {
+    fn free() -> Exported {
+        Exported {
+            handle: FREE,
+            references: 0,
+            slots: SmallVec::new(),
+            object: None,
+            key: (0, None),
+            resolvable: true,
+        }
+    }
+}
+
 pub(crate) struct ExportTable {
-    by_handle: HashMap<u64, Exported, IdBuildHasher>,
+    /// Exported objects by index (entries whose handle is [`FREE`] are not in use).
+    entries: Vec<Exported>,
+    /// Free indexes, reused last-freed first.
+    free: Vec<u32>,
     /// Handles by (object identity, published name): an object published under two names
     /// may be subject to different rules under each.
     by_identity: HashMap<(usize, Option<String>), u64>,
@@ -47,37 +91,60 @@ pub(crate) struct ExportTable {
     unresolvable: usize,
 }
 
-/// The peer may call nothing on the object it asked for.
-pub(crate) struct Denied;
+/// Why an object was not exported.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Denied {
+    /// The peer may call nothing on it.
+    Nothing,
+    /// The connection has [`MAX_EXPORTS`] objects exported.
+    Full,
+}
 
 impl ExportTable {
     pub(crate) fn new() -> ExportTable {
         ExportTable {
-            by_handle: HashMap::default(),
+            entries: Vec::new(),
+            free: Vec::new(),
             by_identity: HashMap::default(),
             unresolvable: 0,
         }
     }
 
+    /// The entry `handle` names, if it is exported (its tag matches).
+    fn entry(&self, handle: u64) -> Option<&Exported> {
+        let index = (handle & INDEX_MASK) as usize;
+        self.entries
+            .get(index)
+            .filter(|entry| entry.handle == handle && handle != FREE)
+    }
+
+    fn entry_mut(&mut self, handle: u64) -> Option<&mut Exported> {
+        let index = (handle & INDEX_MASK) as usize;
+        self.entries
+            .get_mut(index)
+            .filter(|entry| entry.handle == handle && handle != FREE)
+    }
+
     pub(crate) fn set_root(&mut self, root: Object) {
         let slots = slots(&root, |_| MethodAccess::All);
-        self.by_handle.insert(
-            ROOT_HANDLE,
-            Exported {
-                key: (root.identity(), None),
-                object: root,
-                slots,
-                references: 1,
-                resolvable: true,
-            },
-        );
+        let root = Exported {
+            handle: ROOT_HANDLE,
+            slots,
+            references: 1,
+            key: (root.identity(), None),
+            object: Some(root),
+            resolvable: true,
+        };
+        match self.entries.first_mut() {
+            Some(first) => *first = root,
+            None => self.entries.push(root),
+        }
     }
 
     /// Interface `slot` of object `handle`, or why there is none.
-    pub(crate) fn slot(&self, handle: u64, slot: u16) -> Result<Arc<ExportedSlot>, String> {
+    pub(crate) fn slot(&self, handle: u64, slot: u16) -> Result<ExportedSlot, String> {
         let slots = &self
-            .by_handle
-            .get(&handle)
+            .entry(handle)
             .ok_or_else(|| format!("no object with handle {handle:#x} on this connection"))?
             .slots;
         slots.get(usize::from(slot)).cloned().ok_or_else(|| {
@@ -90,15 +157,13 @@ impl ExportTable {
 
     /// The object exported as `handle`, if any.
     pub(crate) fn object(&self, handle: u64) -> Option<Object> {
-        self.by_handle
-            .get(&handle)
-            .map(|exported| exported.object.clone())
+        self.entry(handle)?.object.clone()
     }
 
     /// Exports `object` (published as `name`, if it was) to a peer who is `peer`,
     /// reusing its handle if it was exported before, and counts one more reference the
     /// peer holds (see [`ExportTable::release`]). Denied if the peer may call nothing on
-    /// it.
+    /// it, or the table is full.
     pub(crate) fn export(
         &mut self,
         object: &Object,
@@ -107,34 +172,46 @@ impl ExportTable {
         peer: &PeerIdentity,
     ) -> Result<u64, Denied> {
         let key = (object.identity(), name.map(str::to_owned));
-        if let Some(handle) = self.by_identity.get(&key) {
-            if let Some(exported) = self.by_handle.get_mut(handle) {
+        if let Some(handle) = self.by_identity.get(&key).copied() {
+            if let Some(exported) = self.entry_mut(handle) {
                 exported.references += 1;
             }
-            return Ok(*handle);
+            return Ok(handle);
         }
         let slots = slots(object, |stub| peer.access(name, stub));
         if slots.iter().all(|slot| slot.access.is_none()) {
-            return Err(Denied);
+            return Err(Denied::Nothing);
         }
-        let handle = loop {
-            let candidate: u64 = rand::random();
-            if candidate != ROOT_HANDLE && !self.by_handle.contains_key(&candidate) {
-                break candidate;
+        let index = match self.free.pop() {
+            Some(index) => index as usize,
+            None if self.entries.len() < MAX_EXPORTS => {
+                // Index 0 is the root's, even on a connection without one.
+                if self.entries.is_empty() {
+                    self.entries.push(Exported::free());
+                }
+                self.entries.push(Exported::free());
+                self.entries.len() - 1
+            }
+            None => return Err(Denied::Full),
+        };
+        // A tag of 0 would make index 0 the root's handle; all ones could make FREE.
+        let tag = loop {
+            let tag = rand::random::<u64>() >> INDEX_BITS;
+            if tag != 0 && tag != FREE >> INDEX_BITS {
+                break tag;
             }
         };
+        let handle = (tag << INDEX_BITS) | index as u64;
         self.by_identity.insert(key.clone(), handle);
         self.unresolvable += usize::from(!resolvable);
-        self.by_handle.insert(
+        self.entries[index] = Exported {
             handle,
-            Exported {
-                object: object.clone(),
-                slots,
-                references: 1,
-                key,
-                resolvable,
-            },
-        );
+            slots,
+            references: 1,
+            object: Some(object.clone()),
+            key,
+            resolvable,
+        };
         Ok(handle)
     }
 
@@ -147,15 +224,17 @@ impl ExportTable {
         if handle == ROOT_HANDLE {
             return None;
         }
-        let exported = self.by_handle.get_mut(&handle)?;
+        let exported = self.entry_mut(handle)?;
         exported.references -= 1;
         if exported.references > 0 {
             return None;
         }
-        let exported = self.by_handle.remove(&handle)?;
+        let index = (handle & INDEX_MASK) as usize;
+        let exported = std::mem::replace(&mut self.entries[index], Exported::free());
+        self.free.push(index as u32);
         self.by_identity.remove(&exported.key);
         self.unresolvable -= usize::from(!exported.resolvable);
-        Some(exported.object)
+        exported.object
     }
 
     /// Whether the peer holds references it could not find again (see `unresolvable`).
@@ -167,24 +246,88 @@ impl ExportTable {
     /// outside the table's lock.
     pub(crate) fn clear(&mut self) -> Vec<Object> {
         self.by_identity.clear();
+        self.free.clear();
         self.unresolvable = 0;
-        self.by_handle
-            .drain()
-            .map(|(_, exported)| exported.object)
+        self.entries
+            .drain(..)
+            .filter_map(|exported| exported.object)
             .collect()
     }
 }
 
-fn slots(object: &Object, access: impl Fn(&dyn Stub) -> MethodAccess) -> Box<[Arc<ExportedSlot>]> {
+fn slots(
+    object: &Object,
+    access: impl Fn(&dyn Stub) -> MethodAccess,
+) -> SmallVec<[ExportedSlot; 1]> {
     object
         .stubs()
         .iter()
-        .map(|stub| {
-            Arc::new(ExportedSlot {
-                stub: stub.clone(),
-                access: access(stub.as_ref()),
-                apartment: object.apartment().cloned(),
-            })
+        .map(|stub| ExportedSlot {
+            stub: stub.clone(),
+            access: access(stub.as_ref()),
+            apartment: object.apartment().cloned(),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access::PeerIdentity;
+    use crate::auth::Principal;
+
+    fn object() -> Object {
+        crate::root::root_object(Default::default())
+    }
+
+    fn anyone() -> PeerIdentity {
+        PeerIdentity::new(Principal::Anonymous, None, None)
+    }
+
+    #[test]
+    fn a_released_handle_never_reaches_the_object_exported_in_its_place() {
+        let mut table = ExportTable::new();
+        let peer = anyone();
+        let first = table.export(&object(), None, false, &peer).unwrap();
+        assert!(table.slot(first, 0).is_ok());
+        assert!(table.release(first).is_some());
+        let second = table.export(&object(), None, false, &peer).unwrap();
+        // Same index, another tag.
+        assert_eq!(first & INDEX_MASK, second & INDEX_MASK);
+        assert_ne!(first, second);
+        assert!(table.slot(first, 0).is_err());
+        assert!(table.object(first).is_none());
+        assert!(table.release(first).is_none());
+        assert!(table.slot(second, 0).is_ok());
+    }
+
+    #[test]
+    fn handles_are_counted_per_reference_and_never_the_root() {
+        let mut table = ExportTable::new();
+        let peer = anyone();
+        let shared = object();
+        let handle = table.export(&shared, None, false, &peer).unwrap();
+        assert_eq!(table.export(&shared, None, false, &peer), Ok(handle));
+        assert_ne!(handle, ROOT_HANDLE);
+        assert!(table.holds_unresolvable());
+        assert!(table.release(handle).is_none());
+        assert!(table.release(handle).is_some());
+        assert!(!table.holds_unresolvable());
+        assert!(table.slot(ROOT_HANDLE, 0).is_err(), "no root on this table");
+        assert!(table.slot(FREE, 0).is_err());
+        assert!(table.release(FREE).is_none());
+    }
+
+    #[test]
+    fn unknown_handles_and_slots_are_named_in_the_error() {
+        let mut table = ExportTable::new();
+        table.set_root(object());
+        assert!(table.slot(ROOT_HANDLE, 0).is_ok());
+        let error = table.slot(ROOT_HANDLE, 3).err().unwrap();
+        assert!(error.contains("no interface slot 3"), "{error}");
+        let error = table.slot(0xdead_beef, 0).err().unwrap();
+        assert!(error.contains("no object with handle 0xdeadbeef"), "{error}");
+        assert!(table.release(ROOT_HANDLE).is_none());
+        assert_eq!(table.clear().len(), 1);
+    }
 }

@@ -38,7 +38,7 @@ mod writer;
 
 pub(crate) use calls::until;
 pub(crate) use dispatch::{Served, Waiting};
-pub(crate) use exports::{Denied, ExportTable, ROOT_HANDLE};
+pub(crate) use exports::{Denied, ExportTable, MAX_EXPORTS, ROOT_HANDLE};
 pub(crate) use handshake::{Admission, accept, connect, refuse};
 
 use writer::{Flushed, Writer};
