@@ -1,9 +1,8 @@
 //! Client-side object references.
 
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
 
 use crate::client::Client;
 use crate::connection::Connection;

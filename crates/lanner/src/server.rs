@@ -121,6 +121,7 @@ pub struct Server {
     names: Arc<NameRegistry>,
     options: ConnectionOptions,
     max_connections: usize,
+    max_handshakes: usize,
     calls: Arc<CallLimit>,
     auth: ServerAuth,
     policy: Option<Arc<AccessPolicy>>,
@@ -144,6 +145,7 @@ impl Server {
             names: Arc::new(NameRegistry::default()),
             options,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_handshakes: DEFAULT_MAX_HANDSHAKES,
             calls: Arc::new(CallLimit {
                 max: DEFAULT_MAX_SUSPENDED_CALLS,
                 running: AtomicUsize::new(0),
@@ -206,6 +208,16 @@ impl Server {
         self
     }
 
+    /// Sets how many connections each endpoint may have in their handshake at once
+    /// (default 256). Beyond it the server stops accepting until one finishes or times out
+    /// (see [`ConnectionOptions::handshake_timeout`]): clients that connect and say
+    /// nothing cannot make it hold more sockets and tasks than that; the others wait in the
+    /// kernel's backlog.
+    pub fn with_max_pending_handshakes(mut self, max: usize) -> Server {
+        self.max_handshakes = max.max(1);
+        self
+    }
+
     /// Publishes `object` as `name`; clients reach it at `<endpoint>/<name>`. Returns the
     /// object previously published under that name, if any.
     pub fn publish(&self, name: impl Into<String>, object: Object) -> Option<Object> {
@@ -260,6 +272,7 @@ impl Server {
         let names = self.names.clone();
         let options = self.options.clone();
         let max_connections = self.max_connections;
+        let handshakes = Arc::new(tokio::sync::Semaphore::new(self.max_handshakes));
         let calls = self.calls.clone();
         let auth = self.auth.clone();
         let policy = self.policy.clone();
@@ -267,6 +280,10 @@ impl Server {
         let accepted = connections.clone();
         let task = tokio::spawn(async move {
             loop {
+                // Never closed, so acquiring only waits.
+                let Ok(handshake) = handshakes.clone().acquire_owned().await else {
+                    return;
+                };
                 match listener.accept().await {
                     Ok(incoming) => {
                         let names = names.clone();
@@ -309,7 +326,10 @@ impl Server {
                                 names,
                                 calls,
                             };
-                            match connection::accept(transport, &options, admission).await {
+                            let accepted_now =
+                                connection::accept(transport, &options, admission).await;
+                            drop(handshake);
+                            match accepted_now {
                                 Ok(connection) => accepted.add(&connection),
                                 Err(error) if error.kind() == ErrorKind::Unauthenticated => {
                                     tracing::warn!(%peer, %error, "authentication failed");
@@ -487,6 +507,10 @@ impl Drop for SuspendedCall {
 /// Connections per listening endpoint unless [`Server::with_max_connections`] says
 /// otherwise.
 const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+
+/// Connections in their handshake per listening endpoint unless
+/// [`Server::with_max_pending_handshakes`] says otherwise.
+const DEFAULT_MAX_HANDSHAKES: usize = 256;
 
 /// Suspended calls per server unless [`Server::with_max_suspended_calls`] says otherwise.
 const DEFAULT_MAX_SUSPENDED_CALLS: usize = 100_000;

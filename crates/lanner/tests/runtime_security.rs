@@ -635,3 +635,44 @@ async fn a_truncated_or_oversized_handshake_gets_nothing() {
         other => panic!("expected CLOSE, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn silent_clients_beyond_the_handshake_bound_wait_and_real_ones_get_in() {
+    use tokio::io::AsyncReadExt;
+
+    let options = lanner::ConnectionOptions::default()
+        .with_handshake_timeout(std::time::Duration::from_millis(300));
+    let (_server, listening) = serve(
+        Server::with_options(options)
+            .with_auth(ServerAuth::psk(key("ops", 7)))
+            .with_max_pending_handshakes(2),
+        "tcp://127.0.0.1:0",
+    )
+    .await;
+    let address = listening.endpoint().to_string().replace("tcp://", "");
+    // Four clients that connect and say nothing: two are taken into their handshake, the
+    // other two wait in the backlog until those time out. None of this stops a real
+    // client, which gets in once the silent ones have been dropped.
+    let mut silent = Vec::new();
+    for _ in 0..4 {
+        silent.push(tokio::net::TcpStream::connect(&address).await.unwrap());
+    }
+    let vault: GuardedProxy = Client::new()
+        .with_auth(ClientAuth::psk(key("ops", 7)))
+        .connect(&listening.endpoint().object_url("vault"))
+        .await
+        .unwrap();
+    assert_eq!(vault.read().await, Ok(42));
+    // Every silent client was hung up on.
+    for mut socket in silent {
+        let mut received = Vec::new();
+        tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            socket.read_to_end(&mut received),
+        )
+        .await
+        .expect("the server hangs up")
+        .unwrap();
+        assert!(received.is_empty());
+    }
+}

@@ -326,7 +326,10 @@ mod tests {
         let error = table.slot(ROOT_HANDLE, 3).err().unwrap();
         assert!(error.contains("no interface slot 3"), "{error}");
         let error = table.slot(0xdead_beef, 0).err().unwrap();
-        assert!(error.contains("no object with handle 0xdeadbeef"), "{error}");
+        assert!(
+            error.contains("no object with handle 0xdeadbeef"),
+            "{error}"
+        );
         assert!(table.release(ROOT_HANDLE).is_none());
         assert_eq!(table.clear().len(), 1);
     }
