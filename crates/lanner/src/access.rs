@@ -80,11 +80,16 @@ impl Target {
     }
 
     fn matches(&self, object: Option<&str>, interface: InterfaceId, method: &str) -> bool {
+        self.matches_interface(object, interface)
+            && self.method.as_deref().is_none_or(|name| name == method)
+    }
+
+    /// Whether the rule applies to some method of `interface` of `object`.
+    fn matches_interface(&self, object: Option<&str>, interface: InterfaceId) -> bool {
         self.object
             .as_deref()
             .is_none_or(|name| Some(name) == object)
             && self.interface.is_none_or(|id| id == interface)
-            && self.method.as_deref().is_none_or(|name| name == method)
     }
 }
 
@@ -193,6 +198,23 @@ impl AccessPolicy {
         })
     }
 
+    /// Whether the caller may call at least one method of `interface` of `object`, as far
+    /// as the policy can tell without the method list: false only if a deny rule covers
+    /// the whole interface, or the default denies and no allow rule reaches into it.
+    fn may_reach(&self, caller: &Caller<'_>, object: Option<&str>, interface: InterfaceId) -> bool {
+        let reaches = |rule: &Rule| {
+            rule.target.matches_interface(object, interface) && Self::covers(&rule.who, caller)
+        };
+        if self
+            .deny
+            .iter()
+            .any(|rule| rule.target.method.is_none() && reaches(rule))
+        {
+            return false;
+        }
+        self.allow_by_default || self.allow.iter().any(reaches)
+    }
+
     fn decide(
         &self,
         caller: &Caller<'_>,
@@ -246,6 +268,20 @@ impl PeerIdentity {
             policy,
             connection: std::sync::Weak::new(),
         }
+    }
+
+    /// Whether this peer may call anything of `interface` on an object published as
+    /// `object` (None: handed out without a name), decided before the object exists (an
+    /// activation is refused before its factory runs).
+    pub(crate) fn may_reach(&self, object: Option<&str>, interface: InterfaceId) -> bool {
+        let Some(policy) = &self.policy else {
+            return true;
+        };
+        let caller = Caller {
+            principal: &self.principal,
+            roles: &self.roles,
+        };
+        policy.may_reach(&caller, object, interface)
     }
 
     /// What this peer may call on one interface of an object published as `object`
@@ -432,5 +468,32 @@ mod tests {
         assert!(!some.is_none());
         assert!(MethodAccess::Some(vec![0].into()).is_none());
         assert!(MethodAccess::All.allows(u16::MAX) && !MethodAccess::All.is_none());
+    }
+
+    #[test]
+    fn reaching_an_interface_is_decided_before_its_methods_are_known() {
+        let alice = process(1000, 100);
+        let reach = |policy: &AccessPolicy, iface| {
+            PeerIdentity::new(alice.clone(), None, Some(Arc::new(policy.clone())))
+                .may_reach(None, iface)
+        };
+        let open = AccessPolicy::allow_by_default();
+        assert!(reach(&open, CALC));
+        // A deny of one method leaves the rest of the interface.
+        let one_method = open.clone().deny(
+            Target::everything().interface_id(CALC).method("reset"),
+            ["*"],
+        );
+        assert!(reach(&one_method, CALC));
+        let whole = open.deny(Target::everything().interface_id(CALC), ["uid:1000"]);
+        assert!(!reach(&whole, CALC));
+        assert!(reach(&whole, ADMIN));
+        // Closed by default: one allowed method reaches in.
+        let closed = AccessPolicy::deny_by_default().allow(
+            Target::everything().interface_id(ADMIN).method("status"),
+            ["uid:1000"],
+        );
+        assert!(reach(&closed, ADMIN));
+        assert!(!reach(&closed, CALC));
     }
 }

@@ -109,6 +109,18 @@ impl RootStub {
                 Ok(args) => args,
                 Err(reply) => return reply,
             };
+        // The policy is asked before the factory runs: a peer that could use nothing of
+        // the instance does not get to make the server build one.
+        let identity = call.connection.identity();
+        if !identity.may_reach(None, interface) {
+            return marshal::reply::<Inline<WireRef>, Error>(Err(Error::new(
+                ErrorKind::PermissionDenied,
+                format!(
+                    "{} may not use interface {interface} of instances of class {class}",
+                    identity.principal
+                ),
+            )));
+        }
         let result = match self.names.instantiate(class) {
             None => Err(Error::new(
                 ErrorKind::NotFound,

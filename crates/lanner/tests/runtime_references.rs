@@ -306,6 +306,31 @@ async fn a_client_creates_instances_of_a_registered_class() {
 }
 
 #[tokio::test]
+async fn an_activation_the_policy_refuses_never_runs_the_factory() {
+    let made = Arc::new(AtomicI64::new(0));
+    let server = Server::new().with_access(lanner::AccessPolicy::allow_by_default().deny(
+        lanner::Target::everything().interface::<CounterProxy>(),
+        ["*"],
+    ));
+    let counted = made.clone();
+    server.register_class(COUNTER_CLASS, move || {
+        counted.fetch_add(1, Ordering::Relaxed);
+        Object::new(CounterStub::new(Arc::new(CounterImpl(
+            AtomicU64::new(0),
+            None,
+        ))))
+    });
+    let listening = server.listen("mem://refs-classes-denied").await.unwrap();
+    let error = Client::new()
+        .create::<CounterProxy>(&listening.endpoint().to_string(), COUNTER_CLASS)
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::PermissionDenied, "{error}");
+    assert!(error.message().contains("may not use interface"), "{error}");
+    assert_eq!(made.load(Ordering::Relaxed), 0, "the factory ran");
+}
+
+#[tokio::test]
 async fn a_reference_handed_back_stays_alive_until_its_call_is_made() {
     let (_listening, factory) = serve_factory("mem://refs-back-late").await;
     let counter = factory.counter(1).await.unwrap();
