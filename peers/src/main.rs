@@ -5,10 +5,8 @@
 
 mod capnp_bench;
 mod endpoint;
-mod placement;
 mod report;
 mod server_process;
-mod stats;
 mod tarpc_bench;
 mod tonic_bench;
 mod workload;
@@ -21,7 +19,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde::Serialize;
 
 use endpoint::{Listener, Transport};
-use placement::{Placement, pin_current_thread};
+// Placement and percentiles are Lanner's own, so both sides are measured alike.
+use lanner_cli::bench::stats;
+use lanner_cli::placement::{Placement, pin_current_thread};
 use report::{Env, Report};
 use server_process::ServerProcess;
 use workload::{BoxError, DEFAULT_ITERS, EchoClient, LatencyRow, ThroughputRow};
