@@ -17,6 +17,8 @@ use lanner::{
 };
 use tokio::sync::Mutex;
 
+mod child;
+
 /// An object of B's.
 #[lanner::interface]
 trait Counter {
@@ -367,24 +369,14 @@ const CHILD_ENDPOINT: &str = "LANNER_TEST_HANDOFF_CHILD";
 
 #[tokio::test]
 async fn a_handoff_crosses_real_processes() {
-    use std::io::BufRead;
     // B is a child process; A (this client) hands its counter to C (a server here).
     let endpoint = unix("process-b");
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_serves_a_maker", "--nocapture"])
-        .env(CHILD_ENDPOINT, &endpoint)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let ready = tokio::task::spawn_blocking(move || {
-        std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            .find(|line| line.starts_with("serving"))
-    })
-    .await
-    .unwrap();
+    let (mut child, ready) = child::spawn(
+        "child_serves_a_maker",
+        (CHILD_ENDPOINT, &endpoint),
+        "serving",
+    )
+    .await;
     assert_eq!(ready, Some(format!("serving {endpoint}")));
     let (c, _keeper) = serve_c(&unix("process-c"), Server::new()).await;
     let a = Client::new();

@@ -9,6 +9,8 @@ use std::time::Duration;
 use lanner::{ClassId, Client, Error, ErrorKind, ObjRef, Object, Proxy, Server};
 use tokio::sync::Mutex;
 
+mod child;
+
 /// A counter, handed out by the factory.
 #[lanner::interface]
 trait Counter {
