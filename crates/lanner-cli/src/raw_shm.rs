@@ -101,7 +101,7 @@ impl RawShm {
     }
 
     /// Sends `head` and `body` as one record, built in place in the ring.
-    fn send(&mut self, head: &[u8], body: &[u8]) -> io::Result<()> {
+    pub(crate) fn send(&mut self, head: &[u8], body: &[u8]) -> io::Result<()> {
         let len = head.len() + body.len();
         let mut budget = SpinBudget::new(self.spin);
         loop {
@@ -118,20 +118,29 @@ impl RawShm {
         }
     }
 
+    /// Takes a message that has arrived, without waiting: (one-way, the record with its
+    /// header word).
+    pub(crate) fn try_receive(&mut self) -> io::Result<Option<(bool, Bytes)>> {
+        let Some(record) = self.consumer.try_recv().map_err(ring_error)? else {
+            return Ok(None);
+        };
+        let (_, one_way) = record
+            .bytes
+            .first_chunk::<HEADER_LEN>()
+            .map(|word| decode_header(*word))
+            .ok_or_else(|| {
+                io::Error::new(io::ErrorKind::InvalidData, "a record without a header word")
+            })?;
+        Ok(Some((one_way, record.bytes)))
+    }
+
     /// Receives one message: (one-way, the record with its header word). Polls for the
     /// spin budget, then sleeps.
-    fn receive(&mut self) -> io::Result<(bool, Bytes)> {
+    pub(crate) fn receive(&mut self) -> io::Result<(bool, Bytes)> {
         let mut budget = SpinBudget::new(self.spin);
         loop {
-            if let Some(record) = self.consumer.try_recv().map_err(ring_error)? {
-                let (_, one_way) = record
-                    .bytes
-                    .first_chunk::<HEADER_LEN>()
-                    .map(|word| decode_header(*word))
-                    .ok_or_else(|| {
-                        io::Error::new(io::ErrorKind::InvalidData, "a record without a header word")
-                    })?;
-                return Ok((one_way, record.bytes));
+            if let Some(message) = self.try_receive()? {
+                return Ok(message);
             }
             if !budget.keep_spinning() && self.consumer.prepare_sleep().map_err(ring_error)? {
                 RawShm::sleep(&self.data)?;
@@ -190,9 +199,19 @@ fn echo_connection(stream: UnixStream, spin: Duration) -> io::Result<()> {
     let offer = handoff::offer_region(stream.as_fd(), DEFAULT_RING_CAPACITY)?;
     stream.set_nonblocking(true)?;
     let mut end = RawShm::new(Side::Server, offer, stream.into(), spin)?;
+    let mut burst = Vec::new();
     loop {
-        let (one_way, request) = end.receive()?;
-        if !one_way {
+        // Every record that has arrived is taken before the echoes go out, as Lanner's
+        // reader drains what arrived before its answers are flushed.
+        // (One-way records are dropped at once, releasing their ring space.)
+        let mut message = Some(end.receive()?);
+        while let Some((one_way, request)) = message {
+            if !one_way {
+                burst.push(request);
+            }
+            message = end.try_receive()?;
+        }
+        for request in burst.drain(..) {
             // The request record, header word and all, is the echo.
             end.send(&[], &request)?;
         }

@@ -388,6 +388,13 @@ impl Consumer {
         Ok(())
     }
 
+    /// Whether records are known to be published and not yet taken (as of the last look
+    /// at the producer's position; no shared memory is read): the next
+    /// [`Consumer::try_recv`] returns one (or finds the ring corrupted).
+    pub fn has_known_records(&self) -> bool {
+        self.read != self.tail
+    }
+
     /// Takes the next record, if one has been published.
     pub fn try_recv(&mut self) -> Result<Option<Record>, RingError> {
         loop {

@@ -40,6 +40,23 @@ pub(super) enum Progress {
     Empty,
 }
 
+impl Progress {
+    /// What two steps achieved together (neither is [`Progress::Mine`]).
+    fn and(self, other: Progress) -> Progress {
+        match (self, other) {
+            (Progress::Delivered, _) | (_, Progress::Delivered) => Progress::Delivered,
+            (Progress::Other, _) | (_, Progress::Other) => Progress::Other,
+            _ => Progress::Empty,
+        }
+    }
+}
+
+/// Frames taken in one receive attempt, at most (when that many arrived together): their
+/// answers go out together afterwards. Bounded so that the peer gets the first answers
+/// (and can work on them) while this side works through the rest: batches that are too
+/// large turn a pipeline into a lock-step exchange in which each side waits for the other.
+const BURST_FRAMES: usize = 16;
+
 /// How often the reader task lets the reactor run while spinning (every N-th burst), so that
 /// other tasks waiting for I/O are not held up (after every burst while this connection's
 /// flusher waits for room).
@@ -51,9 +68,12 @@ const REACTOR_EVERY: u32 = 4;
 const BURST: u32 = 8;
 
 impl Connection {
-    /// One non-blocking receive attempt; processes the frame if one arrived. An error
-    /// means the connection is finished (the caller must [`Connection::fail`] it).
-    /// `mine` is the call the receiving caller waits for, if any.
+    /// One non-blocking receive attempt; processes the frame if one arrived, and every
+    /// other complete frame that arrived with it (one read drains many frames). Answers
+    /// produced meanwhile are held back and written together after the last of them. An
+    /// error means the connection is finished (the caller must [`Connection::fail`] it).
+    /// `mine` is the call the receiving caller waits for, if any: its reply ends the
+    /// attempt at once.
     pub(super) fn receive_once(
         self: &Arc<Self>,
         cx: &mut Context<'_>,
@@ -62,16 +82,43 @@ impl Connection {
         let Ok(mut source) = self.source.try_lock() else {
             return Ok(Progress::Empty);
         };
-        match source.try_recv() {
-            Ok(Received::Frame(frame)) => self.process(frame, cx, mine),
-            Ok(Received::Partial) => {
-                self.note_sign_of_life();
-                Ok(Progress::Other)
+        let mut progress = Progress::Empty;
+        let mut corked = false;
+        let mut frames = 0;
+        let result = loop {
+            match source.try_recv() {
+                Ok(Received::Frame(frame)) => {
+                    frames += 1;
+                    let more = frames < BURST_FRAMES && source.frame_ready();
+                    if more && !corked {
+                        self.cork();
+                        corked = true;
+                    }
+                    match self.process(frame, cx, mine) {
+                        Ok(Progress::Mine(response)) => break Ok(Progress::Mine(response)),
+                        Ok(step) => progress = progress.and(step),
+                        Err(error) => break Err(error),
+                    }
+                    if !more {
+                        break Ok(progress);
+                    }
+                }
+                Ok(Received::Partial) => {
+                    self.note_sign_of_life();
+                    break Ok(progress.and(Progress::Other));
+                }
+                Ok(Received::Empty) => break Ok(progress),
+                Ok(Received::Closed) => {
+                    break Err(Error::unavailable("the peer closed the connection"));
+                }
+                Err(error) => break Err(self.receive_failed(error)),
             }
-            Ok(Received::Empty) => Ok(Progress::Empty),
-            Ok(Received::Closed) => Err(Error::unavailable("the peer closed the connection")),
-            Err(error) => Err(self.receive_failed(error)),
+        };
+        drop(source);
+        if corked {
+            self.uncork()?;
         }
+        result
     }
 
     /// Like [`Connection::receive_once`], but registers `cx` to be woken when the transport
@@ -123,11 +170,7 @@ impl Connection {
             // Nothing is queued.
             return Ok(());
         }
-        let queued = self
-            .writer
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .queued_credits();
+        let queued = self.writer().queued_credits();
         let (in_flight, window) = {
             let state = self.state();
             (state.proto.peer_in_flight(), state.proto.peer_window())
@@ -300,6 +343,8 @@ async fn spin_while_busy(
     let mut spins = 0u32;
     let mut write_progress = connection.write_progress.load(Ordering::Relaxed);
     loop {
+        // Requests deferred by callers go out in one batch before each receive burst.
+        connection.flush_deferred()?;
         let burst = poll_fn(|cx| {
             for _ in 1..BURST {
                 match connection.receive_once(cx, None) {
@@ -356,6 +401,10 @@ async fn sleep(holder: &Holder, signal: &ReaderSignal) -> Result<(), Error> {
         let Some(connection) = holder.get() else {
             return Poll::Ready(Ok(()));
         };
+        // Frames deferred just before we announced sleep: wake up and write them.
+        if connection.deferred.load(Ordering::SeqCst) {
+            return Poll::Ready(Ok(()));
+        }
         connection
             .poll_receive(cx)
             .map(|progress| progress.map(drop))
@@ -368,7 +417,7 @@ async fn sleep(holder: &Holder, signal: &ReaderSignal) -> Result<(), Error> {
 /// Yields to the runtime by waking itself: other ready tasks run first, but unlike
 /// `tokio::task::yield_now` it does not force a poll of the reactor (a system call) on
 /// every spin.
-fn yield_once() -> impl Future<Output = ()> {
+pub(super) fn yield_once() -> impl Future<Output = ()> {
     struct YieldOnce(bool);
 
     impl Future for YieldOnce {
