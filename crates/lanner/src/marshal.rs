@@ -190,7 +190,13 @@ async fn address(
 ) -> Result<(Arc<Target>, MessageBuilder, Option<Instant>), Error> {
     let current = core.object().current_target();
     let deadline = set_deadline(&mut request, core.timeout_on(&current.connection));
-    let target = core.object().usable_target(current, deadline).await?;
+    let target = if current.connection.usable() {
+        current
+    } else {
+        // Reconnecting is rare and its future large: boxed, so that every call's future
+        // (moved whenever a caller pushes it into a set or a task) stays small.
+        Box::pin(core.object().usable_target(current, deadline)).await?
+    };
     request.set_object(target.handle);
     Ok((target, request, deadline))
 }

@@ -52,7 +52,12 @@ impl Connection {
         request: MessageBuilder,
         deadline: Option<Instant>,
     ) -> Result<Response, Error> {
-        let (call_id, frame, alone) = self.begin_call_by(request, deadline).await?;
+        let (call_id, frame, alone) = match self.try_begin(request, false)? {
+            Ok(begun) => begun,
+            // Waiting for a credit is the rare case: boxed, to keep every call's future
+            // small (callers move it into sets and tasks).
+            Err(request) => Box::pin(self.begin_call_by(request, deadline)).await?,
+        };
         let mut abandon_on_drop = PendingGuard {
             connection: self,
             call_id,

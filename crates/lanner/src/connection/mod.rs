@@ -324,7 +324,9 @@ impl Connection {
 
     /// Writes the frames deferred for the reader, if any (see [`When::Deferred`]).
     pub(super) fn flush_deferred(self: &Arc<Self>) -> Result<(), Error> {
-        if !self.deferred.swap(false, Ordering::SeqCst) {
+        // A plain load first: the reader calls this on every spin, and a swap would take
+        // the line from the senders each time.
+        if !self.deferred.load(Ordering::Relaxed) || !self.deferred.swap(false, Ordering::SeqCst) {
             return Ok(());
         }
         let result = self.writer().flush(&mut Context::from_waker(Waker::noop()));
