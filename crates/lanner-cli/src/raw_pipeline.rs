@@ -6,8 +6,9 @@
 //! brought in and writes that many new messages with one write. The echo server answers
 //! requests that arrived together with one write of the very bytes it received (see
 //! [`RawStream::echo_batch`]). Over shared memory every message is one ring record, as
-//! each Lanner frame is: the client publishes a burst of records, and the server drains
-//! every record that has arrived before it echoes them.
+//! each Lanner frame is: the client publishes a burst of records with one store of the
+//! ring's position (as Lanner publishes a batch), and the server drains every record that
+//! has arrived before it echoes them, published together too.
 
 use std::io;
 use std::ops::Range;
@@ -91,8 +92,9 @@ impl RawShm {
         let request = header(0, 0);
         let concurrency = concurrency.max(1);
         for _ in 0..concurrency {
-            self.send(&request, &[])?;
+            self.send_record(&request, &[], false)?;
         }
+        self.publish();
         let start = Instant::now();
         let mut outstanding = concurrency;
         let mut echoed = 0u64;
@@ -107,8 +109,9 @@ impl RawShm {
             sending = sending && start.elapsed() < duration;
             if sending {
                 for _ in 0..arrived {
-                    self.send(&request, &[])?;
+                    self.send_record(&request, &[], false)?;
                 }
+                self.publish();
             } else {
                 outstanding -= arrived;
             }

@@ -4,7 +4,8 @@
 //! Written with the same care as Lanner's transport: a message is one ring record built in
 //! place (the stream baseline's 4-byte header word, then the payload); a received record
 //! of at least 16 KiB is read in place, smaller ones are copied out (as Lanner does); the
-//! echo server copies a request record into its outgoing ring. Same wait strategy: poll
+//! echo server copies a request record into its outgoing ring (requests that arrived
+//! together are echoed with one publication of the ring's position). Same wait strategy: poll
 //! the ring (for a record, or for room) for the spin budget, then announce sleep on the
 //! ring's flag and wait in `poll(2)` on the doorbell until the peer rings.
 //!
@@ -102,20 +103,41 @@ impl RawShm {
 
     /// Sends `head` and `body` as one record, built in place in the ring.
     pub(crate) fn send(&mut self, head: &[u8], body: &[u8]) -> io::Result<()> {
+        self.send_record(head, body, true)
+    }
+
+    /// [`RawShm::send`], publishing the record at once only if `publish` (else it waits
+    /// for [`RawShm::publish`], to publish a burst of records at once as Lanner does).
+    pub(crate) fn send_record(
+        &mut self,
+        head: &[u8],
+        body: &[u8],
+        publish: bool,
+    ) -> io::Result<()> {
         let len = head.len() + body.len();
         let mut budget = SpinBudget::new(self.spin);
         loop {
             if let Some(mut reservation) = self.producer.try_reserve(len).map_err(ring_error)? {
                 reservation.write(0, head);
                 reservation.write(head.len(), body);
-                reservation.commit(false);
+                if publish {
+                    reservation.commit(false);
+                } else {
+                    reservation.commit_unpublished(false);
+                }
                 return Ok(());
             }
+            self.producer.publish_pending();
             if !budget.keep_spinning() && self.producer.prepare_wait(len).map_err(ring_error)? {
                 RawShm::sleep(&self.space)?;
                 budget.restart();
             }
         }
+    }
+
+    /// Publishes the records sent unpublished.
+    pub(crate) fn publish(&mut self) {
+        self.producer.publish_pending();
     }
 
     /// Takes a message that has arrived, without waiting: (one-way, the record with its
@@ -211,9 +233,16 @@ fn echo_connection(stream: UnixStream, spin: Duration) -> io::Result<()> {
             }
             message = end.try_receive()?;
         }
-        for request in burst.drain(..) {
+        if let [request] = &burst[..] {
             // The request record, header word and all, is the echo.
-            end.send(&[], &request)?;
+            end.send(&[], request)?;
+        } else {
+            // A burst is echoed with one publication, as Lanner publishes its batches.
+            for request in &burst {
+                end.send_record(&[], request, false)?;
+            }
+            end.publish();
         }
+        burst.clear();
     }
 }
