@@ -469,6 +469,7 @@ impl Consumer {
                 // Not `vec![0; len]`: that is calloc, which glibc serves without its
                 // per-thread cache, and a small record per message made it the receive
                 // path's largest cost.
+                #[allow(clippy::slow_vector_initialization)]
                 let mut copy = Vec::with_capacity(len);
                 copy.resize(len, 0);
                 self.memory().read(start, &mut copy);

@@ -62,7 +62,8 @@ pub struct BenchArgs {
     /// firstcall, trials (each a fresh connection) [default: 10000; firstcall: 200].
     #[arg(long)]
     pub iters: Option<usize>,
-    /// Seconds per size and side, for workloads that run for a time (bandwidth).
+    /// Seconds per size (throughput: per row) and side, for workloads that run for a time
+    /// (bandwidth, throughput).
     #[arg(long, default_value_t = 2.0)]
     pub secs: f64,
     /// Warm-up iterations per size.

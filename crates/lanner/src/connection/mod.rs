@@ -5,6 +5,11 @@
 //! task per connection receives frames, completes pending calls and dispatches incoming
 //! requests. Flow-control credits and call accounting live in the protocol core's state
 //! machine, under one short lock.
+//!
+//! Many calls outstanding travel in batches (see the writer module): a caller with other
+//! calls in flight leaves its request to the reader, which writes every waiting request at
+//! once before it receives, and frames that arrived together are processed before their
+//! answers are written, together.
 
 use std::collections::HashMap;
 use std::future::poll_fn;

@@ -1,5 +1,9 @@
 //! Receiving: one attempt at a time, by whoever is waiting.
 //!
+//! One attempt takes every complete frame that arrived together (up to [`BURST_FRAMES`])
+//! and holds back the answers it produces until the last of them is processed: one read
+//! drains many frames, one write carries their answers.
+//!
 //! The transport's receiving half sits behind a short lock that is held only for one
 //! non-blocking attempt and the processing of the frame it yields, so frames are processed
 //! in arrival order whoever receives them. Two parties receive:
@@ -9,7 +13,8 @@
 //!   hand-off to another task or thread on the critical path);
 //! - the connection's reader task receives everything else: it tries a non-blocking
 //!   receive in a loop for the spin budget after each frame, letting other tasks run in
-//!   between, then registers with the reactor and sleeps. It is kicked back into spinning
+//!   between, then registers with the reactor and sleeps. Before each attempt it writes
+//!   the requests callers deferred to it (one batch). It is kicked back into spinning
 //!   when someone will wait on it: a caller not receiving its own reply, a flusher
 //!   draining a large frame or finishing it, or a reply just sent (the peer's next
 //!   request follows). See [`crate::ConnectionOptions`].
