@@ -333,3 +333,7 @@ impl<W: StreamWriteHalf> FrameSink for StreamSink<W> {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "stream_batch_tests.rs"]
+mod batch_tests;
