@@ -32,9 +32,10 @@ use crate::url::{Endpoint, ObjectUrl};
 /// connection and so always take that fastest path, and they never wait behind another
 /// thread's traffic (a large payload, a batch). Use private connections for a few
 /// latency-critical threads that each make sequential calls, or to spread one process's
-/// load over several server workers (the server serves each connection on one worker at
-/// a time); keep the shared one for many concurrent calls, which it batches, and when the
-/// number of connections matters.
+/// load over several server workers (a server receives each connection's calls, and runs
+/// those that complete without waiting, on one worker at a time); keep the shared one
+/// for many concurrent calls, which it batches, and when the number of connections
+/// matters.
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<ClientInner>,
