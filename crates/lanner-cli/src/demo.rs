@@ -45,6 +45,8 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
         auth: None,
         objects: 1,
         methods: 1,
+        concurrency: vec![1],
+        threads: vec![1],
         json: true,
     };
     let (rows, _) = measure(&bench, 0.0)?;

@@ -9,6 +9,7 @@ pub mod pki;
 pub mod placement;
 pub mod procfs;
 pub mod raw;
+pub mod raw_pipeline;
 pub mod raw_shm;
 pub mod serve;
 pub mod server_process;

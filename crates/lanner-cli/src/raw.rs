@@ -91,7 +91,7 @@ impl SpinBudget {
 }
 
 /// A connected socket, either kind.
-enum Socket {
+pub(crate) enum Socket {
     /// TCP with `TCP_NODELAY`.
     Tcp(TcpStream),
     /// Unix stream socket.
@@ -99,7 +99,7 @@ enum Socket {
 }
 
 impl Socket {
-    fn fd(&self) -> i32 {
+    pub(crate) fn fd(&self) -> i32 {
         match self {
             Socket::Tcp(s) => s.as_raw_fd(),
             Socket::Unix(s) => s.as_raw_fd(),
@@ -113,14 +113,14 @@ impl Socket {
         }
     }
 
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+    pub(crate) fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             Socket::Tcp(s) => s.read(buf),
             Socket::Unix(s) => s.read(buf),
         }
     }
 
-    fn write_vectored(&mut self, slices: &[IoSlice<'_>]) -> io::Result<usize> {
+    pub(crate) fn write_vectored(&mut self, slices: &[IoSlice<'_>]) -> io::Result<usize> {
         match self {
             Socket::Tcp(s) => s.write_vectored(slices),
             Socket::Unix(s) => s.write_vectored(slices),
@@ -158,8 +158,8 @@ impl Socket {
 
 /// Received bytes not yet taken as messages: `buffer[start..end]`.
 #[derive(Default)]
-struct Inbox {
-    buffer: Vec<u8>,
+pub(crate) struct Inbox {
+    pub(crate) buffer: Vec<u8>,
     start: usize,
     end: usize,
 }
@@ -168,22 +168,40 @@ impl Inbox {
     /// Takes the next message if it is all in: (one-way, payload range in `buffer`).
     /// Otherwise makes room for the rest of it and returns None.
     fn take(&mut self) -> Option<(bool, Range<usize>)> {
+        match self.take_complete() {
+            Ok(message) => Some(message),
+            Err(need) => {
+                self.make_room(need);
+                None
+            }
+        }
+    }
+
+    /// Takes the next message if it is all in, without moving anything (so ranges taken
+    /// before stay valid); otherwise the bytes the message needs from `start`.
+    pub(crate) fn take_complete(&mut self) -> Result<(bool, Range<usize>), usize> {
         let pending = &self.buffer[self.start..self.end];
-        let need = match pending.first_chunk::<HEADER_LEN>() {
+        match pending.first_chunk::<HEADER_LEN>() {
             Some(&word) => {
                 let (len, one_way) = decode_header(word);
                 let total = HEADER_LEN + len;
                 if pending.len() >= total {
                     let payload = self.start + HEADER_LEN..self.start + total;
                     self.start += total;
-                    return Some((one_way, payload));
+                    return Ok((one_way, payload));
                 }
-                total
+                Err(total)
             }
-            None => HEADER_LEN,
-        };
-        self.make_room(need);
-        None
+            None => Err(HEADER_LEN),
+        }
+    }
+
+    /// Whether the next message is an ordinary request (not one-way), as far as its
+    /// header word is in.
+    pub(crate) fn next_is_request(&self) -> bool {
+        self.buffer[self.start..self.end]
+            .first_chunk::<HEADER_LEN>()
+            .is_some_and(|&word| !decode_header(word).1)
     }
 
     /// Makes room for a message of `need` bytes from `start`, and at least [`MIN_READ`].
@@ -205,8 +223,8 @@ impl Inbox {
 
 /// A connected raw stream, either kind, with its receive buffer.
 pub struct RawStream {
-    socket: Socket,
-    inbox: Inbox,
+    pub(crate) socket: Socket,
+    pub(crate) inbox: Inbox,
     /// How long to poll the socket before sleeping.
     spin: Duration,
 }
@@ -219,6 +237,11 @@ impl RawStream {
             inbox: Inbox::default(),
             spin,
         })
+    }
+
+    /// One end of a connected Unix socket pair (tests); waits poll for `spin`.
+    pub fn from_unix(socket: UnixStream, spin: Duration) -> io::Result<RawStream> {
+        RawStream::new(Socket::Unix(socket), spin)
     }
 
     /// Connects to a `tcp://host:port` or `unix:///path` endpoint; waits poll for `spin`
@@ -242,7 +265,7 @@ impl RawStream {
     /// Receives the next message: (one-way, payload range in the inbox's buffer). Spins
     /// on the non-blocking socket for the spin budget after the last progress, then
     /// sleeps in poll(2).
-    fn receive(&mut self) -> io::Result<(bool, Range<usize>)> {
+    pub(crate) fn receive(&mut self) -> io::Result<(bool, Range<usize>)> {
         let mut budget = SpinBudget::new(self.spin);
         loop {
             if let Some(message) = self.inbox.take() {
@@ -278,12 +301,17 @@ impl RawStream {
         Ok(echo.len())
     }
 
-    /// Serves one echo connection until the peer goes away.
-    fn echo(mut self) -> io::Result<()> {
+    /// Serves one echo connection until the peer goes away (an error then). Requests that arrived
+    /// together are answered together, with one write (see [`RawStream::echo_batch`]).
+    pub fn serve_echo(mut self) -> io::Result<()> {
         loop {
             let (one_way, request) = self.receive()?;
-            if !one_way {
-                self.socket.write_message(&self.inbox.buffer[request], 0)?;
+            if one_way {
+                continue;
+            }
+            match self.echo_batch(request.start - HEADER_LEN)? {
+                Some(batch) => self.socket.write_all(&self.inbox.buffer[batch])?,
+                None => self.socket.write_message(&self.inbox.buffer[request], 0)?,
             }
         }
     }
@@ -348,7 +376,7 @@ impl RawListener {
             };
             match socket {
                 Ok(socket) => {
-                    std::thread::spawn(move || RawStream::new(socket, spin)?.echo());
+                    std::thread::spawn(move || RawStream::new(socket, spin)?.serve_echo());
                 }
                 Err(error) => {
                     eprintln!("raw accept failed: {error}");
@@ -394,7 +422,7 @@ mod tests {
         assert_eq!(large.len(), 3 * MIN_READ + 5);
         assert!(server.inbox.buffer[large].iter().all(|&b| b == 7));
         let mut client = writer.join().unwrap();
-        std::thread::spawn(move || server.echo());
+        std::thread::spawn(move || server.serve_echo());
         assert_eq!(client.round_trip(&[1, 2, 3]).unwrap(), 3);
         assert_eq!(client.round_trip(&[]).unwrap(), 0);
     }

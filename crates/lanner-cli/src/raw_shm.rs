@@ -4,7 +4,8 @@
 //! Written with the same care as Lanner's transport: a message is one ring record built in
 //! place (the stream baseline's 4-byte header word, then the payload); a received record
 //! of at least 16 KiB is read in place, smaller ones are copied out (as Lanner does); the
-//! echo server copies a request record into its outgoing ring. Same wait strategy: poll
+//! echo server copies a request record into its outgoing ring (requests that arrived
+//! together are echoed with one publication of the ring's position). Same wait strategy: poll
 //! the ring (for a record, or for room) for the spin budget, then announce sleep on the
 //! ring's flag and wait in `poll(2)` on the doorbell until the peer rings.
 //!
@@ -101,16 +102,32 @@ impl RawShm {
     }
 
     /// Sends `head` and `body` as one record, built in place in the ring.
-    fn send(&mut self, head: &[u8], body: &[u8]) -> io::Result<()> {
+    pub(crate) fn send(&mut self, head: &[u8], body: &[u8]) -> io::Result<()> {
+        self.send_record(head, body, true)
+    }
+
+    /// [`RawShm::send`], publishing the record at once only if `publish` (else it waits
+    /// for [`RawShm::publish`], to publish a burst of records at once as Lanner does).
+    pub(crate) fn send_record(
+        &mut self,
+        head: &[u8],
+        body: &[u8],
+        publish: bool,
+    ) -> io::Result<()> {
         let len = head.len() + body.len();
         let mut budget = SpinBudget::new(self.spin);
         loop {
             if let Some(mut reservation) = self.producer.try_reserve(len).map_err(ring_error)? {
                 reservation.write(0, head);
                 reservation.write(head.len(), body);
-                reservation.commit(false);
+                if publish {
+                    reservation.commit(false);
+                } else {
+                    reservation.commit_unpublished(false);
+                }
                 return Ok(());
             }
+            self.producer.publish_pending();
             if !budget.keep_spinning() && self.producer.prepare_wait(len).map_err(ring_error)? {
                 RawShm::sleep(&self.space)?;
                 budget.restart();
@@ -118,20 +135,34 @@ impl RawShm {
         }
     }
 
+    /// Publishes the records sent unpublished.
+    pub(crate) fn publish(&mut self) {
+        self.producer.publish_pending();
+    }
+
+    /// Takes a message that has arrived, without waiting: (one-way, the record with its
+    /// header word).
+    pub(crate) fn try_receive(&mut self) -> io::Result<Option<(bool, Bytes)>> {
+        let Some(record) = self.consumer.try_recv().map_err(ring_error)? else {
+            return Ok(None);
+        };
+        let (_, one_way) = record
+            .bytes
+            .first_chunk::<HEADER_LEN>()
+            .map(|word| decode_header(*word))
+            .ok_or_else(|| {
+                io::Error::new(io::ErrorKind::InvalidData, "a record without a header word")
+            })?;
+        Ok(Some((one_way, record.bytes)))
+    }
+
     /// Receives one message: (one-way, the record with its header word). Polls for the
     /// spin budget, then sleeps.
-    fn receive(&mut self) -> io::Result<(bool, Bytes)> {
+    pub(crate) fn receive(&mut self) -> io::Result<(bool, Bytes)> {
         let mut budget = SpinBudget::new(self.spin);
         loop {
-            if let Some(record) = self.consumer.try_recv().map_err(ring_error)? {
-                let (_, one_way) = record
-                    .bytes
-                    .first_chunk::<HEADER_LEN>()
-                    .map(|word| decode_header(*word))
-                    .ok_or_else(|| {
-                        io::Error::new(io::ErrorKind::InvalidData, "a record without a header word")
-                    })?;
-                return Ok((one_way, record.bytes));
+            if let Some(message) = self.try_receive()? {
+                return Ok(message);
             }
             if !budget.keep_spinning() && self.consumer.prepare_sleep().map_err(ring_error)? {
                 RawShm::sleep(&self.data)?;
@@ -190,11 +221,28 @@ fn echo_connection(stream: UnixStream, spin: Duration) -> io::Result<()> {
     let offer = handoff::offer_region(stream.as_fd(), DEFAULT_RING_CAPACITY)?;
     stream.set_nonblocking(true)?;
     let mut end = RawShm::new(Side::Server, offer, stream.into(), spin)?;
+    let mut burst = Vec::new();
     loop {
-        let (one_way, request) = end.receive()?;
-        if !one_way {
-            // The request record, header word and all, is the echo.
-            end.send(&[], &request)?;
+        // Every record that has arrived is taken before the echoes go out, as Lanner's
+        // reader drains what arrived before its answers are flushed.
+        // (One-way records are dropped at once, releasing their ring space.)
+        let mut message = Some(end.receive()?);
+        while let Some((one_way, request)) = message {
+            if !one_way {
+                burst.push(request);
+            }
+            message = end.try_receive()?;
         }
+        if let [request] = &burst[..] {
+            // The request record, header word and all, is the echo.
+            end.send(&[], request)?;
+        } else {
+            // A burst is echoed with one publication, as Lanner publishes its batches.
+            for request in &burst {
+                end.send_record(&[], request, false)?;
+            }
+            end.publish();
+        }
+        burst.clear();
     }
 }

@@ -72,6 +72,12 @@ pub struct ServeArgs {
     /// (`lanner.bench.Null`) as `scale.base`.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub scale_objects: u32,
+    /// Runtime worker threads: 1 runs everything on one thread (a current-thread runtime,
+    /// what the latency benchmarks measure); more builds a multi-threaded runtime whose
+    /// workers serve different connections at once (the throughput benchmark's thread
+    /// scaling).
+    #[arg(long, default_value_t = 1)]
+    pub workers: usize,
 }
 
 impl ServeArgs {
@@ -111,9 +117,16 @@ pub fn run(args: &ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         pin_current_thread(cpu)?;
     }
     let spin = Duration::from_micros(args.spin_us);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let runtime = if args.workers > 1 {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(args.workers)
+            .enable_all()
+            .build()?
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+    };
     let tcp = args.transport == TransportArg::Tcp;
     let raw_path = socket_path("raw");
     let shm_name = format!("lanner-{}", std::process::id());

@@ -132,6 +132,22 @@ impl ServerProcess {
         ServerProcess::spawn_listening(program, transport, cpu, spin, None, &auth)
     }
 
+    /// Starts this executable's `serve` on `transport` with `workers` runtime worker
+    /// threads (see `lanner serve --workers`), pinned to `cpu`, authenticating as
+    /// [`ServeAuth::plain`] says.
+    pub fn spawn_workers(
+        transport: TransportArg,
+        cpu: Option<usize>,
+        spin: Duration,
+        workers: usize,
+    ) -> Result<ServerProcess, Box<dyn std::error::Error>> {
+        let program = std::env::current_exe()?;
+        let auth = ServeAuth::plain(transport);
+        let mut command = ServerProcess::command(&program, transport, cpu, spin, &auth);
+        command.args(["--workers", &workers.to_string()]);
+        ServerProcess::start(command)
+    }
+
     /// Starts `program serve` on `transport`, authenticating clients with `auth`.
     pub fn spawn_with_auth(
         program: &std::path::Path,

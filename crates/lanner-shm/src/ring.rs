@@ -74,6 +74,10 @@ pub struct Producer {
     tail: u64,
     /// The last `head` read and validated.
     head: u64,
+    /// The `tail` last published (stored in shared memory); below `tail` while records
+    /// committed with [`Reservation::commit_unpublished`] wait for
+    /// [`Producer::publish_pending`].
+    published: u64,
     wake_consumer: Arc<dyn Wake>,
 }
 
@@ -92,6 +96,7 @@ impl Producer {
             memory,
             tail: 0,
             head: 0,
+            published: 0,
             wake_consumer,
         }
     }
@@ -179,8 +184,17 @@ impl Producer {
         Ok(!fits)
     }
 
+    /// Publishes the records committed with [`Reservation::commit_unpublished`] since the
+    /// last publication, all at once (one store and one wake-up check for all of them).
+    pub fn publish_pending(&mut self) {
+        if self.published != self.tail {
+            self.publish(self.tail);
+        }
+    }
+
     fn publish(&mut self, tail: u64) {
         self.tail = tail;
+        self.published = tail;
         self.memory.tail().store(tail, Ordering::Release);
         // Always a read-modify-write: see the module docs for why this cannot miss a
         // consumer going to sleep.
@@ -218,16 +232,30 @@ impl Reservation<'_> {
         self.producer.memory.write(at, bytes);
     }
 
-    /// Publishes the record. `more` marks it as a fragment: the next record continues the
-    /// same message.
+    /// Publishes the record (and any committed unpublished before it). `more` marks it as
+    /// a fragment: the next record continues the same message.
     pub fn commit(self, more: bool) {
-        let producer = self.producer;
+        let tail = self.finish(more);
+        self.producer.publish(tail);
+    }
+
+    /// Completes the record without publishing it: the consumer sees it (with every
+    /// record committed before it) at the next [`Producer::publish_pending`], or at the
+    /// next [`Reservation::commit`]. For writing a batch of records with one publication.
+    /// Publish before waiting for room: unpublished records cannot be consumed.
+    pub fn commit_unpublished(self, more: bool) {
+        let tail = self.finish(more);
+        self.producer.tail = tail;
+    }
+
+    /// Writes the record's header; returns the tail after it.
+    fn finish(&self, more: bool) -> u64 {
+        let producer = &self.producer;
         let offset = (producer.tail % producer.capacity_u64()) as usize;
         let flags = if more { FLAG_MORE } else { 0 };
         let len = u32::try_from(self.len).expect("len ≤ max_record_len");
         producer.memory.write(offset, &encode_header(len, flags));
-        let tail = producer.tail + record_size(self.len) as u64;
-        producer.publish(tail);
+        producer.tail + record_size(self.len) as u64
     }
 }
 
@@ -388,6 +416,13 @@ impl Consumer {
         Ok(())
     }
 
+    /// Whether records are known to be published and not yet taken (as of the last look
+    /// at the producer's position; no shared memory is read): the next
+    /// [`Consumer::try_recv`] returns one (or finds the ring corrupted).
+    pub fn has_known_records(&self) -> bool {
+        self.read != self.tail
+    }
+
     /// Takes the next record, if one has been published.
     pub fn try_recv(&mut self) -> Result<Option<Record>, RingError> {
         loop {
@@ -431,7 +466,12 @@ impl Consumer {
                 };
                 Bytes::from_owner(InPlace::new(ptr, len, release))
             } else {
-                let mut copy = vec![0u8; len];
+                // Not `vec![0; len]`: that is calloc, which glibc serves without its
+                // per-thread cache, and a small record per message made it the receive
+                // path's largest cost.
+                #[allow(clippy::slow_vector_initialization)]
+                let mut copy = Vec::with_capacity(len);
+                copy.resize(len, 0);
                 self.memory().read(start, &mut copy);
                 self.releases.release_consumed(self.read);
                 Bytes::from(copy)

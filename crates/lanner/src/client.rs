@@ -17,6 +17,25 @@ use crate::url::{Endpoint, ObjectUrl};
 /// Opens and caches connections. All proxies obtained through one `Client` for objects at
 /// the same endpoint share one connection (calls on it are multiplexed by call id); a
 /// connection that broke is replaced by a new one on the next lookup.
+///
+/// # Shared or private connections
+///
+/// The shared, multiplexed connection suits most programs: any number of tasks and threads
+/// call through it, calls outstanding together are written and read in batches (one
+/// system call for many messages), and a server sees one connection per client process.
+/// A call that is alone on its connection is answered fastest: its caller reads its own
+/// reply, spinning on the transport, with no hand-off to another task. On a shared
+/// connection that happens only while no other call is outstanding.
+///
+/// [`Client::private`] gives a thread (or task) connections of its own, like DCE's
+/// private client sockets: its calls, made one after another, are always alone on their
+/// connection and so always take that fastest path, and they never wait behind another
+/// thread's traffic (a large payload, a batch). Use private connections for a few
+/// latency-critical threads that each make sequential calls, or to spread one process's
+/// load over several server workers (a server receives each connection's calls, and runs
+/// those that complete without waiting, on one worker at a time); keep the shared one
+/// for many concurrent calls, which it batches, and when the number of connections
+/// matters.
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<ClientInner>,
@@ -74,6 +93,24 @@ impl Client {
     /// its own connections.
     pub fn with_auth(self, auth: ClientAuth) -> Client {
         Client::build(self.inner.options.clone(), auth)
+    }
+
+    /// A client with this one's options and authentication and connections of its own:
+    /// proxies obtained through it use connections that no other client shares (a
+    /// reconnection goes through it too). Call it once per thread that wants private
+    /// connections and keep the result; see [the type's docs](Client#shared-or-private-connections)
+    /// for when that pays.
+    ///
+    /// ```no_run
+    /// # async fn example(client: &lanner::Client) -> Result<(), lanner::Error> {
+    /// let private = client.private();
+    /// let object = private.resolve("unix:///tmp/app.sock/calc").await?; // its own connection
+    /// # drop(object);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn private(&self) -> Client {
+        Client::build(self.inner.options.clone(), self.inner.auth.clone())
     }
 
     /// The process-wide client used by [`crate::connect`].

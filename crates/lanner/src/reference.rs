@@ -225,6 +225,17 @@ impl ObjectRef {
         if self.inner.claimed.load(Ordering::Acquire) && current.connection.usable() {
             return Ok(current);
         }
+        // Reconnecting and claiming are rare and their futures large: boxed, so that every
+        // call's future (moved whenever a caller pushes it into a set or a task) stays small.
+        Box::pin(self.settle_target(current, deadline)).await
+    }
+
+    /// [`ObjectRef::usable_target`] when the reference must reconnect or be claimed.
+    async fn settle_target(
+        &self,
+        current: Target,
+        deadline: Option<Instant>,
+    ) -> Result<Target, Error> {
         match self.inner.origin.as_deref() {
             Some(Origin::Handoff(handoff)) if !self.inner.claimed.load(Ordering::Acquire) => {
                 crate::connection::until(deadline, self.redeem(handoff), || {

@@ -38,7 +38,7 @@ pub fn measure(server_pid: u32, secs: f64) -> std::io::Result<IdleCpu> {
 }
 
 /// User plus system time of a process, in clock ticks (`/proc/<pid>/stat`).
-fn cpu_ticks(pid: &str) -> std::io::Result<u64> {
+pub(crate) fn cpu_ticks(pid: &str) -> std::io::Result<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     // Fields after the command name (which may contain spaces) end with ')'.
     let fields: Vec<&str> = stat
@@ -56,7 +56,7 @@ fn cpu_ticks(pid: &str) -> std::io::Result<u64> {
     }
 }
 
-fn ticks_per_second() -> f64 {
+pub(crate) fn ticks_per_second() -> f64 {
     // SAFETY: sysconf has no memory-safety preconditions.
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if ticks > 0 { ticks as f64 } else { 100.0 }

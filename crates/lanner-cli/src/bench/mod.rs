@@ -20,6 +20,7 @@ pub mod scale;
 pub mod secure;
 pub mod setup;
 pub mod stats;
+pub mod throughput;
 
 /// Benchmark workloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -40,6 +41,9 @@ pub enum Workload {
     /// Null-call round trips on an apartment object (calls one at a time, in arrival
     /// order) vs on a free-threaded one, over one connection.
     Apartment,
+    /// Null calls with --concurrency calls outstanding on one connection per client
+    /// thread (--threads) vs null messages pipelined as deep on the raw medium.
+    Throughput,
 }
 
 /// Options of `lanner bench`.
@@ -58,7 +62,8 @@ pub struct BenchArgs {
     /// firstcall, trials (each a fresh connection) [default: 10000; firstcall: 200].
     #[arg(long)]
     pub iters: Option<usize>,
-    /// Seconds per size and side, for workloads that run for a time (bandwidth).
+    /// Seconds per size (throughput: per row) and side, for workloads that run for a time
+    /// (bandwidth, throughput).
     #[arg(long, default_value_t = 2.0)]
     pub secs: f64,
     /// Warm-up iterations per size.
@@ -83,6 +88,13 @@ pub struct BenchArgs {
     /// For scale: methods called (the first M of the hosted interface's 200).
     #[arg(long, default_value_t = 200)]
     pub methods: usize,
+    /// For throughput: calls (and raw messages) kept outstanding on one connection.
+    #[arg(long, value_delimiter = ',', default_value = "1,8,32,128")]
+    pub concurrency: Vec<usize>,
+    /// For throughput: client threads, each with its own connection (and raw connection);
+    /// the server runs as many runtime workers as the largest value.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pub threads: Vec<usize>,
     /// Print one JSON object on stdout and nothing else.
     #[arg(long)]
     pub json: bool,
@@ -266,5 +278,6 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         Workload::Firstcall => firstcall::run(args),
         Workload::Scale => scale::run(args),
         Workload::Apartment => apartment::run(args),
+        Workload::Throughput => throughput::run(args),
     }
 }

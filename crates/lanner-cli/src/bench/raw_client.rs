@@ -33,6 +33,15 @@ impl RawClient {
         }
     }
 
+    /// Keeps `concurrency` null messages outstanding for `duration`, batched (see
+    /// [`crate::raw_pipeline`]); returns how many were echoed.
+    pub fn pipeline(&mut self, concurrency: usize, duration: Duration) -> io::Result<u64> {
+        match self {
+            RawClient::Stream(stream) => stream.pipeline(concurrency, duration),
+            RawClient::Shm(shm) => shm.pipeline(concurrency, duration),
+        }
+    }
+
     /// Sends `payload` for the server to take without answering.
     pub fn send_one_way(&mut self, payload: &[u8]) -> io::Result<()> {
         match self {

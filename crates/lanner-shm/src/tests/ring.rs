@@ -207,3 +207,32 @@ fn a_head_out_of_range_is_an_error_for_the_producer() {
         assert!(producer.prepare_wait(8).is_err(), "{why}");
     }
 }
+
+#[test]
+fn records_committed_unpublished_appear_together_at_publication() {
+    let (mut producer, mut consumer, _, _) = ring(4096, 64);
+    for i in 0..3u8 {
+        let mut reservation = producer.try_reserve(10).unwrap().expect("room");
+        reservation.write(0, &pattern(10, i));
+        reservation.commit_unpublished(false);
+    }
+    assert_eq!(consumer.try_recv().unwrap(), None, "nothing is visible yet");
+    assert!(!consumer.has_known_records());
+    producer.publish_pending();
+    for i in 0..3u8 {
+        let record = consumer.try_recv().unwrap().expect("published");
+        assert_eq!(record.bytes, pattern(10, i));
+        // The first receive learnt of all three.
+        assert_eq!(consumer.has_known_records(), i < 2);
+    }
+    assert_eq!(consumer.try_recv().unwrap(), None);
+    // Publishing again with nothing pending changes nothing; a plain commit publishes
+    // everything before it too.
+    producer.publish_pending();
+    let mut reservation = producer.try_reserve(4).unwrap().unwrap();
+    reservation.write(0, b"late");
+    reservation.commit_unpublished(false);
+    send(&mut producer, b"now", false);
+    assert_eq!(consumer.try_recv().unwrap().unwrap().bytes, &b"late"[..]);
+    assert_eq!(consumer.try_recv().unwrap().unwrap().bytes, &b"now"[..]);
+}

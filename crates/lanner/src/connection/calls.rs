@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::future::poll_fn;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
@@ -51,25 +52,36 @@ impl Connection {
         request: MessageBuilder,
         deadline: Option<Instant>,
     ) -> Result<Response, Error> {
-        let (call_id, frame, alone) = self.begin_call_by(request, deadline).await?;
+        let (call_id, frame, alone) = match self.try_begin(request, false)? {
+            Ok(begun) => begun,
+            // Waiting for a credit is the rare case: boxed, to keep every call's future
+            // small (callers move it into sets and tasks).
+            Err(request) => Box::pin(self.begin_call_by(request, deadline)).await?,
+        };
         let mut abandon_on_drop = PendingGuard {
             connection: self,
             call_id,
             armed: true,
         };
-        let sent_whole = self.send_frame(frame).map_err(Error::after_sending)?;
-        // Spinning for the reply here would keep the flusher (which finishes a request the
-        // socket could not take at once) from running on this thread: spin only if the
-        // request is out.
-        if alone && sent_whole && !self.spin.is_zero() {
-            if let Some(reply) = self.spin_for_reply(call_id, deadline).await {
-                // Taking the reply removed the call.
-                abandon_on_drop.armed = false;
-                return reply.map_err(Error::after_sending);
+        if !alone {
+            // Other calls are in flight, so the reader spins: it writes this request with
+            // the others queued meanwhile, in one batch.
+            self.send_deferred(frame).map_err(Error::after_sending)?;
+        } else {
+            let sent_whole = self.send_frame(frame).map_err(Error::after_sending)?;
+            // Spinning for the reply here would keep the flusher (which finishes a request
+            // the socket could not take at once) from running on this thread: spin only if
+            // the request is out.
+            if sent_whole && !self.spin.is_zero() && self.waits_alone().await {
+                if let Some(reply) = self.spin_for_reply(call_id, deadline).await {
+                    // Taking the reply removed the call.
+                    abandon_on_drop.armed = false;
+                    return reply.map_err(Error::after_sending);
+                }
             }
+            // The reader task receives the reply: have it spin rather than sleep.
+            self.signal.kick();
         }
-        // The reader task receives the reply: have it spin rather than sleep.
-        self.signal.kick();
         let wait = poll_fn(|cx| self.poll_reply(call_id, cx));
         let reply = until(deadline, wait, || {
             Error::new(
@@ -84,6 +96,25 @@ impl Connection {
         .await?;
         abandon_on_drop.armed = false;
         reply.map_err(Error::after_sending)
+    }
+
+    /// Whether a caller whose request went out alone should spin for its reply on this
+    /// thread (the private-socket path). Spinning holds the thread, so calls that the same
+    /// task or others on this thread were about to make could not start: the first time a
+    /// caller (told apart by its waker) is alone, it yields once, and spins only if it is
+    /// still alone afterwards. A caller that makes its calls one after another (the same
+    /// waker each time) spins at once from then on: sequential calls pay nothing.
+    async fn waits_alone(&self) -> bool {
+        let caller = poll_fn(|cx| Poll::Ready(cx.waker().data() as usize)).await;
+        if self.lone_caller.load(Ordering::Relaxed) == caller {
+            return true;
+        }
+        super::reader::yield_once().await;
+        if self.state().proto.in_flight() != 1 {
+            return false;
+        }
+        self.lone_caller.store(caller, Ordering::Relaxed);
+        true
     }
 
     /// Sends a one-way request: waits for a credit (until `deadline`), writes the request

@@ -5,6 +5,11 @@
 //! task per connection receives frames, completes pending calls and dispatches incoming
 //! requests. Flow-control credits and call accounting live in the protocol core's state
 //! machine, under one short lock.
+//!
+//! Many calls outstanding travel in batches (see the writer module): a caller with other
+//! calls in flight leaves its request to the reader, which writes every waiting request at
+//! once before it receives, and frames that arrived together are processed before their
+//! answers are written, together.
 
 use std::collections::HashMap;
 use std::future::poll_fn;
@@ -41,7 +46,7 @@ pub(crate) use dispatch::{Served, Waiting};
 pub(crate) use exports::{Denied, ExportTable, MAX_EXPORTS, ROOT_HANDLE};
 pub(crate) use handshake::{Admission, accept, connect, refuse};
 
-use writer::{Flushed, Writer};
+use writer::{Flushed, When, Writer};
 
 pub(crate) struct Connection {
     state: Mutex<State>,
@@ -50,6 +55,11 @@ pub(crate) struct Connection {
     /// A flusher task waits for room on the transport: the reader then lets the reactor
     /// run after every spin, so the flusher hears about room promptly.
     flusher_active: AtomicBool,
+    /// Frames wait in the writer for the reader to flush them (see [`When::Deferred`]).
+    deferred: AtomicBool,
+    /// The data pointer of the waker of the last caller that waited alone for its reply
+    /// (see [`Connection::call`]): the same caller again may spin for its reply at once.
+    lone_caller: AtomicUsize,
     /// Bumped whenever the flusher writes something: the reader counts it as activity and
     /// keeps spinning while a large frame drains (bounded: a peer that stops reading stops
     /// the progress).
@@ -181,6 +191,8 @@ impl Connection {
                 source: Mutex::new(source),
                 writer: Mutex::new(Writer::new(sink)),
                 flusher_active: AtomicBool::new(false),
+                deferred: AtomicBool::new(false),
+                lone_caller: AtomicUsize::new(0),
                 write_progress: AtomicU64::new(0),
                 runtime: tokio::runtime::Handle::current(),
                 credit_available: Notify::new(),
@@ -331,11 +343,7 @@ impl Connection {
 
     /// Messages sent and received on this connection so far.
     pub(crate) fn traffic(&self) -> crate::Traffic {
-        let messages_sent = self
-            .writer
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .frames_sent();
+        let messages_sent = self.writer().frames_sent();
         crate::Traffic {
             messages_sent,
             messages_received: self.messages_received.load(Ordering::Relaxed),
@@ -347,31 +355,88 @@ impl Connection {
         self.state().closed.clone()
     }
 
-    /// Sends one frame: queues it and writes what the transport takes now; a flusher task
-    /// finishes if the transport is full (see the writer module). Never waits. Returns
-    /// whether the frame went out whole (false: the flusher is still on it).
+    /// Sends one frame: queues it and writes what the transport takes now (with whatever
+    /// waits before it); a flusher task finishes if the transport is full (see the writer
+    /// module). Never waits. Returns whether the frame went out whole (false: it waits in
+    /// the queue, or the flusher is still on it).
     pub(crate) fn send_frame(self: &Arc<Self>, frame: OutFrame) -> Result<bool, Error> {
-        self.send(frame, false)
+        self.send(frame, false, When::Now)
     }
 
     /// [`Connection::send_frame`] for a frame that returns a credit to the peer (an
     /// answer, a one-way call's CREDIT): counted until written (see the reader's credit
     /// check).
     pub(crate) fn send_credit_return(self: &Arc<Self>, frame: OutFrame) -> Result<bool, Error> {
-        self.send(frame, true)
+        self.send(frame, true, When::Now)
     }
 
-    fn send(self: &Arc<Self>, frame: OutFrame, returns_credit: bool) -> Result<bool, Error> {
-        let mut writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+    /// Queues a request for the reader to write with the next batch: for a caller whose
+    /// request does not need to go out before others (there are calls in flight, so the
+    /// reader is spinning or about to). Falls back to writing at once when the reader
+    /// sleeps.
+    fn send_deferred(self: &Arc<Self>, frame: OutFrame) -> Result<bool, Error> {
+        if self.signal.asleep.load(Ordering::SeqCst) {
+            return self.send_frame(frame);
+        }
+        let sent = self.send(frame, false, When::Deferred);
+        // After the frame is queued: a reader going to sleep sees the flag (see `sleep`).
+        self.deferred.store(true, Ordering::SeqCst);
+        self.signal.kick();
+        sent
+    }
+
+    fn send(
+        self: &Arc<Self>,
+        frame: OutFrame,
+        returns_credit: bool,
+        when: When,
+    ) -> Result<bool, Error> {
+        let mut writer = self.writer();
         let result = writer.send(
             frame,
             returns_credit,
+            when,
             &mut Context::from_waker(Waker::noop()),
         );
         drop(writer);
+        self.after_write(result)
+    }
+
+    /// Writes the frames deferred for the reader, if any (see [`When::Deferred`]).
+    pub(super) fn flush_deferred(self: &Arc<Self>) -> Result<(), Error> {
+        // A plain load first: the reader calls this on every spin, and a swap would take
+        // the line from the senders each time.
+        if !self.deferred.load(Ordering::Relaxed) || !self.deferred.swap(false, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let result = self.writer().flush(&mut Context::from_waker(Waker::noop()));
+        self.after_write(result).map(drop)
+    }
+
+    /// Holds back frames sent from now on until [`Connection::uncork`]: the receiver is
+    /// about to process frames that arrived together.
+    pub(super) fn cork(&self) {
+        self.writer().cork();
+    }
+
+    /// Writes what the cork held back, in one batch.
+    pub(super) fn uncork(self: &Arc<Self>) -> Result<(), Error> {
+        let result = self
+            .writer()
+            .uncork(&mut Context::from_waker(Waker::noop()));
+        self.after_write(result).map(drop)
+    }
+
+    fn writer(&self) -> MutexGuard<'_, Writer> {
+        self.writer.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Finishes a write: starts a flusher task if the transport is full, fails the
+    /// connection if the write failed. Returns whether everything is written.
+    fn after_write(self: &Arc<Self>, result: std::io::Result<Flushed>) -> Result<bool, Error> {
         match result {
             Ok(Flushed::Done) => self.written(Ok(())).map(|()| true),
-            Ok(Flushed::FlusherRunning) => Ok(false),
+            Ok(Flushed::Queued | Flushed::FlusherRunning) => Ok(false),
             Ok(Flushed::StartFlusher) => {
                 self.flusher_active.store(true, Ordering::Relaxed);
                 // The reader spins while the frame drains (and catches the reply).
@@ -379,13 +444,9 @@ impl Connection {
                 let connection = self.clone();
                 self.runtime.spawn(async move {
                     let result = poll_fn(|cx| {
-                        connection
-                            .writer
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .poll_flusher(cx, || {
-                                connection.write_progress.fetch_add(1, Ordering::Relaxed);
-                            })
+                        connection.writer().poll_flusher(cx, || {
+                            connection.write_progress.fetch_add(1, Ordering::Relaxed);
+                        })
                     })
                     .await;
                     connection.flusher_active.store(false, Ordering::Relaxed);
@@ -499,10 +560,7 @@ impl Connection {
     /// Stops writing: what is queued is dropped, and a flusher waiting for a peer that
     /// stopped reading (which would wait forever) ends.
     fn abort_writes(&self) {
-        self.writer
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .abort();
+        self.writer().abort();
     }
 
     /// Marks the connection closed with `error` and tells everyone who waits on it;

@@ -1,5 +1,9 @@
 //! Receiving: one attempt at a time, by whoever is waiting.
 //!
+//! One attempt takes every complete frame that arrived together (up to [`BURST_FRAMES`])
+//! and holds back the answers it produces until the last of them is processed: one read
+//! drains many frames, one write carries their answers.
+//!
 //! The transport's receiving half sits behind a short lock that is held only for one
 //! non-blocking attempt and the processing of the frame it yields, so frames are processed
 //! in arrival order whoever receives them. Two parties receive:
@@ -9,7 +13,8 @@
 //!   hand-off to another task or thread on the critical path);
 //! - the connection's reader task receives everything else: it tries a non-blocking
 //!   receive in a loop for the spin budget after each frame, letting other tasks run in
-//!   between, then registers with the reactor and sleeps. It is kicked back into spinning
+//!   between, then registers with the reactor and sleeps. Before each attempt it writes
+//!   the requests callers deferred to it (one batch). It is kicked back into spinning
 //!   when someone will wait on it: a caller not receiving its own reply, a flusher
 //!   draining a large frame or finishing it, or a reply just sent (the peer's next
 //!   request follows). See [`crate::ConnectionOptions`].
@@ -40,6 +45,23 @@ pub(super) enum Progress {
     Empty,
 }
 
+impl Progress {
+    /// What two steps achieved together (neither is [`Progress::Mine`]).
+    fn and(self, other: Progress) -> Progress {
+        match (self, other) {
+            (Progress::Delivered, _) | (_, Progress::Delivered) => Progress::Delivered,
+            (Progress::Other, _) | (_, Progress::Other) => Progress::Other,
+            _ => Progress::Empty,
+        }
+    }
+}
+
+/// Frames taken in one receive attempt, at most (when that many arrived together): their
+/// answers go out together afterwards. Bounded so that the peer gets the first answers
+/// (and can work on them) while this side works through the rest: batches that are too
+/// large turn a pipeline into a lock-step exchange in which each side waits for the other.
+const BURST_FRAMES: usize = 16;
+
 /// How often the reader task lets the reactor run while spinning (every N-th burst), so that
 /// other tasks waiting for I/O are not held up (after every burst while this connection's
 /// flusher waits for room).
@@ -51,9 +73,12 @@ const REACTOR_EVERY: u32 = 4;
 const BURST: u32 = 8;
 
 impl Connection {
-    /// One non-blocking receive attempt; processes the frame if one arrived. An error
-    /// means the connection is finished (the caller must [`Connection::fail`] it).
-    /// `mine` is the call the receiving caller waits for, if any.
+    /// One non-blocking receive attempt; processes the frame if one arrived, and every
+    /// other complete frame that arrived with it (one read drains many frames). Answers
+    /// produced meanwhile are held back and written together after the last of them. An
+    /// error means the connection is finished (the caller must [`Connection::fail`] it).
+    /// `mine` is the call the receiving caller waits for, if any: its reply ends the
+    /// attempt at once.
     pub(super) fn receive_once(
         self: &Arc<Self>,
         cx: &mut Context<'_>,
@@ -62,16 +87,43 @@ impl Connection {
         let Ok(mut source) = self.source.try_lock() else {
             return Ok(Progress::Empty);
         };
-        match source.try_recv() {
-            Ok(Received::Frame(frame)) => self.process(frame, cx, mine),
-            Ok(Received::Partial) => {
-                self.note_sign_of_life();
-                Ok(Progress::Other)
+        let mut progress = Progress::Empty;
+        let mut corked = false;
+        let mut frames = 0;
+        let result = loop {
+            match source.try_recv() {
+                Ok(Received::Frame(frame)) => {
+                    frames += 1;
+                    let more = frames < BURST_FRAMES && source.frame_ready();
+                    if more && !corked {
+                        self.cork();
+                        corked = true;
+                    }
+                    match self.process(frame, cx, mine) {
+                        Ok(Progress::Mine(response)) => break Ok(Progress::Mine(response)),
+                        Ok(step) => progress = progress.and(step),
+                        Err(error) => break Err(error),
+                    }
+                    if !more {
+                        break Ok(progress);
+                    }
+                }
+                Ok(Received::Partial) => {
+                    self.note_sign_of_life();
+                    break Ok(progress.and(Progress::Other));
+                }
+                Ok(Received::Empty) => break Ok(progress),
+                Ok(Received::Closed) => {
+                    break Err(Error::unavailable("the peer closed the connection"));
+                }
+                Err(error) => break Err(self.receive_failed(error)),
             }
-            Ok(Received::Empty) => Ok(Progress::Empty),
-            Ok(Received::Closed) => Err(Error::unavailable("the peer closed the connection")),
-            Err(error) => Err(self.receive_failed(error)),
+        };
+        drop(source);
+        if corked {
+            self.uncork()?;
         }
+        result
     }
 
     /// Like [`Connection::receive_once`], but registers `cx` to be woken when the transport
@@ -123,11 +175,7 @@ impl Connection {
             // Nothing is queued.
             return Ok(());
         }
-        let queued = self
-            .writer
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .queued_credits();
+        let queued = self.writer().queued_credits();
         let (in_flight, window) = {
             let state = self.state();
             (state.proto.peer_in_flight(), state.proto.peer_window())
@@ -304,6 +352,8 @@ async fn spin_while_busy(
     let mut spins = 0u32;
     let mut write_progress = connection.write_progress.load(Ordering::Relaxed);
     loop {
+        // Requests deferred by callers go out in one batch before each receive burst.
+        connection.flush_deferred()?;
         let burst = poll_fn(|cx| {
             for _ in 1..BURST {
                 match connection.receive_once(cx, None) {
@@ -360,6 +410,10 @@ async fn sleep(holder: &Holder, signal: &ReaderSignal) -> Result<(), Error> {
         let Some(connection) = holder.get() else {
             return Poll::Ready(Ok(()));
         };
+        // Frames deferred just before we announced sleep: wake up and write them.
+        if connection.deferred.load(Ordering::SeqCst) {
+            return Poll::Ready(Ok(()));
+        }
         connection
             .poll_receive(cx)
             .map(|progress| progress.map(drop))
@@ -372,7 +426,7 @@ async fn sleep(holder: &Holder, signal: &ReaderSignal) -> Result<(), Error> {
 /// Yields to the runtime by waking itself: other ready tasks run first, but unlike
 /// `tokio::task::yield_now` it does not force a poll of the reactor (a system call) on
 /// every spin.
-fn yield_once() -> impl Future<Output = ()> {
+pub(super) fn yield_once() -> impl Future<Output = ()> {
     struct YieldOnce(bool);
 
     impl Future for YieldOnce {

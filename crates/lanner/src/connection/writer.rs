@@ -1,11 +1,24 @@
-//! The sending side of a connection: a queue of frames, flushed without waiting by whoever
-//! sends, and by a flusher task only when the transport is full.
+//! The sending side of a connection: a queue of frames, written in batches without
+//! waiting by whoever sends, and by a flusher task only when the transport is full.
 //!
 //! Senders never wait for the transport: flow-control credits already bound how many
 //! requests (and so responses) can be queued, so a frame is queued, one non-blocking flush
 //! is tried, and if the transport cannot take everything a flusher task finishes the job
 //! in order. A frame is never interleaved with another, and a caller that is cancelled
 //! after queueing cannot leave half a frame behind.
+//!
+//! Batching (the DCE "message vectors"): frames may wait in the queue for a flush that is
+//! known to follow, and every flush hands the whole queue to the transport at once (for a
+//! socket, one vectored write). Two things make frames wait:
+//!
+//! - the writer is *corked* while the receiver processes frames that arrived together:
+//!   the answers produced meanwhile go out together when it uncorks, after the last one;
+//! - a sender may *defer* its frame ([`When::Deferred`]) when it has arranged for a flush
+//!   to follow (a caller with other calls in flight leaves it to the connection's reader,
+//!   which flushes before each receive attempt).
+//!
+//! A frame sent with nothing queued and no cork is written at once, straight from the
+//! caller: a lone call pays nothing for batching.
 
 use std::collections::VecDeque;
 use std::io;
@@ -17,8 +30,10 @@ use crate::transport::FrameSink;
 
 pub(super) struct Writer {
     sink: Box<dyn FrameSink>,
-    /// Frames not fully written, each marked if it returns a credit to the peer.
-    queue: VecDeque<(OutFrame, bool)>,
+    /// Frames not fully written, oldest first.
+    queue: VecDeque<OutFrame>,
+    /// For each queued frame, whether it returns a credit to the peer.
+    returns_credit: VecDeque<bool>,
     /// Queued frames that return a credit (answers, one-way credits): the peer does not
     /// have those credits back until they are written.
     queued_credits: u32,
@@ -26,16 +41,31 @@ pub(super) struct Writer {
     flushing: bool,
     /// The flusher's waker while it waits for room.
     flusher: Option<Waker>,
+    /// A receiver is processing frames that arrived together: frames wait for its
+    /// [`Writer::uncork`].
+    corked: bool,
     /// The connection failed: nothing more is written.
     aborted: bool,
     /// Frames handed to the writer so far (see [`crate::Traffic`]).
     frames_sent: u64,
 }
 
+/// When a frame must be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum When {
+    /// Now (with whatever is queued before it).
+    Now,
+    /// At the next flush, which the sender has arranged to follow soon.
+    Deferred,
+}
+
 /// What a sender should do after queueing.
+#[derive(Debug, PartialEq, Eq)]
 pub(super) enum Flushed {
     /// Everything is written.
     Done,
+    /// The frame waits in the queue for a flush that follows (a cork, or a deferral).
+    Queued,
     /// The transport is full; a flusher task must finish (start one).
     StartFlusher,
     /// A flusher task is already on it.
@@ -47,23 +77,27 @@ impl Writer {
         Writer {
             sink,
             queue: VecDeque::new(),
+            returns_credit: VecDeque::new(),
             queued_credits: 0,
             flushing: false,
             flusher: None,
+            corked: false,
             aborted: false,
             frames_sent: 0,
         }
     }
 
-    /// Writes what the transport takes of `frame` now, queueing the rest. Frames are
-    /// queued only while a flusher runs, so with no flusher the frame is written straight
-    /// from the caller.
+    /// Sends `frame`: written now with everything queued before it (what the transport
+    /// cannot take stays queued for a flusher), or queued if the writer is corked or the
+    /// sender defers it. With nothing queued and no cork, a frame sent [`When::Now`] is
+    /// written straight from the caller.
     /// `returns_credit` marks an answer or a one-way call's credit (see
     /// [`Writer::queued_credits`]).
     pub(super) fn send(
         &mut self,
-        mut frame: OutFrame,
+        frame: OutFrame,
         returns_credit: bool,
+        when: When,
         cx: &mut Context<'_>,
     ) -> io::Result<Flushed> {
         if self.aborted {
@@ -77,20 +111,65 @@ impl Writer {
             self.enqueue(frame, returns_credit);
             return Ok(Flushed::FlusherRunning);
         }
-        debug_assert!(self.queue.is_empty());
-        match self.sink.poll_send(cx, &mut frame) {
-            Poll::Ready(result) => result.map(|()| Flushed::Done),
+        if self.corked || when == When::Deferred {
+            self.enqueue(frame, returns_credit);
+            return Ok(Flushed::Queued);
+        }
+        if self.queue.is_empty() {
+            let mut frame = frame;
+            return match self.sink.poll_send(cx, &mut frame) {
+                Poll::Ready(result) => result.map(|()| Flushed::Done),
+                Poll::Pending => {
+                    self.enqueue(frame, returns_credit);
+                    self.flushing = true;
+                    Ok(Flushed::StartFlusher)
+                }
+            };
+        }
+        self.enqueue(frame, returns_credit);
+        self.flush(cx)
+    }
+
+    fn enqueue(&mut self, frame: OutFrame, returns_credit: bool) {
+        self.queued_credits += u32::from(returns_credit);
+        self.queue.push_back(frame);
+        self.returns_credit.push_back(returns_credit);
+    }
+
+    /// Writes everything queued now, in one batch (unless a flusher task is on it or the
+    /// writer is corked).
+    pub(super) fn flush(&mut self, cx: &mut Context<'_>) -> io::Result<Flushed> {
+        if self.flushing {
+            return Ok(Flushed::FlusherRunning);
+        }
+        if self.corked {
+            return Ok(Flushed::Queued);
+        }
+        if self.queue.is_empty() {
+            return Ok(Flushed::Done);
+        }
+        match self.poll_flush(cx) {
+            Poll::Ready(Ok(())) => Ok(Flushed::Done),
+            Poll::Ready(Err(error)) => {
+                self.clear();
+                Err(error)
+            }
             Poll::Pending => {
-                self.enqueue(frame, returns_credit);
                 self.flushing = true;
                 Ok(Flushed::StartFlusher)
             }
         }
     }
 
-    fn enqueue(&mut self, frame: OutFrame, returns_credit: bool) {
-        self.queued_credits += u32::from(returns_credit);
-        self.queue.push_back((frame, returns_credit));
+    /// Frames sent now wait for [`Writer::uncork`].
+    pub(super) fn cork(&mut self) {
+        self.corked = true;
+    }
+
+    /// Ends a cork and writes what it held back (see [`Writer::flush`]).
+    pub(super) fn uncork(&mut self, cx: &mut Context<'_>) -> io::Result<Flushed> {
+        self.corked = false;
+        self.flush(cx)
     }
 
     /// Frames sent (or queued to be) so far.
@@ -131,8 +210,7 @@ impl Writer {
         if result.is_err() {
             // The transport is broken and the connection is failing: what is still queued
             // will never be written, and later senders must find an empty queue.
-            self.queue.clear();
-            self.queued_credits = 0;
+            self.clear();
         }
         Poll::Ready(result)
     }
@@ -141,24 +219,49 @@ impl Writer {
     /// waiting flusher so that it ends.
     pub(super) fn abort(&mut self) {
         self.aborted = true;
-        self.queue.clear();
-        self.queued_credits = 0;
+        self.clear();
         if let Some(flusher) = self.flusher.take() {
             flusher.wake();
         }
     }
 
-    fn queued_bytes(&self) -> usize {
-        self.queue.iter().map(|(frame, _)| frame.remaining()).sum()
+    fn clear(&mut self) {
+        self.queue.clear();
+        self.returns_credit.clear();
+        self.queued_credits = 0;
     }
 
-    pub(super) fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        while let Some((front, _)) = self.queue.front_mut() {
-            ready!(self.sink.poll_send(cx, front))?;
-            if let Some((_, true)) = self.queue.pop_front() {
-                self.queued_credits -= 1;
-            }
+    fn queued_bytes(&self) -> usize {
+        self.queue.iter().map(OutFrame::remaining).sum()
+    }
+
+    /// Hands the queue to the transport, oldest first, as few batches as it takes.
+    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while !self.queue.is_empty() {
+            let (batch, _) = self.queue.as_mut_slices();
+            let result = self.sink.poll_send_batch(cx, batch);
+            self.pop_written(result.is_ready());
+            ready!(result)?;
         }
         Poll::Ready(Ok(()))
     }
+
+    /// Drops written frames from the front of the queue. While the transport is not done
+    /// (`finished` false) the last frame stays even if all its bytes went: the transport
+    /// may still have to flush it (TLS), which the next call with it finishes.
+    fn pop_written(&mut self, finished: bool) {
+        while let Some(front) = self.queue.front() {
+            if front.remaining() > 0 || (!finished && self.queue.len() == 1) {
+                break;
+            }
+            self.queue.pop_front();
+            if self.returns_credit.pop_front() == Some(true) {
+                self.queued_credits -= 1;
+            }
+        }
+    }
 }
+
+#[cfg(test)]
+#[path = "writer_tests.rs"]
+mod tests;

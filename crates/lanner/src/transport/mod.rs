@@ -53,6 +53,23 @@ pub trait FrameSink: Send + 'static {
     /// the whole frame is written; Pending (with the waker registered) if the transport is
     /// full. A partially written frame must be finished before any other frame is started.
     fn poll_send(&mut self, cx: &mut Context<'_>, frame: &mut OutFrame) -> Poll<io::Result<()>>;
+
+    /// Writes as much of `frames`, in order, as the transport takes now, advancing each:
+    /// the batch hook, through which many frames can go out in one operation (a stream
+    /// writes them all with one vectored write). Ready(Ok) once every frame is written;
+    /// Pending (with the waker registered) if the transport is full, with the frames
+    /// written so far advanced to empty. Frames are never interleaved. The default sends
+    /// them one by one with [`FrameSink::poll_send`].
+    fn poll_send_batch(
+        &mut self,
+        cx: &mut Context<'_>,
+        frames: &mut [OutFrame],
+    ) -> Poll<io::Result<()>> {
+        for frame in frames {
+            std::task::ready!(self.poll_send(cx, frame))?;
+        }
+        Poll::Ready(Ok(()))
+    }
 }
 
 /// The result of a receive attempt that does not wait.
@@ -80,6 +97,15 @@ pub trait FrameSource: Send + 'static {
     /// streams in). Pending, with the waker registered, only if nothing arrived. Never
     /// returns `Empty`.
     fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Received, RecvError>>;
+
+    /// Whether another complete frame is already here, so that the next
+    /// [`FrameSource::try_recv`] returns it without waiting for the peer (frames that
+    /// arrived together: the receiver holds back its answers until it has taken them
+    /// all). Must be cheap and must not do I/O; false when unsure. A hint: a true may be
+    /// followed by a receive that finds only part of a frame.
+    fn frame_ready(&self) -> bool {
+        false
+    }
 
     /// Sets the largest frame accepted from now on. Larger frames fail with
     /// [`FrameError::TooLarge`] before any memory is reserved for them.

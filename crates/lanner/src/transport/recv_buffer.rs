@@ -22,6 +22,11 @@ impl RecvBuffer {
         &mut self.current
     }
 
+    /// The bytes received and not yet cut off as frames, to look at.
+    pub(crate) fn peek(&self) -> &[u8] {
+        &self.current
+    }
+
     /// Makes room for at least `additional` more bytes after the received ones. Moves the
     /// received bytes (part of one frame at most, as frames are cut as soon as complete)
     /// only when switching allocations.

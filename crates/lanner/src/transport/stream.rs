@@ -23,8 +23,11 @@ use super::{FrameSink, FrameSource, Received, RecvError};
 /// Read at least this much at a time, so that many small frames arrive in one system call.
 const MIN_READ: usize = 64 * 1024;
 
-/// Most segments handed to one vectored write.
+/// Most segments handed to one vectored write of a single frame.
 const MAX_IOVECS: usize = 8;
+
+/// Most segments handed to one vectored write of a batch of frames.
+const MAX_BATCH_IOVECS: usize = 64;
 
 /// Receives frames from a byte stream into a buffer. Each frame is cut off the buffer with
 /// `split_to`, so it (and every payload slice of it) is the very memory the kernel wrote
@@ -171,6 +174,15 @@ impl<R: StreamReadHalf> FrameSource for StreamSource<R> {
     fn set_max_frame_size(&mut self, max_frame_size: u32) {
         self.splitter.set_max_frame_size(max_frame_size);
     }
+
+    fn frame_ready(&self) -> bool {
+        let buffered = self.buffer.peek();
+        !buffered.is_empty()
+            && self
+                .splitter
+                .bytes_needed(buffered)
+                .is_ok_and(|needed| buffered.len() >= needed)
+    }
 }
 
 /// Sends frames on a byte stream with vectored writes straight from the frame's segments.
@@ -217,7 +229,78 @@ impl StreamWriteHalf for tokio::net::unix::OwnedWriteHalf {
     }
 }
 
+impl<W: StreamWriteHalf> StreamSink<W> {
+    /// One vectored write of as many of `frames` (from the first unwritten one) as
+    /// [`MAX_BATCH_IOVECS`] segments hold; advances the frames by what went. Ready(Ok(true))
+    /// once every frame is written.
+    fn poll_write_batch(
+        &mut self,
+        cx: &mut Context<'_>,
+        frames: &mut [OutFrame],
+    ) -> Poll<io::Result<bool>> {
+        let Some(first) = frames.iter().position(|frame| frame.remaining() > 0) else {
+            return Poll::Ready(Ok(true));
+        };
+        let frames = &mut frames[first..];
+        let mut slices = [IoSlice::new(&[]); MAX_BATCH_IOVECS];
+        let (mut count, mut bytes, mut whole) = (0, 0, 0);
+        for frame in frames.iter() {
+            let (filled, length) = frame.io_slices(&mut slices[count..]);
+            count += filled;
+            bytes += length;
+            if length < frame.remaining() {
+                break;
+            }
+            whole += 1;
+            if count == MAX_BATCH_IOVECS {
+                break;
+            }
+        }
+        let written = loop {
+            match self.writer.try_write_vectored(&slices[..count]) {
+                Ok(written) => break written,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    break ready!(
+                        Pin::new(&mut self.writer).poll_write_vectored(cx, &slices[..count])
+                    )?;
+                }
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        };
+        if written == 0 {
+            return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+        }
+        let all = written == bytes && whole == frames.len();
+        let mut left = written;
+        for frame in frames.iter_mut() {
+            let step = left.min(frame.remaining());
+            frame.advance(step);
+            left -= step;
+            if left == 0 {
+                break;
+            }
+        }
+        Poll::Ready(Ok(all))
+    }
+}
+
 impl<W: StreamWriteHalf> FrameSink for StreamSink<W> {
+    /// Writes the frames with vectored writes of up to [`MAX_BATCH_IOVECS`] segments,
+    /// several frames per write (one write for a batch of small frames), then flushes the
+    /// half once (a no-op on plain sockets).
+    fn poll_send_batch(
+        &mut self,
+        cx: &mut Context<'_>,
+        frames: &mut [OutFrame],
+    ) -> Poll<io::Result<()>> {
+        if let [frame] = frames {
+            return self.poll_send(cx, frame);
+        }
+        while !ready!(self.poll_write_batch(cx, frames))? {}
+        Pin::new(&mut self.writer).poll_flush(cx)
+    }
+
     /// Writes with [`StreamWriteHalf::try_write_vectored`] (for sockets a vectored `sendmsg`
     /// straight on the socket, which almost always has room); only when it is full does the
     /// write go through the reactor, which registers the waker for when room appears. Once
@@ -250,3 +333,7 @@ impl<W: StreamWriteHalf> FrameSink for StreamSink<W> {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "stream_batch_tests.rs"]
+mod batch_tests;

@@ -61,8 +61,16 @@ fn copy_into(frame: &mut OutFrame, reservation: &mut Reservation<'_>, len: usize
     }
 }
 
-impl FrameSink for ShmSink {
-    fn poll_send(&mut self, cx: &mut Context<'_>, frame: &mut OutFrame) -> Poll<io::Result<()>> {
+impl ShmSink {
+    /// Copies `frame` into the ring as one record (or pieces), publishing each record at
+    /// once if `publish`, else leaving it for [`Producer::publish_pending`]. Publishes
+    /// whatever waits before it sleeps for room.
+    fn poll_send_one(
+        &mut self,
+        cx: &mut Context<'_>,
+        frame: &mut OutFrame,
+        publish: bool,
+    ) -> Poll<io::Result<()>> {
         loop {
             let remaining = frame.remaining();
             if remaining == 0 {
@@ -77,10 +85,16 @@ impl FrameSink for ShmSink {
             match self.producer.try_reserve(piece).map_err(ring_error)? {
                 Some(mut reservation) => {
                     copy_into(frame, &mut reservation, piece);
-                    reservation.commit(more);
+                    if publish {
+                        reservation.commit(more);
+                    } else {
+                        reservation.commit_unpublished(more);
+                    }
                     self.fragmenting = more;
                 }
                 None => {
+                    // The consumer can free room only behind what it can see.
+                    self.producer.publish_pending();
                     if !self.producer.prepare_wait(piece).map_err(ring_error)? {
                         continue;
                     }
@@ -97,5 +111,29 @@ impl FrameSink for ShmSink {
                 }
             }
         }
+    }
+}
+
+impl FrameSink for ShmSink {
+    fn poll_send(&mut self, cx: &mut Context<'_>, frame: &mut OutFrame) -> Poll<io::Result<()>> {
+        self.poll_send_one(cx, frame, true)
+    }
+
+    /// One record per frame, as always, but published together: one store of the ring's
+    /// position and one wake-up check for the whole batch.
+    fn poll_send_batch(
+        &mut self,
+        cx: &mut Context<'_>,
+        frames: &mut [OutFrame],
+    ) -> Poll<io::Result<()>> {
+        let mut result = Poll::Ready(Ok(()));
+        for frame in frames.iter_mut() {
+            result = self.poll_send_one(cx, frame, false);
+            if !matches!(result, Poll::Ready(Ok(()))) {
+                break;
+            }
+        }
+        self.producer.publish_pending();
+        result
     }
 }

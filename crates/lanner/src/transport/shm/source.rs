@@ -157,6 +157,12 @@ impl FrameSource for ShmSource {
         }
     }
 
+    /// Records already known to be published: usually a whole frame (a piece of a large
+    /// one at worst, which the next receive takes as partial progress).
+    fn frame_ready(&self) -> bool {
+        self.consumer.has_known_records()
+    }
+
     fn set_max_frame_size(&mut self, max_frame_size: u32) {
         self.max_frame_size = max_frame_size;
     }

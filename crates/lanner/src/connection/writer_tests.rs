@@ -1,0 +1,184 @@
+//! The writer's batching: order, a lone frame written at once, corks and deferrals held
+//! back and written in one batch, credits counted until written.
+
+use std::io;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+
+use bytes::Bytes;
+use lanner_proto::OutFrame;
+
+use super::{Flushed, When, Writer};
+use crate::transport::FrameSink;
+
+/// What the fake transport saw: each write operation as the bytes it carried, and how
+/// many frames it held.
+#[derive(Default)]
+struct Wire {
+    writes: Vec<(usize, Vec<u8>)>,
+    /// Bytes the transport takes before it is full (None: no limit).
+    room: Option<usize>,
+}
+
+struct FakeSink(Arc<Mutex<Wire>>);
+
+impl FakeSink {
+    /// Takes what fits of `frames` as one write operation.
+    fn take(&mut self, frames: &mut [OutFrame]) -> Poll<io::Result<()>> {
+        let mut wire = self.0.lock().unwrap();
+        let mut bytes = Vec::new();
+        let mut count = 0;
+        for frame in frames.iter_mut() {
+            let fits = wire.room.map_or(usize::MAX, |room| room - bytes.len());
+            let take = frame.remaining().min(fits);
+            let mut slices = [io::IoSlice::new(&[]); 8];
+            let (n, _) = frame.io_slices(&mut slices);
+            let all: Vec<u8> = slices[..n].iter().flat_map(|s| s.iter().copied()).collect();
+            bytes.extend_from_slice(&all[..take]);
+            frame.advance(take);
+            count += 1;
+            if frame.remaining() > 0 {
+                break;
+            }
+        }
+        if let Some(room) = &mut wire.room {
+            *room -= bytes.len();
+        }
+        if !bytes.is_empty() {
+            wire.writes.push((count, bytes));
+        }
+        if frames.iter().any(|frame| frame.remaining() > 0) {
+            Poll::Pending
+        } else {
+            Poll::Ready(Ok(()))
+        }
+    }
+}
+
+impl FrameSink for FakeSink {
+    fn poll_send(&mut self, _cx: &mut Context<'_>, frame: &mut OutFrame) -> Poll<io::Result<()>> {
+        self.take(std::slice::from_mut(frame))
+    }
+
+    fn poll_send_batch(
+        &mut self,
+        _cx: &mut Context<'_>,
+        frames: &mut [OutFrame],
+    ) -> Poll<io::Result<()>> {
+        self.take(frames)
+    }
+}
+
+fn writer(room: Option<usize>) -> (Writer, Arc<Mutex<Wire>>) {
+    let wire = Arc::new(Mutex::new(Wire {
+        writes: Vec::new(),
+        room,
+    }));
+    (Writer::new(Box::new(FakeSink(wire.clone()))), wire)
+}
+
+fn frame(text: &'static str) -> OutFrame {
+    OutFrame::contiguous(Bytes::from_static(text.as_bytes()))
+}
+
+fn cx() -> Context<'static> {
+    Context::from_waker(Waker::noop())
+}
+
+fn writes(wire: &Arc<Mutex<Wire>>) -> Vec<(usize, String)> {
+    let wire = wire.lock().unwrap();
+    wire.writes
+        .iter()
+        .map(|(count, bytes)| (*count, String::from_utf8(bytes.clone()).unwrap()))
+        .collect()
+}
+
+#[test]
+fn a_lone_frame_is_written_at_once() {
+    let (mut writer, wire) = writer(None);
+    let sent = writer.send(frame("alone"), false, When::Now, &mut cx());
+    assert_eq!(sent.unwrap(), Flushed::Done);
+    assert_eq!(writes(&wire), [(1, "alone".to_owned())]);
+}
+
+#[test]
+fn frames_sent_while_corked_go_out_together_in_order() {
+    let (mut writer, wire) = writer(None);
+    writer.cork();
+    for text in ["a", "b", "c"] {
+        let sent = writer.send(frame(text), true, When::Now, &mut cx());
+        assert_eq!(sent.unwrap(), Flushed::Queued);
+    }
+    assert!(writes(&wire).is_empty(), "nothing is written while corked");
+    assert_eq!(writer.queued_credits(), 3);
+    assert_eq!(writer.uncork(&mut cx()).unwrap(), Flushed::Done);
+    assert_eq!(writes(&wire), [(3, "abc".to_owned())]);
+    assert_eq!(writer.queued_credits(), 0);
+    assert_eq!(writer.frames_sent(), 3);
+}
+
+#[test]
+fn deferred_frames_wait_for_a_flush_and_keep_their_order_with_later_ones() {
+    let (mut writer, wire) = writer(None);
+    let sent = writer.send(frame("1"), false, When::Deferred, &mut cx());
+    assert_eq!(sent.unwrap(), Flushed::Queued);
+    let sent = writer.send(frame("2"), false, When::Deferred, &mut cx());
+    assert_eq!(sent.unwrap(), Flushed::Queued);
+    assert!(writes(&wire).is_empty());
+    // A frame that must go now takes the deferred ones with it, behind them.
+    let sent = writer.send(frame("3"), false, When::Now, &mut cx());
+    assert_eq!(sent.unwrap(), Flushed::Done);
+    assert_eq!(writes(&wire), [(3, "123".to_owned())]);
+    assert_eq!(writer.flush(&mut cx()).unwrap(), Flushed::Done);
+    assert_eq!(writes(&wire).len(), 1, "nothing left to write");
+}
+
+#[test]
+fn a_full_transport_hands_the_rest_to_the_flusher_and_credits_count_until_written() {
+    let (mut writer, wire) = writer(Some(3));
+    writer.cork();
+    writer
+        .send(frame("ab"), true, When::Now, &mut cx())
+        .unwrap();
+    writer
+        .send(frame("cd"), true, When::Now, &mut cx())
+        .unwrap();
+    writer
+        .send(frame("ef"), false, When::Now, &mut cx())
+        .unwrap();
+    assert_eq!(writer.uncork(&mut cx()).unwrap(), Flushed::StartFlusher);
+    assert_eq!(writes(&wire), [(2, "abc".to_owned())]);
+    // "ab" is out; "cd" is half out: its credit is still queued.
+    assert_eq!(writer.queued_credits(), 1);
+    // While the flusher runs, senders only queue, behind what waits.
+    let sent = writer.send(frame("gh"), true, When::Now, &mut cx());
+    assert_eq!(sent.unwrap(), Flushed::FlusherRunning);
+    assert_eq!(writer.queued_credits(), 2);
+    wire.lock().unwrap().room = None;
+    let mut progressed = false;
+    let flushed = writer.poll_flusher(&mut cx(), || progressed = true);
+    assert!(matches!(flushed, Poll::Ready(Ok(()))));
+    assert!(progressed);
+    assert_eq!(writes(&wire)[1], (3, "defgh".to_owned()));
+    assert_eq!(writer.queued_credits(), 0);
+    // The flusher is done: the next lone frame is written at once again.
+    let sent = writer.send(frame("i"), false, When::Now, &mut cx());
+    assert_eq!(sent.unwrap(), Flushed::Done);
+}
+
+#[test]
+fn an_aborted_writer_drops_its_queue_and_refuses_frames() {
+    let (mut writer, wire) = writer(None);
+    writer
+        .send(frame("x"), true, When::Deferred, &mut cx())
+        .unwrap();
+    writer.abort();
+    assert_eq!(writer.queued_credits(), 0);
+    assert!(
+        writer
+            .send(frame("y"), false, When::Now, &mut cx())
+            .is_err()
+    );
+    assert_eq!(writer.flush(&mut cx()).unwrap(), Flushed::Done);
+    assert!(writes(&wire).is_empty());
+}
