@@ -566,13 +566,17 @@ def write_doc(results, run, images):
     w(f"- Linux {info['kernel']}; {info['rustc']}")
     w(f"- load average when the run started: {info['load']}")
     w("")
+    busy = float(info["load"].split()[0]) >= 1.0
     w(wrap(
-        "**Noise.** This is a shared 2-vCPU virtual machine, and other engineers' builds were "
-        "running during the run: absolute numbers move by tens of percent between runs, and "
-        "p99s far more. A thread that sleeps while a compiler holds its CPU waits for the "
-        "scheduler (milliseconds), which is where the p99s of several ms of everything that "
-        "sleeps come from; a side that spins keeps its CPU and escapes most of that. Compare "
-        "frameworks within one run (this page), not across runs."))
+        "**Noise.** This is a shared 2-vCPU virtual machine"
+        + (", and other jobs were running when the run started (see the load average): "
+           if busy else
+           "; nothing else of ours was running, but the host can still take time from it: ")
+        + "absolute numbers move by tens of percent between runs, and p99s far more. A "
+        "thread that sleeps while another process holds its CPU waits for the scheduler "
+        "(milliseconds), which is where p99s of several ms come from; a side that spins "
+        "keeps its CPU and escapes most of that. Compare frameworks within one run (this "
+        "page), not across runs."))
     w("")
     w("## Side by side")
     w("")
