@@ -40,14 +40,18 @@ pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 /// How long a redemption waits for a grant it may have overtaken (at most the lease).
 const REDEEM_GRACE: Duration = Duration::from_secs(1);
 
-/// The most tokens one connection may have waiting at once: a client cannot make the
-/// server hold objects without bound. Beyond it, grants are refused (and logged); the
-/// third party's redemption then fails with `NotFound`.
-pub(crate) const MAX_PARKED_PER_CONNECTION: usize = 16_384;
+/// The most tokens one principal may have waiting at once, over all its connections
+/// (tokens outlive the connection that granted them, so a per-connection bound would not
+/// hold a client that reconnects): a client cannot make the server hold objects without
+/// bound. Beyond it, grants are refused (and logged); the third party's redemption then
+/// fails with `NotFound`.
+pub(crate) const MAX_PARKED_PER_PRINCIPAL: usize = 16_384;
 
 /// A server's objects waiting for third parties, by token.
 pub(crate) struct Handoffs {
     parked: Mutex<HashMap<Token, Parked>>,
+    /// Waiting tokens per granting principal (by name).
+    quotas: Mutex<HashMap<String, Arc<AtomicUsize>>>,
     /// Woken whenever an object is parked (a redemption may be waiting for it).
     arrived: Notify,
     settings: Mutex<Settings>,
@@ -55,7 +59,7 @@ pub(crate) struct Handoffs {
 
 struct Parked {
     object: Object,
-    /// The count of tokens the granting connection has waiting.
+    /// The count of tokens the granting principal has waiting.
     from: Arc<AtomicUsize>,
 }
 
@@ -68,7 +72,7 @@ struct Settings {
 /// Why a grant was not parked.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Refused {
-    /// The granting connection has [`MAX_PARKED_PER_CONNECTION`] tokens waiting.
+    /// The granting principal has [`MAX_PARKED_PER_PRINCIPAL`] tokens waiting.
     TooMany,
     /// The token is already waiting (a client reusing tokens only confuses itself).
     Duplicate,
@@ -78,6 +82,7 @@ impl Default for Handoffs {
     fn default() -> Self {
         Handoffs {
             parked: Mutex::new(HashMap::new()),
+            quotas: Mutex::new(HashMap::new()),
             arrived: Notify::new(),
             settings: Mutex::new(Settings {
                 lease: DEFAULT_LEASE,
@@ -115,8 +120,18 @@ impl Handoffs {
             .unwrap_or_else(|| Client::global().clone())
     }
 
+    /// The count of waiting tokens `principal` granted, shared by all its connections.
+    pub(crate) fn quota(&self, principal: &lanner_proto::Principal) -> Arc<AtomicUsize> {
+        self.quotas
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(principal.to_string())
+            .or_default()
+            .clone()
+    }
+
     /// Keeps `object` for whoever redeems `token` within the lease; `from` counts the
-    /// granting connection's waiting tokens.
+    /// granting principal's waiting tokens (see [`Handoffs::quota`]).
     pub(crate) fn park(
         self: &Arc<Self>,
         token: Token,
@@ -129,7 +144,7 @@ impl Handoffs {
             if parked.contains_key(&token) {
                 return Err(Refused::Duplicate);
             }
-            if from.load(Ordering::Relaxed) >= MAX_PARKED_PER_CONNECTION {
+            if from.load(Ordering::Relaxed) >= MAX_PARKED_PER_PRINCIPAL {
                 return Err(Refused::TooMany);
             }
             from.fetch_add(1, Ordering::Relaxed);
@@ -255,9 +270,9 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn grants_are_bounded_per_connection_and_unique() {
+    async fn grants_are_bounded_per_principal_and_unique() {
         let handoffs = Arc::new(Handoffs::default());
-        let from = Arc::new(AtomicUsize::new(MAX_PARKED_PER_CONNECTION));
+        let from = Arc::new(AtomicUsize::new(MAX_PARKED_PER_PRINCIPAL));
         assert_eq!(
             handoffs.park(new_token(), object(), &from),
             Err(Refused::TooMany)
@@ -270,5 +285,17 @@ mod tests {
             Err(Refused::Duplicate)
         );
         assert_eq!(other.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn a_principal_has_one_quota_over_all_its_connections() {
+        let handoffs = Handoffs::default();
+        let alice = lanner_proto::Principal::Key("alice".into());
+        let first = handoffs.quota(&alice);
+        assert!(Arc::ptr_eq(&first, &handoffs.quota(&alice)));
+        assert!(!Arc::ptr_eq(
+            &first,
+            &handoffs.quota(&lanner_proto::Principal::Anonymous)
+        ));
     }
 }

@@ -93,7 +93,8 @@ pub(crate) struct Connection {
     usable: AtomicBool,
     /// Client side: where this connection leads (see [`Onward`]).
     onward: Option<Onward>,
-    /// Server side: hand-off tokens the peer granted that are still waiting.
+    /// Server side: hand-off tokens the peer's principal granted that are still waiting
+    /// (shared by all its connections).
     granted: Arc<AtomicUsize>,
 }
 
@@ -170,8 +171,10 @@ impl Connection {
         let mut call_limit = None;
         let mut names = None;
         let mut onward = None;
+        let mut granted = Arc::default();
         match &side {
             Side::Server(registry, limit) => {
+                granted = registry.handoffs.quota(&identity.principal);
                 exports.set_root(crate::root::root_object(registry.clone()));
                 call_limit = Some(limit.clone());
                 names = Some(registry.clone());
@@ -211,7 +214,7 @@ impl Connection {
                 names,
                 usable: AtomicBool::new(true),
                 onward,
-                granted: Arc::default(),
+                granted,
             }
         });
         reader::spawn(&connection, signal, &side);
