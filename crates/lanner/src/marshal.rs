@@ -8,6 +8,7 @@
 //! `serde` feature; Lanner does not enable it, so use `Vec<u8>` there.
 
 use std::marker::PhantomData;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -134,6 +135,8 @@ pub struct Destination<'a> {
     core: &'a ProxyCore,
     target: Target,
     deadline: Option<Instant>,
+    /// What the request tells the callee it has left (see [`destination`]).
+    timeout: Option<Duration>,
 }
 
 /// Settles where a call through `core` goes: the reference's current connection, or a new
@@ -142,14 +145,20 @@ pub struct Destination<'a> {
 /// now.
 pub async fn destination(core: &ProxyCore) -> Result<Destination<'_>, Error> {
     let current = core.object().current_target();
-    let deadline = core
-        .timeout_on(&current.connection)
-        .map(|timeout| Instant::now() + timeout);
+    let mut timeout = core.timeout_on(&current.connection);
+    let deadline = timeout.map(|timeout| Instant::now() + timeout);
+    // The address only (a raw pointer would make the future `!Send`).
+    let before = Arc::as_ptr(&current.connection) as usize;
     let target = core.object().usable_target(current, deadline).await?;
+    if let Some(deadline) = deadline.filter(|_| before != Arc::as_ptr(&target.connection) as usize) {
+        // Reconnecting or claiming took some of the time: the callee gets what is left.
+        timeout = Some(deadline.saturating_duration_since(Instant::now()));
+    }
     Ok(Destination {
         core,
         target,
         deadline,
+        timeout,
     })
 }
 
@@ -167,9 +176,8 @@ pub fn request<A: Serialize>(
         method.ordinal,
         method.fingerprint,
     );
-    if let Some(deadline) = to.deadline {
-        // What is left of the timeout (all of it unless the reference had to reconnect).
-        message.set_timeout(deadline.saturating_duration_since(Instant::now()));
+    if let Some(timeout) = to.timeout {
+        message.set_timeout(timeout);
     }
     // Object references among the arguments are handed to the connection the call goes on.
     let (encoded, handed_back) =
