@@ -130,15 +130,25 @@ impl Socket {
     /// Writes a message (header word, then `payload`) with vectored writes, waiting in
     /// poll(2) when the socket is full.
     fn write_message(&mut self, payload: &[u8], flags: u32) -> io::Result<()> {
-        let header = header(payload.len(), flags);
-        let total = HEADER_LEN + payload.len();
+        self.write_parts(&header(payload.len(), flags), payload)
+    }
+
+    /// Writes all of `bytes`, waiting in poll(2) while the socket is full.
+    pub(crate) fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.write_parts(bytes, &[])
+    }
+
+    /// Writes `first`, then `second`, with vectored writes, waiting in poll(2) when the
+    /// socket is full.
+    fn write_parts(&mut self, first: &[u8], second: &[u8]) -> io::Result<()> {
+        let total = first.len() + second.len();
         let mut written = 0;
         while written < total {
-            let slices = if written < HEADER_LEN {
-                [IoSlice::new(&header[written..]), IoSlice::new(payload)]
+            let slices = if written < first.len() {
+                [IoSlice::new(&first[written..]), IoSlice::new(second)]
             } else {
                 [
-                    IoSlice::new(&payload[written - HEADER_LEN..]),
+                    IoSlice::new(&second[written - first.len()..]),
                     IoSlice::new(&[]),
                 ]
             };

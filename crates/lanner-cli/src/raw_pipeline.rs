@@ -14,31 +14,12 @@ use std::io;
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
-use crate::raw::{HEADER_LEN, RawStream, Socket, header, poll_fd};
+use crate::raw::{HEADER_LEN, RawStream, header};
 use crate::raw_shm::RawShm;
 
 /// `count` requests (empty payloads), back to back, as one buffer.
 fn requests(count: usize) -> Vec<u8> {
     header(0, 0).repeat(count.max(1))
-}
-
-impl Socket {
-    /// Writes all of `bytes`, waiting in poll(2) while the socket is full.
-    pub(crate) fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
-        let mut written = 0;
-        while written < bytes.len() {
-            match self.write_vectored(&[io::IoSlice::new(&bytes[written..])]) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => written += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    poll_fd(self.fd(), libc::POLLOUT)?
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
-    }
 }
 
 impl RawStream {

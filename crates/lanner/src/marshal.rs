@@ -150,7 +150,8 @@ pub async fn destination(core: &ProxyCore) -> Result<Destination<'_>, Error> {
     // The address only (a raw pointer would make the future `!Send`).
     let before = Arc::as_ptr(&current.connection) as usize;
     let target = core.object().usable_target(current, deadline).await?;
-    if let Some(deadline) = deadline.filter(|_| before != Arc::as_ptr(&target.connection) as usize) {
+    if let Some(deadline) = deadline.filter(|_| before != Arc::as_ptr(&target.connection) as usize)
+    {
         // Reconnecting or claiming took some of the time: the callee gets what is left.
         timeout = Some(deadline.saturating_duration_since(Instant::now()));
     }
