@@ -2,27 +2,13 @@
 //! apartment` against real `lanner serve` processes: their reports' shape and the message
 //! counts, never their timings.
 
+mod support;
+
 use std::process::{Command, Stdio};
 
-const LANNER: &str = env!("CARGO_BIN_EXE_lanner");
+use support::bench_json;
 
-/// Runs `lanner bench <args> --json`; returns its JSON report.
-fn bench(args: &[&str]) -> serde_json::Value {
-    let output = Command::new(LANNER)
-        .arg("bench")
-        .args(args)
-        .arg("--json")
-        .stdin(Stdio::null())
-        .output()
-        .expect("lanner bench runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "bench {args:?} failed: {stdout}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_str(stdout.trim()).expect("exactly one JSON object on stdout")
-}
+const LANNER: &str = env!("CARGO_BIN_EXE_lanner");
 
 /// The report's single row, after checking what every report has.
 fn only_row<'a>(
@@ -51,7 +37,7 @@ fn positive(row: &serde_json::Value, field: &str) {
 #[test]
 fn bench_firstcall_counts_one_request_and_one_reply_per_call() {
     for transport in ["unix", "tcp"] {
-        let report = bench(&["firstcall", "--transport", transport, "--iters", "20"]);
+        let report = bench_json(&["firstcall", "--transport", transport, "--iters", "20"]);
         let row = only_row(&report, "firstcall", transport);
         for field in ["first_us", "later_p50_us", "ratio"] {
             positive(row, field);
@@ -66,7 +52,7 @@ fn bench_firstcall_counts_one_request_and_one_reply_per_call() {
 
 #[test]
 fn bench_scale_calls_many_objects_and_methods() {
-    let report = bench(&[
+    let report = bench_json(&[
         "scale",
         "--objects",
         "1000",
@@ -112,7 +98,7 @@ fn bench_scale_refuses_more_methods_than_the_interface_has() {
 #[test]
 fn bench_apartment_compares_an_apartment_object_with_a_free_threaded_one() {
     for transport in ["unix", "tcp"] {
-        let report = bench(&[
+        let report = bench_json(&[
             "apartment",
             "--transport",
             transport,

@@ -2,25 +2,13 @@
 //! report's shape, one row per (threads, concurrency) pair, and every rate measured; never
 //! the timings themselves.
 
-use std::process::{Command, Stdio};
-
-const LANNER: &str = env!("CARGO_BIN_EXE_lanner");
+mod support;
 
 /// Runs `lanner bench throughput <args> --json` briefly; returns its JSON report.
 fn throughput(args: &[&str]) -> serde_json::Value {
-    let output = Command::new(LANNER)
-        .args(["bench", "throughput", "--secs", "0.05", "--json"])
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("lanner bench runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "bench throughput {args:?} failed: {stdout}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_str(stdout.trim()).expect("exactly one JSON object on stdout")
+    let mut all = vec!["throughput", "--secs", "0.05"];
+    all.extend_from_slice(args);
+    support::bench_json(&all)
 }
 
 /// `row[field]` is a positive number.

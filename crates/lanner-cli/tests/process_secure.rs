@@ -200,21 +200,9 @@ fn serve_refuses_tcp_without_a_choice_of_authentication() {
 
 /// Runs `lanner bench secure` with `args`; returns its JSON report.
 fn bench_secure(args: &[&str]) -> serde_json::Value {
-    let output = Command::new(LANNER)
-        .args([
-            "bench", "secure", "--iters", "200", "--warmup", "50", "--json",
-        ])
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("lanner bench runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "bench secure {args:?} failed: {stdout}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_str(stdout.trim()).expect("exactly one JSON object on stdout")
+    let mut all = vec!["secure", "--iters", "200", "--warmup", "50"];
+    all.extend_from_slice(args);
+    support::bench_json(&all)
 }
 
 #[test]

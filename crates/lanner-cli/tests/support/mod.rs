@@ -169,3 +169,22 @@ pub(crate) async fn connect_with<P: lanner::Proxy>(
         .connect(&format!("{endpoint}/{name}"))
         .await
 }
+
+/// Runs `lanner bench <args> --json`, asserts that it succeeded, and returns the one JSON
+/// object it printed.
+pub(crate) fn bench_json(args: &[&str]) -> serde_json::Value {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_lanner"))
+        .arg("bench")
+        .args(args)
+        .arg("--json")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("lanner bench runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "bench {args:?} failed: {stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(stdout.trim()).expect("exactly one JSON object on stdout")
+}
