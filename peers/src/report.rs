@@ -3,6 +3,9 @@
 
 use serde::Serialize;
 
+/// The machine and build, described as `lanner bench` describes them.
+pub use lanner_cli::bench::Env;
+
 /// One run of one workload with one framework over one transport.
 #[derive(Debug, Serialize)]
 pub struct Report<R> {
@@ -22,34 +25,4 @@ pub struct Report<R> {
     pub rows: R,
     /// The machine and build.
     pub env: Env,
-}
-
-/// The machine and build a result came from.
-#[derive(Debug, Serialize)]
-pub struct Env {
-    /// CPUs online.
-    pub cores: usize,
-    /// Kernel release.
-    pub kernel: String,
-    /// `release` or `debug`.
-    pub profile: &'static str,
-}
-
-impl Env {
-    /// Describes this machine and build.
-    pub fn current() -> Env {
-        // SAFETY: sysconf has no memory-safety preconditions.
-        let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-        Env {
-            cores: usize::try_from(online).unwrap_or(1).max(1),
-            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
-                .map(|s| s.trim().to_owned())
-                .unwrap_or_else(|_| "unknown".into()),
-            profile: if cfg!(debug_assertions) {
-                "debug"
-            } else {
-                "release"
-            },
-        }
-    }
 }

@@ -4,6 +4,7 @@
 
 pub mod auth_arg;
 pub mod bench;
+pub mod child_server;
 pub mod demo;
 pub mod pki;
 pub mod placement;

@@ -1,12 +1,12 @@
 //! Starting `lanner serve` as a child process and reading where it listens.
 
 use std::fmt;
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use crate::auth_arg::{AuthArg, PSK_ENV, psk_env_value};
+use crate::child_server::ChildServer;
 use crate::transport_arg::TransportArg;
 
 /// How a `lanner serve` child authenticates its clients: its `--auth` and what goes with
@@ -101,8 +101,7 @@ impl ServeAuth {
 
 /// A running server process; dropping it closes its stdin, which stops it.
 pub struct ServerProcess {
-    child: Child,
-    stdin: Option<ChildStdin>,
+    process: ChildServer,
     /// Lanner's endpoint.
     pub lanner: String,
     /// The raw baseline's endpoint.
@@ -199,26 +198,9 @@ impl ServerProcess {
 
     /// Starts a prepared `lanner serve` command (for instance wrapped in
     /// `ip netns exec`) and waits until it says where it listens.
-    pub fn start(mut command: Command) -> Result<ServerProcess, Box<dyn std::error::Error>> {
-        command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        let mut child = command.spawn()?;
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take().ok_or("no stdout from the server")?;
-        let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line)?;
-        if line.is_empty() {
-            drop(stdin);
-            let status = child.wait()?;
-            return Err(format!(
-                "the server process exited ({status}) before listening; its error is above"
-            )
-            .into());
-        }
-        let ready: serde_json::Value = serde_json::from_str(&line)
-            .map_err(|e| format!("the server process did not start ({e}): {line:?}"))?;
+    pub fn start(command: Command) -> Result<ServerProcess, Box<dyn std::error::Error>> {
+        let (process, ready) =
+            ChildServer::start(command, "server").map_err(|e| e as Box<dyn std::error::Error>)?;
         let field = |name: &str| {
             ready[name]
                 .as_str()
@@ -228,34 +210,17 @@ impl ServerProcess {
         Ok(ServerProcess {
             lanner: field("lanner")?,
             raw: field("raw")?,
-            child,
-            stdin,
+            process,
         })
     }
 
     /// Kills the server abruptly (SIGKILL) and reaps it.
     pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.process.kill();
     }
 
     /// The server's process id.
     pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        drop(self.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.process.pid()
     }
 }
