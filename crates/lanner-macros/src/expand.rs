@@ -405,14 +405,37 @@ fn expand_stub(interface: &Interface) -> TokenStream {
                 &self,
                 #call: ::lanner::__private::IncomingCall<'_>,
             ) -> ::lanner::__private::DispatchFuture {
+                Self::__serve(self.inner.clone(), #call)
+            }
+
+            fn __direct(&self) -> ::core::option::Option<::lanner::__private::Direct> {
+                ::core::option::Option::Some(::lanner::__private::Direct::new(
+                    self.inner.clone(),
+                    Self::__serve,
+                ))
+            }
+        }
+
+        impl<T: #trait_ident> #stub<T> {
+            /// Serves one call on the implementation `target` (a `T`).
+            fn __serve(
+                target: ::lanner::__private::Implementation,
+                #call: ::lanner::__private::IncomingCall<'_>,
+            ) -> ::lanner::__private::DispatchFuture {
+                let #this = match ::lanner::__private::Direct::downcast::<T>(target) {
+                    ::core::result::Result::Ok(this) => this,
+                    ::core::result::Result::Err(reply) => return reply,
+                };
                 let #methods = <#proxy as ::lanner::__private::Proxy>::METHODS;
-                let #ordinal_var = match #call.route(self.interface_name(), #methods) {
+                let #ordinal_var = match #call.route(
+                    <#proxy as ::lanner::__private::Proxy>::INTERFACE_NAME,
+                    #methods,
+                ) {
                     ::core::result::Result::Ok(ordinal) => ordinal,
                     ::core::result::Result::Err(reply) => {
                         return ::lanner::__private::Box::pin(async move { reply });
                     }
                 };
-                let #this = self.inner.clone();
                 match #ordinal_var {
                     #(#arms)*
                     _ => {

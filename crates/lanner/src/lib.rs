@@ -80,6 +80,7 @@ mod client;
 mod connection;
 mod context;
 mod depth;
+mod direct;
 mod error;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
@@ -122,6 +123,7 @@ pub use url::{Endpoint, ObjectUrl};
 #[doc(hidden)]
 pub mod __private {
     pub use crate::call::{IncomingCall, Reply};
+    pub use crate::direct::{Direct, Implementation, Serve};
     pub use crate::error::Error;
     pub use crate::id::{InterfaceId, MethodInfo, method_fingerprint};
     pub use crate::marshal::{

@@ -144,6 +144,15 @@ pub struct Destination<'a> {
 /// object first (a reference handed over by a third party). The call's timeout starts
 /// now.
 pub async fn destination(core: &ProxyCore) -> Result<Destination<'_>, Error> {
+    if let Some(target) = core.pinned_target() {
+        let timeout = core.timeout_on(&target.connection);
+        return Ok(Destination {
+            core,
+            target: target.clone(),
+            deadline: timeout.map(|timeout| Instant::now() + timeout),
+            timeout,
+        });
+    }
     let current = core.object().current_target();
     let mut timeout = core.timeout_on(&current.connection);
     let deadline = timeout.map(|timeout| Instant::now() + timeout);

@@ -203,6 +203,15 @@ impl ObjectRef {
         self.current_target().connection.traffic()
     }
 
+    /// Where calls go now, if the reference can be called as it is (it is not waiting to
+    /// be claimed from a third party).
+    pub(crate) fn claimed_target(&self) -> Option<Target> {
+        self.inner
+            .claimed
+            .load(Ordering::Acquire)
+            .then(|| self.current_target())
+    }
+
     /// Where calls go now.
     pub(crate) fn current_target(&self) -> Target {
         self.target().clone()

@@ -18,6 +18,7 @@ use lanner_proto::{MessageBuilder, Request, Status};
 
 use super::Connection;
 use crate::call::IncomingCall;
+use crate::connection::exports::ExportedSlot;
 use crate::context::{CallContext, InCall};
 use crate::object::DispatchFuture;
 use crate::server::{CallLimit, SuspendedCall};
@@ -32,7 +33,11 @@ impl Connection {
             return self.answer(call_id, one_way, reply);
         }
         let slot = self.exports().slot(request.object, request.slot);
-        let slot = match slot {
+        let ExportedSlot {
+            direct,
+            access,
+            apartment,
+        } = match slot {
             Ok(slot) => slot,
             Err(message) => {
                 let reply = MessageBuilder::error_response(Status::NotFound, &message);
@@ -46,18 +51,18 @@ impl Connection {
         let call = IncomingCall {
             request,
             connection: self,
-            access: &slot.access,
+            access: &access,
         };
         let mut context = CallContext::new(deadline, self.identity().clone());
-        if let Some(apartment) = &slot.apartment {
+        if let Some(apartment) = &apartment {
             context = context.in_apartment(Arc::as_ptr(apartment) as usize);
         }
         let call = Served {
-            future: context.scope(slot.stub.dispatch(call)),
+            future: context.scope(direct.dispatch(call)),
             call_id,
             one_way,
         };
-        match &slot.apartment {
+        match &apartment {
             None => {
                 if let Some(waiting) = self.run_inline(call, cx) {
                     tokio::spawn(waiting.finish());

@@ -17,6 +17,7 @@ use smallvec::SmallVec;
 
 use crate::access::{MethodAccess, PeerIdentity};
 use crate::apartment::Apartment;
+use crate::direct::Direct;
 use crate::object::{Object, Stub};
 
 /// The handle of the connection's root object (name resolution): index 0, tag 0.
@@ -30,11 +31,12 @@ const INDEX_MASK: u64 = (1 << INDEX_BITS) - 1;
 /// cannot make a server hold objects without bound.
 pub(crate) const MAX_EXPORTS: usize = 1 << INDEX_BITS;
 
-/// One interface of an exported object: its stub and what the peer may call on it.
-/// Cheap to clone (a call takes a copy, so the table's lock is not held while it runs).
+/// One interface of an exported object: how calls reach its implementation and what the
+/// peer may call on it. Cheap to clone (a call takes a copy, so the table's lock is not
+/// held while it runs).
 #[derive(Clone)]
 pub(crate) struct ExportedSlot {
-    pub(crate) stub: Arc<dyn Stub>,
+    pub(crate) direct: Direct,
     pub(crate) access: MethodAccess,
     /// The object's apartment, if its calls run one at a time.
     pub(crate) apartment: Option<Arc<Apartment>>,
@@ -48,9 +50,9 @@ pub(crate) struct ExportedSlot {
 struct Exported {
     /// [`FREE`] for an index not in use.
     handle: u64,
+    slots: SmallVec<[ExportedSlot; 1]>,
     /// References handed to the peer and not released yet (the root is never released).
     references: u64,
-    slots: SmallVec<[ExportedSlot; 1]>,
     /// `None` for an index not in use.
     object: Option<Object>,
     /// The key it is found by in `by_identity`.
@@ -63,7 +65,7 @@ struct Exported {
 const FREE: u64 = u64::MAX;
 
 // What a call reads must fit the entry's first cache line.
-const _: () = assert!(std::mem::offset_of!(Exported, object) <= 64);
+const _: () = assert!(std::mem::offset_of!(Exported, references) <= 64);
 
 impl Exported {
     fn free() -> Exported {
@@ -263,7 +265,7 @@ fn slots(
         .stubs()
         .iter()
         .map(|stub| ExportedSlot {
-            stub: stub.clone(),
+            direct: Direct::of(stub),
             access: access(stub.as_ref()),
             apartment: object.apartment().cloned(),
         })
