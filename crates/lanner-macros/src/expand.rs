@@ -204,8 +204,14 @@ fn expand_proxy(interface: &Interface) -> TokenStream {
         // `macro_rules!` would give it another hygiene context than the receiver's.
         // The request is built once the reference has settled the connection the call goes
         // on, so that object references among the arguments are handed to that connection.
-        let request = quote_spanned! {name.span()=>
-            ::lanner::__private::request(&#to_var, #method_var, &(#(#inline,)*), #segments_var)
+        let request = if method.inline_params().next().is_none() {
+            quote_spanned! {name.span()=>
+                ::lanner::__private::request_without_inline(&#to_var, #method_var, #segments_var)
+            }
+        } else {
+            quote_spanned! {name.span()=>
+                ::lanner::__private::request(&#to_var, #method_var, &(#(#inline,)*), #segments_var)
+            }
         };
         // Spanned at the declared types so that a result or error type that cannot travel is
         // reported at the method's return type, not at the attribute.
@@ -317,8 +323,14 @@ fn expand_stub(interface: &Interface) -> TokenStream {
         let args = method.params.iter().map(|p| &p.ident);
         // Spanned at the method (arguments) and at its result type (the reply) so that type
         // errors point into the trait, not at the attribute.
-        let arguments = quote_spanned! {name.span()=>
-            ::lanner::__private::arguments(&#call, &#methods[#index])
+        let arguments = if method.inline_params().next().is_none() {
+            quote_spanned! {name.span()=>
+                ::lanner::__private::no_arguments(&#call, &#methods[#index])
+            }
+        } else {
+            quote_spanned! {name.span()=>
+                ::lanner::__private::arguments(&#call, &#methods[#index])
+            }
         };
         let run = quote_spanned! {method.ok.span()=>
             ::lanner::__private::Box::pin(async move {

@@ -35,36 +35,29 @@ impl MessageBuilder {
     /// Starts a request for `method` (ordinal and fingerprint) on interface `slot` of
     /// `object`.
     pub fn request(object: u64, slot: u16, method: u16, fingerprint: u32) -> MessageBuilder {
-        let mut buf = BytesMut::with_capacity(INITIAL_CAPACITY);
-        buf.put_bytes(0, 8); // header, filled in by `finish`
-        buf.put_u64_le(0); // call id, patched by the connection
-        buf.put_u64_le(object);
-        buf.put_u16_le(slot);
-        buf.put_u16_le(method);
-        buf.put_u32_le(fingerprint);
-        buf.put_u32_le(0); // timeout, set by `set_timeout`
-        buf.put_u32_le(0); // inline length, filled in by `finish`
-        debug_assert_eq!(buf.len(), REQUEST_FIXED_LEN);
-        MessageBuilder {
-            kind: FrameKind::Request,
-            buf,
-            bulk: Segments::new(),
-            one_way: false,
-        }
+        // The fixed part is assembled on the stack and copied in once. Call id, timeout,
+        // inline length and the common header are filled in later.
+        let mut fixed = [0u8; REQUEST_FIXED_LEN];
+        fixed[16..24].copy_from_slice(&object.to_le_bytes());
+        fixed[24..26].copy_from_slice(&slot.to_le_bytes());
+        fixed[26..28].copy_from_slice(&method.to_le_bytes());
+        fixed[28..32].copy_from_slice(&fingerprint.to_le_bytes());
+        MessageBuilder::starting_with(FrameKind::Request, &fixed)
     }
 
     /// Starts a response with `status`.
     pub fn response(status: Status) -> MessageBuilder {
+        // Call id, credits, inline length and the common header are filled in later.
+        let mut fixed = [0u8; RESPONSE_FIXED_LEN];
+        fixed[16] = status.to_wire();
+        MessageBuilder::starting_with(FrameKind::Response, &fixed)
+    }
+
+    fn starting_with(kind: FrameKind, fixed: &[u8]) -> MessageBuilder {
         let mut buf = BytesMut::with_capacity(INITIAL_CAPACITY);
-        buf.put_bytes(0, 8);
-        buf.put_u64_le(0); // call id, patched by the connection
-        buf.put_u8(status.to_wire());
-        buf.put_bytes(0, 3);
-        buf.put_u32_le(0); // credits, patched by the connection
-        buf.put_u32_le(0); // inline length
-        debug_assert_eq!(buf.len(), RESPONSE_FIXED_LEN);
+        buf.extend_from_slice(fixed);
         MessageBuilder {
-            kind: FrameKind::Response,
+            kind,
             buf,
             bulk: Segments::new(),
             one_way: false,
@@ -180,18 +173,22 @@ impl MessageBuilder {
     /// Completes the frame. Call [`MessageBuilder::check`] first: lengths are truncated to
     /// their wire widths here.
     pub(crate) fn finish(mut self) -> OutFrame {
-        let segments = self.bulk.len();
-        let total = self.encoded_len();
-        let inline_len = self.inline_len() as u32;
-        let inline_at = self.fixed_len() - 4;
-        self.buf[inline_at..inline_at + 4].copy_from_slice(&inline_len.to_le_bytes());
+        let fixed_len = self.fixed_len();
+        let inline_len = (self.buf.len() - fixed_len) as u32;
+        let mut bulk_len = 0u64;
         for segment in &self.bulk {
             self.buf.put_u32_le(segment.len() as u32);
+            bulk_len += segment.len() as u64;
         }
-        self.buf[0..4].copy_from_slice(&(total as u32).to_le_bytes());
-        self.buf[4] = self.kind as u8;
-        self.buf[5] = if self.one_way { FLAG_ONE_WAY } else { 0 };
-        self.buf[6..8].copy_from_slice(&(segments as u16).to_le_bytes());
+        let total = self.buf.len() as u64 + bulk_len;
+        let segments = self.bulk.len() as u16;
+        let flags = if self.one_way { FLAG_ONE_WAY } else { 0 };
+        let fixed = &mut self.buf[..fixed_len];
+        fixed[0..4].copy_from_slice(&(total as u32).to_le_bytes());
+        fixed[4] = self.kind as u8;
+        fixed[5] = flags;
+        fixed[6..8].copy_from_slice(&segments.to_le_bytes());
+        fixed[fixed_len - 4..].copy_from_slice(&inline_len.to_le_bytes());
         OutFrame::new(self.buf, self.bulk)
     }
 }

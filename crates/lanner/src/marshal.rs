@@ -180,15 +180,7 @@ pub fn request<A: Serialize>(
     args: &A,
     segments: impl IntoIterator<Item = Bytes>,
 ) -> Result<OutgoingRequest, Error> {
-    let mut message = MessageBuilder::request(
-        to.target.handle,
-        to.core.slot(),
-        method.ordinal,
-        method.fingerprint,
-    );
-    if let Some(timeout) = to.timeout {
-        message.set_timeout(timeout);
-    }
+    let mut message = start_request(to, method);
     // Object references among the arguments are handed to the connection the call goes on.
     let (encoded, handed_back) =
         objref::encoding(&to.target.connection, || encode_inline(args, &mut message));
@@ -205,6 +197,37 @@ pub fn request<A: Serialize>(
         message,
         _handed_back: handed_back,
     })
+}
+
+/// [`request`] for a method without inline arguments (bulk ones only, or none at all):
+/// there is nothing to encode, and no object reference to hand over.
+pub fn request_without_inline(
+    to: &Destination<'_>,
+    method: &MethodInfo,
+    segments: impl IntoIterator<Item = Bytes>,
+) -> Result<OutgoingRequest, Error> {
+    let mut message = start_request(to, method);
+    for segment in segments {
+        message.push_segment(segment);
+    }
+    Ok(OutgoingRequest {
+        message,
+        _handed_back: Vec::new(),
+    })
+}
+
+/// A request's header: the destination's object and interface, the method, the timeout.
+fn start_request(to: &Destination<'_>, method: &MethodInfo) -> MessageBuilder {
+    let mut message = MessageBuilder::request(
+        to.target.handle,
+        to.core.slot(),
+        method.ordinal,
+        method.fingerprint,
+    );
+    if let Some(timeout) = to.timeout {
+        message.set_timeout(timeout);
+    }
+    message
 }
 
 /// Sends a request built by [`request`] and decodes the reply: `C` for the success
@@ -299,6 +322,21 @@ pub fn arguments<A: DeserializeOwned>(
             format!("arguments of {}: {}", method.name, e.message()),
         ))
     })
+}
+
+/// [`arguments`] for a method without inline arguments: the request must carry none
+/// (bytes there mean the caller's method takes arguments this one does not).
+pub fn no_arguments(call: &IncomingCall<'_>, method: &MethodInfo) -> Result<(), Reply> {
+    match call.inline().len() {
+        0 => Ok(()),
+        extra => Err(Reply::error(&Error::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "arguments of {}: {extra} unexpected bytes after the value: the peers disagree about its type",
+                method.name
+            ),
+        ))),
+    }
 }
 
 /// Encodes a method's outcome as a reply.

@@ -20,8 +20,14 @@ use super::recv_buffer::RecvBuffer;
 use super::sys::{recv_nonblocking, send_slices_nonblocking};
 use super::{FrameSink, FrameSource, Received, RecvError};
 
-/// Read at least this much at a time, so that many small frames arrive in one system call.
+/// Room made for reading at a time, so that many small frames arrive in one system call.
 const MIN_READ: usize = 64 * 1024;
+
+/// Room left that is still worth reading into: below this (or below what the frame being
+/// received needs) room is made again. Small frames are cut off the buffer one after the
+/// other until it runs low, instead of making room (and reclaiming the allocation) for
+/// every frame.
+const MIN_SPARE: usize = 4 * 1024;
 
 /// Most segments handed to one vectored write of a single frame.
 const MAX_IOVECS: usize = 8;
@@ -95,9 +101,9 @@ impl<R> StreamSource<R> {
         } else {
             self.splitter.bytes_needed(buffer)?
         };
-        let want = needed.saturating_sub(buffer.len()).max(MIN_READ);
-        if buffer.capacity() - buffer.len() < want {
-            self.buffer.make_room(want);
+        let want = needed.saturating_sub(buffer.len());
+        if buffer.capacity() - buffer.len() < want.max(MIN_SPARE) {
+            self.buffer.make_room(want.max(MIN_READ));
         }
         Ok(self.buffer.bytes())
     }
@@ -325,11 +331,12 @@ impl<W: StreamWriteHalf> FrameSink for StreamSink<W> {
             if written == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
-            frame.advance(written);
             if written == bytes && count < MAX_IOVECS {
                 // Everything was written (the common case): no need to look again.
+                frame.mark_written();
                 return Pin::new(&mut self.writer).poll_flush(cx);
             }
+            frame.advance(written);
         }
     }
 }
