@@ -14,10 +14,6 @@ use crate::limits::MAX_BULK_SEGMENTS;
 use crate::out_frame::OutFrame;
 use crate::status::Status;
 
-/// Initial capacity for the header-and-inline buffer: enough for the fixed header and a
-/// handful of small arguments without reallocating.
-const INITIAL_CAPACITY: usize = 128;
-
 /// A message's bulk segments; the first two are stored inline (no allocation for the
 /// common case of zero to two bulk arguments).
 pub(crate) type Segments = SmallVec<[Bytes; 2]>;
@@ -54,7 +50,7 @@ impl MessageBuilder {
     }
 
     fn starting_with(kind: FrameKind, fixed: &[u8]) -> MessageBuilder {
-        let mut buf = BytesMut::with_capacity(INITIAL_CAPACITY);
+        let mut buf = crate::head_pool::take();
         buf.extend_from_slice(fixed);
         MessageBuilder {
             kind,

@@ -20,6 +20,7 @@ pub mod builder;
 pub mod connection;
 pub mod error;
 pub mod frame;
+mod head_pool;
 pub mod limits;
 pub mod out_frame;
 pub mod payload;

@@ -79,15 +79,17 @@ impl OutFrame {
     pub fn io_slices<'a>(&'a self, slices: &mut [IoSlice<'a>]) -> (usize, usize) {
         let mut filled = 0;
         let mut bytes = 0;
-        let bulk = self.bulk[self.next_bulk..].iter().map(|s| &s[..]);
-        let segments = std::iter::once(self.head.bytes()).chain(bulk);
-        for segment in segments.filter(|s| !s.is_empty()) {
-            if filled == slices.len() {
-                break;
+        let mut add = |segment: &'a [u8]| {
+            if segment.is_empty() || filled == slices.len() {
+                return;
             }
             slices[filled] = IoSlice::new(segment);
             filled += 1;
             bytes += segment.len();
+        };
+        add(self.head.bytes());
+        for segment in &self.bulk[self.next_bulk..] {
+            add(segment);
         }
         (filled, bytes)
     }
@@ -99,6 +101,14 @@ impl OutFrame {
             Head::Shared(bytes) => bytes.clear(),
         }
         self.next_bulk = self.bulk.len();
+    }
+
+    /// Drops a frame that is written, keeping its header buffer for the next message
+    /// built on this thread (see `head_pool`).
+    pub fn recycle(self) {
+        if let Head::Built(buffer) = self.head {
+            crate::head_pool::give_back(buffer);
+        }
     }
 
     /// Marks `n` bytes as written.

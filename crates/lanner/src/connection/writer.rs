@@ -118,7 +118,10 @@ impl Writer {
         if self.queue.is_empty() {
             let mut frame = frame;
             return match self.sink.poll_send(cx, &mut frame) {
-                Poll::Ready(result) => result.map(|()| Flushed::Done),
+                Poll::Ready(result) => {
+                    frame.recycle();
+                    result.map(|()| Flushed::Done)
+                }
                 Poll::Pending => {
                     self.enqueue(frame, returns_credit);
                     self.flushing = true;
@@ -254,7 +257,9 @@ impl Writer {
             if front.remaining() > 0 || (!finished && self.queue.len() == 1) {
                 break;
             }
-            self.queue.pop_front();
+            if let Some(written) = self.queue.pop_front() {
+                written.recycle();
+            }
             if self.returns_credit.pop_front() == Some(true) {
                 self.queued_credits -= 1;
             }
