@@ -24,7 +24,7 @@
 
 use std::collections::VecDeque;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 use crate::memory::{InPlace, RingMemory, reserved_slice};
 use crate::sync::{Arc, AtomicUsize, Mutex, Ordering};
@@ -362,7 +362,13 @@ pub struct Consumer {
     /// The last `tail` read and validated.
     tail: u64,
     in_place_min: usize,
+    /// Where records smaller than `in_place_min` are copied: each is split off it, so a
+    /// small message costs no allocation (see [`Consumer::copy_out`]).
+    copies: BytesMut,
 }
+
+/// Size of the allocation small records are copied into, at least.
+const COPY_ARENA: usize = 64 * 1024;
 
 impl std::fmt::Debug for Consumer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -392,7 +398,25 @@ impl Consumer {
             read: 0,
             tail: 0,
             in_place_min: in_place_min.max(1),
+            copies: BytesMut::new(),
         }
+    }
+
+    /// Copies the record at `start` of `len` bytes out of the ring. Records are copied one
+    /// after the other into one allocation and split off it (sharing it, like frames cut
+    /// from a socket's receive buffer); once it is full, it is reused from its start if
+    /// every record copied into it has been dropped, else a fresh one is taken. A
+    /// `Vec` per record cost an allocation, and another when the frame was first sliced.
+    fn copy_out(&mut self, start: usize, len: usize) -> Bytes {
+        if self.copies.capacity() < len {
+            let size = COPY_ARENA.max(len);
+            if !self.copies.try_reclaim(size) {
+                self.copies = BytesMut::with_capacity(size);
+            }
+        }
+        self.copies.resize(len, 0);
+        self.releases.memory.read(start, &mut self.copies);
+        self.copies.split().freeze()
     }
 
     fn memory(&self) -> &RingMemory {
@@ -466,15 +490,9 @@ impl Consumer {
                 };
                 Bytes::from_owner(InPlace::new(ptr, len, release))
             } else {
-                // Not `vec![0; len]`: that is calloc, which glibc serves without its
-                // per-thread cache, and a small record per message made it the receive
-                // path's largest cost.
-                #[allow(clippy::slow_vector_initialization)]
-                let mut copy = Vec::with_capacity(len);
-                copy.resize(len, 0);
-                self.memory().read(start, &mut copy);
+                let copy = self.copy_out(start, len);
                 self.releases.release_consumed(self.read);
-                Bytes::from(copy)
+                copy
             };
             return Ok(Some(Record { bytes, more }));
         }
