@@ -101,12 +101,27 @@ impl IncomingCall<'_> {
 
 /// An encoded reply, produced by a stub.
 #[derive(Debug)]
-pub struct Reply(pub(crate) MessageBuilder);
+pub struct Reply {
+    pub(crate) message: MessageBuilder,
+    /// References to the caller's own objects handed back in the result: kept until the
+    /// reply is on its way, so that this side's release of them cannot overtake it (the
+    /// caller would find the handles gone). A thin pointer, `None` when there are none
+    /// (nearly always): a reply travels as the error of `Result`s and is moved often.
+    #[allow(clippy::box_collection)]
+    pub(crate) handed_back: Option<Box<Vec<crate::reference::ObjectRef>>>,
+}
 
 impl Reply {
+    pub(crate) fn new(message: MessageBuilder) -> Reply {
+        Reply {
+            message,
+            handed_back: None,
+        }
+    }
+
     /// A reply reporting `error` to the caller (its kind becomes the wire status).
     pub fn error(error: &Error) -> Reply {
-        Reply(MessageBuilder::error_response(
+        Reply::new(MessageBuilder::error_response(
             error.kind().to_status(),
             error.message(),
         ))
@@ -122,6 +137,6 @@ impl Reply {
     }
 
     pub(crate) fn status(status: Status, message: &str) -> Reply {
-        Reply(MessageBuilder::error_response(status, message))
+        Reply::new(MessageBuilder::error_response(status, message))
     }
 }

@@ -345,7 +345,7 @@ where
     C: ValueCodec,
     E: Serialize,
 {
-    let encoded = match result {
+    let (encoded, handed_back) = objref::collecting(|| match result {
         Ok(value) => {
             let mut message = MessageBuilder::response(Status::Ok);
             C::encode(value, &mut message)
@@ -358,9 +358,12 @@ where
                 .map(|()| message)
                 .map_err(|e| ("error", e))
         }
-    };
+    });
     match encoded {
-        Ok(message) => Reply(message),
+        Ok(message) => Reply {
+            message,
+            handed_back: (!handed_back.is_empty()).then(|| Box::new(handed_back)),
+        },
         Err((what, e)) => Reply::status(
             Status::Internal,
             &format!("the method's {what} could not be encoded: {}", e.message()),

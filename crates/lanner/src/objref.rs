@@ -39,6 +39,9 @@ thread_local! {
     /// overtake it.
     static HANDED_BACK: std::cell::RefCell<Vec<ObjectRef>> =
         const { std::cell::RefCell::new(Vec::new()) };
+
+    /// Set while a method's result is encoded (see [`collecting`]).
+    static COLLECTING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 thread_local! {
@@ -83,6 +86,31 @@ pub(crate) fn encoding<R>(
     (result, handed_back)
 }
 
+/// Runs `f`, which encodes a method's result (on the call's connection, found through
+/// the call context); also returns the references `f` handed back to the peer, to keep
+/// alive until the reply is out.
+pub(crate) fn collecting<R>(f: impl FnOnce() -> R) -> (R, Vec<ObjectRef>) {
+    /// Restores the flag even if `f` panics (a user's `Serialize` may).
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            COLLECTING.set(self.0);
+        }
+    }
+    let outer = COLLECTING.replace(true);
+    let result = {
+        let _restore = Restore(outer);
+        f()
+    };
+    if outer {
+        // A result encoded inside another's encoding: the outer scope keeps them.
+        return (result, Vec::new());
+    }
+    let handed_back =
+        HANDED_BACK.with(|handed_back| std::mem::take(&mut *handed_back.borrow_mut()));
+    (result, handed_back)
+}
+
 /// The connection a reference being encoded or decoded travels on.
 fn marshalling_connection() -> Option<Arc<Connection>> {
     if CONNECTION.is_set() {
@@ -95,7 +123,7 @@ fn marshalling_connection() -> Option<Arc<Connection>> {
 /// Keeps `reference` alive until the message being encoded is out (if it is encoded in a
 /// scope that collects them).
 fn keep_until_sent(reference: &ObjectRef) {
-    if CONNECTION.is_set() {
+    if CONNECTION.is_set() || COLLECTING.get() {
         HANDED_BACK.with(|handed_back| handed_back.borrow_mut().push(reference.clone()));
     }
 }

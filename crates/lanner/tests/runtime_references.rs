@@ -343,6 +343,52 @@ async fn a_reference_handed_back_stays_alive_until_its_call_is_made() {
     assert_eq!(call.await, Ok(true));
 }
 
+/// Gives back the reference it is given.
+#[lanner::interface]
+trait Mirror {
+    async fn reflect(&self, counter: ObjRef<CounterProxy>) -> Result<ObjRef<CounterProxy>, Error>;
+}
+
+struct MirrorImpl;
+
+impl Mirror for MirrorImpl {
+    async fn reflect(&self, counter: ObjRef<CounterProxy>) -> Result<ObjRef<CounterProxy>, Error> {
+        Ok(counter)
+    }
+}
+
+#[tokio::test]
+async fn a_callback_handed_back_in_a_result_is_the_callers_own_object_and_is_released_after() {
+    let server = Server::new();
+    server.publish("mirror", Object::new(MirrorStub::new(Arc::new(MirrorImpl))));
+    let listening = server.listen("mem://refs-mirror").await.unwrap();
+    let mirror: MirrorProxy = Client::new()
+        .connect(&listening.endpoint().object_url("mirror"))
+        .await
+        .unwrap();
+    let live = Arc::new(AtomicI64::new(1));
+    let counter = Object::new(CounterStub::new(Arc::new(CounterImpl(
+        AtomicU64::new(0),
+        Some(live.clone()),
+    ))));
+    for _ in 0..100 {
+        // The server held the callback while it ran and dropped it after encoding the
+        // result: its release must not overtake the result naming the same handle.
+        let back = mirror.reflect(ObjRef::new(counter.clone())).await.unwrap();
+        assert!(
+            back.local().is_some(),
+            "arrived as a proxy, not our own object"
+        );
+    }
+    drop(counter);
+    // Once the server's releases are in, nothing holds the counter.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while live.load(Ordering::Relaxed) != 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(live.load(Ordering::Relaxed), 0, "the counter leaked");
+}
+
 /// Hands out the object it was given.
 #[lanner::interface]
 trait Door {

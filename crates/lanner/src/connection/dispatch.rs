@@ -14,10 +14,10 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
-use lanner_proto::{MessageBuilder, Request, Status};
+use lanner_proto::{Request, Status};
 
 use super::Connection;
-use crate::call::IncomingCall;
+use crate::call::{IncomingCall, Reply};
 use crate::connection::exports::ExportedSlot;
 use crate::context::{CallContext, InCall};
 use crate::object::DispatchFuture;
@@ -29,7 +29,7 @@ impl Connection {
         let call_id = request.call_id;
         let one_way = request.one_way;
         if let Some(limit) = self.call_limit.as_ref().filter(|limit| limit.is_full()) {
-            let reply = MessageBuilder::error_response(Status::Overloaded, &limit.full_message());
+            let reply = Reply::status(Status::Overloaded, &limit.full_message());
             return self.answer(call_id, one_way, reply);
         }
         let slot = self.exports().slot(request.object, request.slot);
@@ -40,7 +40,7 @@ impl Connection {
         } = match slot {
             Ok(slot) => slot,
             Err(message) => {
-                let reply = MessageBuilder::error_response(Status::NotFound, &message);
+                let reply = Reply::status(Status::NotFound, &message);
                 return self.answer(call_id, one_way, reply);
             }
         };
@@ -107,12 +107,18 @@ impl Connection {
 
     /// Ends the peer's call `call_id`: sends its reply, or for a one-way call (whose
     /// caller wants none) returns its credit and logs a failure.
-    fn answer(self: &Arc<Self>, call_id: u64, one_way: bool, reply: MessageBuilder) {
+    fn answer(self: &Arc<Self>, call_id: u64, one_way: bool, reply: Reply) {
+        let Reply {
+            message,
+            handed_back,
+        } = reply;
         if one_way {
-            self.finish_one_way(call_id, &reply);
+            self.finish_one_way(call_id, &message);
         } else {
-            self.respond(call_id, reply);
+            self.respond(call_id, message);
         }
+        // The reply is written or queued: a release sent from now on follows it.
+        drop(handed_back);
     }
 
     /// The peer no longer waits for its call `call_id`: tell the method (if it is still
@@ -156,17 +162,14 @@ impl Waiting {
 
 fn reply_of(
     connection: &Connection,
-    outcome: Result<crate::call::Reply, Box<dyn std::any::Any + Send>>,
-) -> MessageBuilder {
+    outcome: Result<Reply, Box<dyn std::any::Any + Send>>,
+) -> Reply {
     match outcome {
-        Ok(reply) => reply.0,
+        Ok(reply) => reply,
         Err(panic) => {
             let message = panic_message(&panic);
             tracing::error!(peer = %connection.peer(), %message, "method panicked");
-            MessageBuilder::error_response(
-                Status::Internal,
-                &format!("the method panicked: {message}"),
-            )
+            Reply::status(Status::Internal, &format!("the method panicked: {message}"))
         }
     }
 }
