@@ -14,9 +14,10 @@ use crate::limits::MAX_BULK_SEGMENTS;
 use crate::out_frame::OutFrame;
 use crate::status::Status;
 
-/// A message's bulk segments; the first two are stored inline (no allocation for the
-/// common case of zero to two bulk arguments).
-pub(crate) type Segments = SmallVec<[Bytes; 2]>;
+/// A message's bulk segments; the first is stored inline (no allocation for the common
+/// case of zero or one bulk argument). One, not two: every message and frame carries this
+/// by value through several calls, and each inline slot costs 32 bytes there.
+pub(crate) type Segments = SmallVec<[Bytes; 1]>;
 
 /// An outgoing REQUEST or RESPONSE under construction.
 #[derive(Debug)]

@@ -345,7 +345,8 @@ where
     C: ValueCodec,
     E: Serialize,
 {
-    let (encoded, handed_back) = objref::collecting(|| match result {
+    let collecting = objref::Collecting::start();
+    let encoded = match result {
         Ok(value) => {
             let mut message = MessageBuilder::response(Status::Ok);
             C::encode(value, &mut message)
@@ -358,7 +359,8 @@ where
                 .map(|()| message)
                 .map_err(|e| ("error", e))
         }
-    });
+    };
+    let handed_back = collecting.finish();
     match encoded {
         Ok(message) => Reply {
             message,

@@ -40,8 +40,21 @@ thread_local! {
     static HANDED_BACK: std::cell::RefCell<Vec<ObjectRef>> =
         const { std::cell::RefCell::new(Vec::new()) };
 
+    /// Whether `HANDED_BACK` holds any: checked first, because every access to a
+    /// thread-local with a destructor also checks that it is registered, and nearly every
+    /// message hands back nothing.
+    static ANY_HANDED_BACK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+
     /// Set while a method's result is encoded (see [`collecting`]).
     static COLLECTING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The references handed back since the last call (see `HANDED_BACK`).
+fn take_handed_back() -> Vec<ObjectRef> {
+    if !ANY_HANDED_BACK.replace(false) {
+        return Vec::new();
+    }
+    HANDED_BACK.with(|handed_back| std::mem::take(&mut *handed_back.borrow_mut()))
 }
 
 thread_local! {
@@ -81,34 +94,38 @@ pub(crate) fn encoding<R>(
     f: impl FnOnce() -> R,
 ) -> (R, Vec<ObjectRef>) {
     let result = CONNECTION.set(connection, f);
-    let handed_back =
-        HANDED_BACK.with(|handed_back| std::mem::take(&mut *handed_back.borrow_mut()));
-    (result, handed_back)
+    (result, take_handed_back())
 }
 
-/// Runs `f`, which encodes a method's result (on the call's connection, found through
-/// the call context); also returns the references `f` handed back to the peer, to keep
-/// alive until the reply is out.
-pub(crate) fn collecting<R>(f: impl FnOnce() -> R) -> (R, Vec<ObjectRef>) {
-    /// Restores the flag even if `f` panics (a user's `Serialize` may).
-    struct Restore(bool);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            COLLECTING.set(self.0);
+/// While a method's result is encoded (on the call's connection, found through the call
+/// context): collects the references it hands back to the peer, to keep alive until the
+/// reply is out. Restores the previous state when dropped, even if encoding panics (a
+/// user's `Serialize` may).
+pub(crate) struct Collecting {
+    outer: bool,
+}
+
+impl Collecting {
+    pub(crate) fn start() -> Collecting {
+        Collecting {
+            outer: COLLECTING.replace(true),
         }
     }
-    let outer = COLLECTING.replace(true);
-    let result = {
-        let _restore = Restore(outer);
-        f()
-    };
-    if outer {
-        // A result encoded inside another's encoding: the outer scope keeps them.
-        return (result, Vec::new());
+
+    /// The references handed back meanwhile (none if this runs inside another scope
+    /// that collects: that one keeps them).
+    pub(crate) fn finish(self) -> Vec<ObjectRef> {
+        if self.outer {
+            return Vec::new();
+        }
+        take_handed_back()
     }
-    let handed_back =
-        HANDED_BACK.with(|handed_back| std::mem::take(&mut *handed_back.borrow_mut()));
-    (result, handed_back)
+}
+
+impl Drop for Collecting {
+    fn drop(&mut self) {
+        COLLECTING.set(self.outer);
+    }
 }
 
 /// The connection a reference being encoded or decoded travels on.
@@ -125,6 +142,7 @@ fn marshalling_connection() -> Option<Arc<Connection>> {
 fn keep_until_sent(reference: &ObjectRef) {
     if CONNECTION.is_set() || COLLECTING.get() {
         HANDED_BACK.with(|handed_back| handed_back.borrow_mut().push(reference.clone()));
+        ANY_HANDED_BACK.set(true);
     }
 }
 
