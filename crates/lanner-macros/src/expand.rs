@@ -204,7 +204,7 @@ fn expand_proxy(interface: &Interface) -> TokenStream {
         // `macro_rules!` would give it another hygiene context than the receiver's.
         // The request is built once the reference has settled the connection the call goes
         // on, so that object references among the arguments are handed to that connection.
-        let request = if method.inline_params().next().is_none() {
+        let request = if !method.has_inline_params() {
             quote_spanned! {name.span()=>
                 ::lanner::__private::request_without_inline(&#to_var, #method_var, #segments_var)
             }
@@ -323,7 +323,7 @@ fn expand_stub(interface: &Interface) -> TokenStream {
         let args = method.params.iter().map(|p| &p.ident);
         // Spanned at the method (arguments) and at its result type (the reply) so that type
         // errors point into the trait, not at the attribute.
-        let arguments = if method.inline_params().next().is_none() {
+        let arguments = if !method.has_inline_params() {
             quote_spanned! {name.span()=>
                 ::lanner::__private::no_arguments(&#call, &#methods[#index])
             }

@@ -55,6 +55,11 @@ impl Method {
         self.params.iter().filter(|p| !p.is_bulk())
     }
 
+    /// Whether any argument travels inline (else there is nothing to encode or decode).
+    pub(crate) fn has_inline_params(&self) -> bool {
+        self.inline_params().next().is_some()
+    }
+
     /// The parameters sent as bulk segments, in declaration order.
     pub(crate) fn bulk_params(&self) -> impl Iterator<Item = &Param> {
         self.params.iter().filter(|p| p.is_bulk())

@@ -102,10 +102,7 @@ pub(crate) fn decode_inline<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Erro
         Ok((value, [])) => Ok(value),
         Ok((_, rest)) => Err(Error::new(
             ErrorKind::InvalidArgument,
-            format!(
-                "{} unexpected bytes after the value: the peers disagree about its type",
-                rest.len()
-            ),
+            unexpected_bytes(rest.len()),
         )),
         Err(e) => {
             let why = if depth::took_too_deep() {
@@ -119,6 +116,11 @@ pub(crate) fn decode_inline<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Erro
             ))
         }
     }
+}
+
+/// Why a value followed by `count` more bytes is refused.
+fn unexpected_bytes(count: usize) -> String {
+    format!("{count} unexpected bytes after the value: the peers disagree about its type")
 }
 
 /// A request built by [`request`], not sent yet.
@@ -190,13 +192,7 @@ pub fn request<A: Serialize>(
             format!("arguments of {}: {}", method.name, e.message()),
         )
     })?;
-    for segment in segments {
-        message.push_segment(segment);
-    }
-    Ok(OutgoingRequest {
-        message,
-        _handed_back: handed_back,
-    })
+    Ok(with_segments(message, segments, handed_back))
 }
 
 /// [`request`] for a method without inline arguments (bulk ones only, or none at all):
@@ -206,14 +202,26 @@ pub fn request_without_inline(
     method: &MethodInfo,
     segments: impl IntoIterator<Item = Bytes>,
 ) -> Result<OutgoingRequest, Error> {
-    let mut message = start_request(to, method);
+    Ok(with_segments(
+        start_request(to, method),
+        segments,
+        Vec::new(),
+    ))
+}
+
+/// A request's last part: its bulk segments, sent from their own buffers.
+fn with_segments(
+    mut message: MessageBuilder,
+    segments: impl IntoIterator<Item = Bytes>,
+    handed_back: Vec<crate::reference::ObjectRef>,
+) -> OutgoingRequest {
     for segment in segments {
         message.push_segment(segment);
     }
-    Ok(OutgoingRequest {
+    OutgoingRequest {
         message,
-        _handed_back: Vec::new(),
-    })
+        _handed_back: handed_back,
+    }
 }
 
 /// A request's header: the destination's object and interface, the method, the timeout.
@@ -331,10 +339,7 @@ pub fn no_arguments(call: &IncomingCall<'_>, method: &MethodInfo) -> Result<(), 
         0 => Ok(()),
         extra => Err(Reply::error(&Error::new(
             ErrorKind::InvalidArgument,
-            format!(
-                "arguments of {}: {extra} unexpected bytes after the value: the peers disagree about its type",
-                method.name
-            ),
+            format!("arguments of {}: {}", method.name, unexpected_bytes(extra)),
         ))),
     }
 }

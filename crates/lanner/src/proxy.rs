@@ -31,9 +31,14 @@ pub trait Proxy: Clone + Send + Sync + Sized + 'static {
     /// A proxy for another interface of the same object, answered locally (no round trip).
     /// It keeps this proxy's timeout.
     fn query<Q: Proxy>(&self) -> Result<Q, Error> {
-        let query: Q = self.object().query::<Q>()?;
-        let timeout = self.__core().timeout;
-        Ok(Q::__from_core(query.__core().clone().with_timeout(timeout)))
+        // The same reference, target and timeout; another slot. (An extended interface's
+        // proxy calls its base interfaces' methods through this, on every call: no lock.)
+        let core = self.__core();
+        let slot = core.object.slot_of::<Q>()?;
+        Ok(Q::__from_core(ProxyCore {
+            slot,
+            ..core.clone()
+        }))
     }
 
     /// This proxy with a deadline of `timeout` for each call made through it: a call that

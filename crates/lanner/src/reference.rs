@@ -399,6 +399,12 @@ impl ObjectRef {
     /// interface list; fails with [`ErrorKind::Unimplemented`] if the object does not
     /// implement `P`. The first call through the new proxy is one request like any other.
     pub fn query<P: Proxy>(&self) -> Result<P, Error> {
+        let slot = self.slot_of::<P>()?;
+        Ok(P::__from_core(ProxyCore::new(self.clone(), slot)))
+    }
+
+    /// Where interface `P` is in the object's interface list, or why it is not there.
+    pub(crate) fn slot_of<P: Proxy>(&self) -> Result<u16, Error> {
         let slot = self
             .inner
             .interfaces
@@ -416,7 +422,7 @@ impl ObjectRef {
                     ),
                 )
             })?;
-        Ok(P::__from_core(ProxyCore::new(self.clone(), slot as u16)))
+        Ok(slot as u16)
     }
 
     /// Where the object lives (for messages).
