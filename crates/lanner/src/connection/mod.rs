@@ -379,7 +379,11 @@ impl Connection {
     /// sleeps.
     fn send_deferred(self: &Arc<Self>, frame: OutFrame) -> Result<bool, Error> {
         if self.signal.asleep.load(Ordering::SeqCst) {
-            return self.send_frame(frame);
+            let sent = self.send_frame(frame);
+            // The reply follows: have the reader spin for it rather than wait for the
+            // reactor.
+            self.signal.kick();
+            return sent;
         }
         let sent = self.send(frame, false, When::Deferred);
         // After the frame is queued: a reader going to sleep sees the flag (see `sleep`).

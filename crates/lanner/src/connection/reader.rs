@@ -119,10 +119,11 @@ impl Connection {
                 Err(error) => break Err(self.receive_failed(error)),
             }
         };
-        drop(source);
+        // Uncorked before the receive lock is let go: the next receiver's cork is its own.
         if corked {
             self.uncork()?;
         }
+        drop(source);
         result
     }
 
@@ -172,7 +173,8 @@ impl Connection {
     /// reading could keep sending and make the answers pile up without bound.
     fn check_credits(self: &Arc<Self>) -> Result<(), Error> {
         if !self.flusher_active.load(Ordering::Relaxed) {
-            // Nothing is queued.
+            // The transport takes what is written: what waits is at most the answers a
+            // cork holds back, one burst's worth, written when the burst ends.
             return Ok(());
         }
         let queued = self.writer().queued_credits();

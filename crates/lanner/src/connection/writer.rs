@@ -200,9 +200,9 @@ impl Writer {
                 "the connection closed with frames unwritten",
             )));
         }
-        let before = self.queued_bytes();
+        let before = self.write_position();
         let result = self.poll_flush(cx);
-        if self.queued_bytes() != before {
+        if self.write_position() != before {
             progress();
         }
         if result.is_pending() {
@@ -234,14 +234,21 @@ impl Writer {
         self.queued_credits = 0;
     }
 
-    fn queued_bytes(&self) -> usize {
-        self.queue.iter().map(OutFrame::remaining).sum()
+    /// Where writing stands: frames are written in order, so this changes exactly when
+    /// bytes went out (without summing the whole queue).
+    fn write_position(&self) -> (usize, Option<usize>) {
+        (
+            self.queue.len(),
+            self.queue.front().map(OutFrame::remaining),
+        )
     }
 
     /// Hands the queue to the transport, oldest first, as few batches as it takes.
     fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while !self.queue.is_empty() {
-            let (batch, _) = self.queue.as_mut_slices();
+            // One batch for the whole queue: a queue that wrapped around its buffer would
+            // otherwise take two writes.
+            let batch = self.queue.make_contiguous();
             let result = self.sink.poll_send_batch(cx, batch);
             self.pop_written(result.is_ready());
             ready!(result)?;
