@@ -68,3 +68,16 @@ fn bench_throughput_runs_each_thread_count_with_its_own_connections() {
         positive(row, "raw_msgs_s");
     }
 }
+
+#[test]
+fn bench_throughput_refuses_several_threads_pinned_to_one_cpu() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_lanner"))
+        .args(["bench", "throughput", "--threads", "1,2", "--json"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("lanner bench runs");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("needs --placement free"), "{stderr}");
+    assert!(output.stdout.is_empty(), "nothing on stdout");
+}

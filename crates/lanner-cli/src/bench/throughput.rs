@@ -5,7 +5,9 @@
 //! connection (a private client, [`lanner::Client::private`]: nothing is shared through
 //! the connection cache)
 //! and its own raw connection; the server process runs as many runtime workers as the
-//! largest `--threads` value, so each connection can be served by another core. A row runs
+//! largest `--threads` value, so each connection can be served by another core. That needs
+//! `--placement free`: the other placements pin each process (all its threads) to one
+//! CPU, so more than one thread is refused with them. A row runs
 //! all its threads at once, Lanner and raw in alternating blocks (so both see the same
 //! machine conditions) until each side has run `--secs`, after one warm-up block each.
 //! `server_cores` is the CPU time the server process used while Lanner ran, per second of
@@ -25,6 +27,7 @@ use super::setup::ClientSide;
 use super::stats::{ratio, round2};
 use super::{BenchArgs, RowsReport, print_report};
 use crate::auth_arg::plain_client_auth;
+use crate::placement::Placement;
 use crate::server_process::ServerProcess;
 use crate::services::{ECHO_NAME, Echo, EchoProxy};
 
@@ -86,6 +89,14 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
 
 /// Measures every (threads, concurrency) pair of `args`.
 pub fn measure(args: &BenchArgs) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
+    if args.threads.iter().any(|&threads| threads > 1) && args.placement != Placement::Free {
+        return Err(format!(
+            "--threads above 1 needs --placement free: placement {} pins each process, all \
+             its threads, to one CPU, so the threads would share it",
+            args.placement.name()
+        )
+        .into());
+    }
     let ClientSide {
         server_cpu,
         spin,
