@@ -241,22 +241,31 @@ fn start_request(to: &Destination<'_>, method: &MethodInfo) -> MessageBuilder {
 /// Sends a request built by [`request`] and decodes the reply: `C` for the success
 /// value, `E` for the application error; transport and protocol failures become `E`
 /// through `From<lanner::Error>`.
-pub async fn invoke<C, E>(
+///
+/// The request is sent when this is called (it runs inside the proxy method's future, at
+/// its first poll), so the returned future holds only the call in flight: it stays small
+/// however large the request was.
+pub fn invoke<C, E>(
     to: Destination<'_>,
     method: &'static MethodInfo,
     request: Result<OutgoingRequest, Error>,
-) -> Result<C::Value, E>
+) -> impl Future<Output = Result<C::Value, E>> + Send
 where
     C: ValueCodec,
     E: DeserializeOwned + From<Error>,
 {
-    let OutgoingRequest {
-        message,
-        _handed_back,
-    } = request?;
-    let connection = &to.target.connection;
-    let response = connection.call(message, to.deadline).await?;
-    objref::decoding(connection, || decode_response::<C, E>(method, &response))
+    let started = request.map(|request| {
+        let pending = to.target.connection.call(request.message, to.deadline);
+        (pending, request._handed_back)
+    });
+    async move {
+        // The references handed back stay held until the call ends.
+        let (mut pending, _handed_back) = started?;
+        let response = (&mut pending).await?;
+        objref::decoding(pending.connection(), || {
+            decode_response::<C, E>(method, &response)
+        })
+    }
 }
 
 /// Puts `timeout` (if any) in the request and returns the call's deadline.

@@ -225,7 +225,7 @@ async fn call_root(
     postcard::to_io(args, request.inline())
         .map_err(|e| Error::new(ErrorKind::InvalidArgument, format!("{}: {e}", method.name)))?;
     let deadline = marshal::set_deadline(&mut request, connection.call_timeout());
-    let response = connection.call(request, deadline).await?;
+    let response = connection.clone().call(request, deadline).await?;
     let wire: WireRef = match response.status {
         Status::Ok => marshal::decode_inline(response.payload.inline_slice())?,
         Status::AppError => {

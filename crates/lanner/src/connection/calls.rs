@@ -3,9 +3,7 @@
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::future::poll_fn;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
@@ -24,7 +22,7 @@ pub(super) struct PendingCall {
 
 /// A call stamped and registered: its id, its frame, and whether it is the only one
 /// outstanding.
-type Begun = (u64, OutFrame, bool);
+pub(super) type Begun = (u64, OutFrame, bool);
 
 /// Outstanding calls by call id.
 pub(super) type PendingCalls = HashMap<u64, PendingCall, IdBuildHasher>;
@@ -41,82 +39,6 @@ pub(super) fn fail_all(pending: &mut PendingCalls, error: &Error) -> Vec<Waker> 
 }
 
 impl Connection {
-    /// Makes one call: waits for a credit, writes the request, awaits the response. A call
-    /// that is alone on the connection receives its own reply (see the reader module).
-    ///
-    /// At `deadline` the call fails with `DeadlineExceeded`; dropping the returned future
-    /// abandons the call. Either way, once the request is out the peer is sent a CANCEL
-    /// and the answer, when it comes, is dropped.
-    pub(crate) async fn call(
-        self: &Arc<Self>,
-        request: MessageBuilder,
-        deadline: Option<Instant>,
-    ) -> Result<Response, Error> {
-        let (call_id, frame, alone) = match self.try_begin(request, false)? {
-            Ok(begun) => begun,
-            // Waiting for a credit is the rare case: boxed, to keep every call's future
-            // small (callers move it into sets and tasks).
-            Err(request) => Box::pin(self.begin_call_by(request, deadline)).await?,
-        };
-        let mut abandon_on_drop = PendingGuard {
-            connection: self,
-            call_id,
-            armed: true,
-        };
-        if !alone {
-            // Other calls are in flight, so the reader spins: it writes this request with
-            // the others queued meanwhile, in one batch.
-            self.send_deferred(frame).map_err(Error::after_sending)?;
-        } else {
-            let sent_whole = self.send_frame(frame).map_err(Error::after_sending)?;
-            // Spinning for the reply here would keep the flusher (which finishes a request
-            // the socket could not take at once) from running on this thread: spin only if
-            // the request is out.
-            if sent_whole && !self.spin.is_zero() && self.waits_alone().await {
-                if let Some(reply) = self.spin_for_reply(call_id, deadline).await {
-                    // Taking the reply removed the call.
-                    abandon_on_drop.armed = false;
-                    return reply.map_err(Error::after_sending);
-                }
-            }
-            // The reader task receives the reply: have it spin rather than sleep.
-            self.signal.kick();
-        }
-        let wait = poll_fn(|cx| self.poll_reply(call_id, cx));
-        let reply = until(deadline, wait, || {
-            Error::new(
-                ErrorKind::DeadlineExceeded,
-                format!(
-                    "no answer from {} before the call's deadline (the request was sent and may have executed)",
-                    self.peer
-                ),
-            )
-            .after_sending()
-        })
-        .await?;
-        abandon_on_drop.armed = false;
-        reply.map_err(Error::after_sending)
-    }
-
-    /// Whether a caller whose request went out alone should spin for its reply on this
-    /// thread (the private-socket path). Spinning holds the thread, so calls that the same
-    /// task or others on this thread were about to make could not start: the first time a
-    /// caller (told apart by its waker) is alone, it yields once, and spins only if it is
-    /// still alone afterwards. A caller that makes its calls one after another (the same
-    /// waker each time) spins at once from then on: sequential calls pay nothing.
-    async fn waits_alone(&self) -> bool {
-        let caller = poll_fn(|cx| Poll::Ready(cx.waker().data() as usize)).await;
-        if self.lone_caller.load(Ordering::Relaxed) == caller {
-            return true;
-        }
-        super::reader::yield_once().await;
-        if self.state().proto.in_flight() != 1 {
-            return false;
-        }
-        self.lone_caller.store(caller, Ordering::Relaxed);
-        true
-    }
-
     /// Sends a one-way request: waits for a credit (until `deadline`), writes the request
     /// and returns. No answer comes; the peer returns the credit when the call is done.
     pub(crate) async fn send_one_way(
@@ -132,7 +54,7 @@ impl Connection {
     }
 
     /// [`Connection::begin_call`], giving up at `deadline` (the request is then not sent).
-    async fn begin_call_by(
+    pub(super) async fn begin_call_by(
         &self,
         request: MessageBuilder,
         deadline: Option<Instant>,
@@ -148,7 +70,7 @@ impl Connection {
 
     /// Gives up on the call `call_id`: forgets it (its answer will be dropped) and tells
     /// the peer, which may stop working on it.
-    fn abandon(self: &Arc<Self>, call_id: u64) {
+    pub(super) fn abandon(self: &Arc<Self>, call_id: u64) {
         let cancel = {
             let mut state = self.state();
             state.pending.remove(&call_id);
@@ -188,7 +110,7 @@ impl Connection {
 
     /// One attempt at [`Connection::begin_call`]: the request back if there is no credit
     /// (counted as a credit waiter if `will_wait`).
-    fn try_begin(
+    pub(super) fn try_begin(
         &self,
         request: MessageBuilder,
         will_wait: bool,
@@ -218,7 +140,11 @@ impl Connection {
     }
 
     /// The reply to `call_id` if it has arrived (removing the call), else registers `cx`.
-    fn poll_reply(&self, call_id: u64, cx: &mut Context<'_>) -> Poll<Result<Response, Error>> {
+    pub(super) fn poll_reply(
+        &self,
+        call_id: u64,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Response, Error>> {
         let mut state = self.state();
         let Entry::Occupied(mut entry) = state.pending.entry(call_id) else {
             return Poll::Ready(Err(Error::unavailable("the call is no longer outstanding")));
@@ -300,21 +226,5 @@ struct CreditWaiter<'a>(&'a Connection);
 impl Drop for CreditWaiter<'_> {
     fn drop(&mut self) {
         self.0.state().credit_waiters -= 1;
-    }
-}
-
-/// Abandons a sent call whose caller went away or gave up (see
-/// [`Connection::abandon`]); disarmed once the call has its answer.
-struct PendingGuard<'a> {
-    connection: &'a Arc<Connection>,
-    call_id: u64,
-    armed: bool,
-}
-
-impl Drop for PendingGuard<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            self.connection.abandon(self.call_id);
-        }
     }
 }

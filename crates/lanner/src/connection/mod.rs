@@ -37,6 +37,7 @@ mod exports;
 mod handshake;
 mod idle;
 mod keepalive;
+mod pending_reply;
 mod reader;
 mod releases;
 mod writer;

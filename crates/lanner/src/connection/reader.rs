@@ -255,46 +255,44 @@ impl Connection {
     /// The private-socket path: the only outstanding caller spins on the transport for its
     /// own reply, for the spin budget (extended while a large reply keeps arriving).
     /// `None` if the budget ran out first.
-    pub(super) async fn spin_for_reply(
+    pub(super) fn spin_for_reply(
         self: &Arc<Self>,
+        cx: &mut Context<'_>,
         call_id: u64,
         call_deadline: Option<Instant>,
     ) -> Option<Result<Response, Error>> {
         // The clock is read only every few tries (and not at all for a quick reply).
         let mut deadline: Option<Instant> = None;
         let mut tries = 0u32;
-        poll_fn(|cx| {
-            loop {
-                match self.receive_once(cx, Some(call_id)) {
-                    Ok(Progress::Empty) => {}
-                    Ok(Progress::Mine(response)) => return Poll::Ready(Some(Ok(response))),
-                    Ok(Progress::Delivered | Progress::Other) => deadline = None,
-                    Err(error) => {
-                        self.fail(error);
-                        return Poll::Ready(self.take_reply(call_id));
-                    }
+        loop {
+            match self.receive_once(cx, Some(call_id)) {
+                Ok(Progress::Empty) => {}
+                Ok(Progress::Mine(response)) => return Some(Ok(response)),
+                Ok(Progress::Delivered | Progress::Other) => deadline = None,
+                Err(error) => {
+                    self.fail(error);
+                    return self.take_reply(call_id);
                 }
-                tries = tries.wrapping_add(1);
-                if tries % 8 == 0 {
-                    // On a multi-threaded runtime the reader task may have received our
-                    // reply while we spun.
-                    if let Some(reply) = self.take_reply(call_id) {
-                        return Poll::Ready(Some(reply));
-                    }
-                    let now = Instant::now();
-                    match deadline {
-                        None => {
-                            let spin_end = now + self.spin;
-                            deadline = Some(call_deadline.map_or(spin_end, |d| d.min(spin_end)));
-                        }
-                        Some(deadline) if now >= deadline => return Poll::Ready(None),
-                        Some(_) => {}
-                    }
-                }
-                std::hint::spin_loop();
             }
-        })
-        .await
+            tries = tries.wrapping_add(1);
+            if tries % 8 == 0 {
+                // On a multi-threaded runtime the reader task may have received our reply
+                // while we spun.
+                if let Some(reply) = self.take_reply(call_id) {
+                    return Some(reply);
+                }
+                let now = Instant::now();
+                match deadline {
+                    None => {
+                        let spin_end = now + self.spin;
+                        deadline = Some(call_deadline.map_or(spin_end, |d| d.min(spin_end)));
+                    }
+                    Some(deadline) if now >= deadline => return None,
+                    Some(_) => {}
+                }
+            }
+            std::hint::spin_loop();
+        }
     }
 }
 

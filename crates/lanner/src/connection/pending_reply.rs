@@ -1,0 +1,226 @@
+//! A call in flight: the future [`Connection::call`] returns.
+//!
+//! The call starts when it is made, not when it is first polled: the credit is taken, the
+//! call registered and the request written (or queued for the reader's next batch)
+//! synchronously, so that the future only has to wait. That keeps it small (a few words,
+//! instead of an `async fn` holding the request and every wait's state at once): callers
+//! move it into sets and tasks, and each move copies it.
+//!
+//! Waiting has three ways, tried in order (see [`Phase`]): a caller whose request went out
+//! alone spins on the transport for its own reply (the DCE "private socket"); otherwise,
+//! or once the spin budget is spent, it waits for the reader to deliver the reply into its
+//! slot of the pending-call table; the call's deadline, if any, bounds both.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use lanner_proto::{MessageBuilder, OutFrame, Response};
+
+use super::Connection;
+use super::calls::Begun;
+use crate::error::{Error, ErrorKind};
+
+/// Waiting for a credit, boxed: the rare case, kept out of every call's future.
+type CreditWait = Pin<Box<dyn Future<Output = Result<Begun, Error>> + Send>>;
+
+/// Where a call stands.
+enum Phase {
+    /// It could not start; the error is handed out on the first poll.
+    Failed(Option<Error>),
+    /// No credit was at hand: waits for one, then sends.
+    Credit(CreditWait),
+    /// The request went out alone: on the first poll, decides whether to spin for the
+    /// reply on this thread (see [`PendingReply::spin_or_wait`]).
+    Alone,
+    /// The caller yielded once to let calls the same thread was about to make start
+    /// first.
+    Yielded,
+    /// The reader task delivers the reply.
+    Wait,
+}
+
+/// A call whose request is out (or queued, or waiting for a credit): resolves to the
+/// reply. Dropping it before then abandons the call: the peer is sent a CANCEL and the
+/// answer, when it comes, is dropped. At the deadline it resolves to `DeadlineExceeded`
+/// (and abandons the call likewise).
+pub(crate) struct PendingReply {
+    connection: Arc<Connection>,
+    call_id: u64,
+    deadline: Option<Instant>,
+    phase: Phase,
+    /// Registered and not answered yet: dropping abandons the call.
+    armed: bool,
+    /// The deadline's timer, made on the first wait that needs it.
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Connection {
+    /// Makes one call, starting it at once: takes a credit (or waits for one in the
+    /// returned future), registers the call and writes the request. The future resolves
+    /// to the reply. A call that is alone on the connection receives its own reply (see
+    /// the reader module).
+    ///
+    /// At `deadline` the call fails with `DeadlineExceeded`; dropping the returned future
+    /// abandons the call. Either way, once the request is out the peer is sent a CANCEL
+    /// and the answer, when it comes, is dropped.
+    pub(crate) fn call(
+        self: Arc<Self>,
+        request: MessageBuilder,
+        deadline: Option<Instant>,
+    ) -> PendingReply {
+        let mut pending = PendingReply {
+            connection: self,
+            call_id: 0,
+            deadline,
+            phase: Phase::Wait,
+            armed: false,
+            timer: None,
+        };
+        match pending.connection.try_begin(request, false) {
+            Ok(Ok(begun)) => pending.send(begun),
+            Ok(Err(request)) => {
+                let connection = pending.connection.clone();
+                pending.phase = Phase::Credit(Box::pin(async move {
+                    connection.begin_call_by(request, deadline).await
+                }));
+            }
+            Err(error) => pending.phase = Phase::Failed(Some(error)),
+        }
+        pending
+    }
+}
+
+impl PendingReply {
+    /// The connection the call went on (where references in the reply are decoded).
+    pub(crate) fn connection(&self) -> &Arc<Connection> {
+        &self.connection
+    }
+
+    /// The call is registered: writes its request and settles how to wait for the reply.
+    fn send(&mut self, (call_id, frame, alone): Begun) {
+        self.call_id = call_id;
+        self.armed = true;
+        self.phase = match self.write(frame, alone) {
+            Ok(phase) => phase,
+            Err(error) => Phase::Failed(Some(error.after_sending())),
+        };
+    }
+
+    fn write(&self, frame: OutFrame, alone: bool) -> Result<Phase, Error> {
+        let connection = &self.connection;
+        if !alone {
+            // Other calls are in flight, so the reader spins: it writes this request with
+            // the others queued meanwhile, in one batch.
+            connection.send_deferred(frame)?;
+            return Ok(Phase::Wait);
+        }
+        let sent_whole = connection.send_frame(frame)?;
+        // Spinning for the reply here would keep the flusher (which finishes a request
+        // the socket could not take at once) from running on this thread: spin only if
+        // the request is out.
+        if sent_whole && !connection.spin.is_zero() {
+            return Ok(Phase::Alone);
+        }
+        // The reader task receives the reply: have it spin rather than sleep.
+        connection.signal.kick();
+        Ok(Phase::Wait)
+    }
+
+    /// Whether a caller whose request went out alone should spin for its reply on this
+    /// thread (the private-socket path). Spinning holds the thread, so calls that the same
+    /// task or others on this thread were about to make could not start: the first time a
+    /// caller (told apart by its waker) is alone, it yields once, and spins only if it is
+    /// still alone afterwards. A caller that makes its calls one after another (the same
+    /// waker each time) spins at once from then on: sequential calls pay nothing.
+    fn spin_or_wait(&mut self, cx: &mut Context<'_>) -> Poll<Result<Response, Error>> {
+        let caller = cx.waker().data() as usize;
+        let connection = &self.connection;
+        match self.phase {
+            Phase::Alone if connection.lone_caller.load(Ordering::Relaxed) != caller => {
+                self.phase = Phase::Yielded;
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            Phase::Yielded if connection.state().proto.in_flight() != 1 => {
+                connection.signal.kick();
+                self.phase = Phase::Wait;
+                return self.wait(cx);
+            }
+            Phase::Yielded => connection.lone_caller.store(caller, Ordering::Relaxed),
+            _ => {}
+        }
+        if let Some(reply) = connection.spin_for_reply(cx, self.call_id, self.deadline) {
+            // Taking the reply removed the call.
+            self.armed = false;
+            return Poll::Ready(reply.map_err(Error::after_sending));
+        }
+        connection.signal.kick();
+        self.phase = Phase::Wait;
+        self.wait(cx)
+    }
+
+    /// Waits for the reader to deliver the reply, until the deadline.
+    fn wait(&mut self, cx: &mut Context<'_>) -> Poll<Result<Response, Error>> {
+        if let Poll::Ready(reply) = self.connection.poll_reply(self.call_id, cx) {
+            self.armed = false;
+            return Poll::Ready(reply.map_err(Error::after_sending));
+        }
+        let Some(deadline) = self.deadline else {
+            return Poll::Pending;
+        };
+        let timer = self
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline.into())));
+        if timer.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        // Still armed: dropping the future abandons the call.
+        Poll::Ready(Err(Error::new(
+            ErrorKind::DeadlineExceeded,
+            format!(
+                "no answer from {} before the call's deadline (the request was sent and may have executed)",
+                self.connection.peer
+            ),
+        )
+        .after_sending()))
+    }
+}
+
+impl Future for PendingReply {
+    type Output = Result<Response, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        loop {
+            match &mut this.phase {
+                Phase::Failed(error) => {
+                    return Poll::Ready(Err(error.take().unwrap_or_else(|| {
+                        Error::protocol("a failed call was polled after it finished")
+                    })));
+                }
+                Phase::Credit(waiting) => match waiting.as_mut().poll(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Err(error)) => {
+                        this.phase = Phase::Failed(None);
+                        return Poll::Ready(Err(error));
+                    }
+                    Poll::Ready(Ok(begun)) => this.send(begun),
+                },
+                Phase::Alone | Phase::Yielded => return this.spin_or_wait(cx),
+                Phase::Wait => return this.wait(cx),
+            }
+        }
+    }
+}
+
+impl Drop for PendingReply {
+    fn drop(&mut self) {
+        if self.armed {
+            self.connection.abandon(self.call_id);
+        }
+    }
+}
