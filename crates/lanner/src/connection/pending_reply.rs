@@ -39,6 +39,9 @@ enum Phase {
     /// The caller yielded once to let calls the same thread was about to make start
     /// first.
     Yielded,
+    /// The request went out with others in flight: on the first poll, notes that its
+    /// caller makes concurrent calls (see [`PendingReply::not_alone`]), then waits.
+    Deferred,
     /// The reader task delivers the reply.
     Wait,
 }
@@ -116,7 +119,7 @@ impl PendingReply {
             // Other calls are in flight, so the reader spins: it writes this request with
             // the others queued meanwhile, in one batch.
             connection.send_deferred(frame)?;
-            return Ok(Phase::Wait);
+            return Ok(Phase::Deferred);
         }
         let sent_whole = connection.send_frame(frame)?;
         // Spinning for the reply here would keep the flusher (which finishes a request
@@ -159,6 +162,21 @@ impl PendingReply {
             return Poll::Ready(reply.map_err(Error::after_sending));
         }
         connection.signal.kick();
+        self.phase = Phase::Wait;
+        self.wait(cx)
+    }
+
+    /// A call that went out with others in flight: if its caller (told apart by its
+    /// waker) is the one remembered as calling alone, it is not (any more). Callers that
+    /// share a waker (futures joined or selected in one task) would otherwise be taken for
+    /// one sequential caller: the first of them to find itself alone would spin at once,
+    /// holding the thread while its siblings, whose answers may be waiting, could not run.
+    fn not_alone(&mut self, cx: &mut Context<'_>) -> Poll<Result<Response, Error>> {
+        let caller = cx.waker().data() as usize;
+        let lone_caller = &self.connection.lone_caller;
+        if lone_caller.load(Ordering::Relaxed) == caller {
+            lone_caller.store(0, Ordering::Relaxed);
+        }
         self.phase = Phase::Wait;
         self.wait(cx)
     }
@@ -211,6 +229,7 @@ impl Future for PendingReply {
                     Poll::Ready(Ok(begun)) => this.send(begun),
                 },
                 Phase::Alone | Phase::Yielded => return this.spin_or_wait(cx),
+                Phase::Deferred => return this.not_alone(cx),
                 Phase::Wait => return this.wait(cx),
             }
         }
