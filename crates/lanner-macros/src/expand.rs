@@ -20,21 +20,11 @@ pub(crate) fn expand(interface: &Interface) -> TokenStream {
 }
 
 /// `path` with `suffix` appended to its last segment (`a::Calculator` → `a::CalculatorProxy`).
-fn suffixed(path: &syn::Path, suffix: &str) -> syn::Path {
+pub(crate) fn suffixed(path: &syn::Path, suffix: &str) -> syn::Path {
     let mut path = path.clone();
     let last = path.segments.last_mut().expect("a path has a segment");
     last.ident = format_ident!("{}{}", last.ident, suffix);
     path
-}
-
-/// Invokes, for the proxy type `proxy`, the extension macro of every interface `bases`
-/// names: each implements its trait for the proxy (see [`expand_extension`]).
-fn implement_bases(bases: &[syn::Path], proxy: &TokenStream) -> TokenStream {
-    let invocations = bases.iter().map(|base| {
-        let base_proxy = suffixed(base, "Proxy");
-        quote! { #base!(#proxy, #base, #base_proxy); }
-    });
-    quote! { #(#invocations)* }
 }
 
 /// A macro, in the macro namespace under the trait's own name (crate-visible), that
@@ -69,7 +59,7 @@ fn expand_extension(interface: &Interface) -> TokenStream {
             }
         }
     });
-    let further = implement_bases(&interface.bases, &quote! { $proxy });
+    let bases = &interface.bases;
     quote! {
         #[doc(hidden)]
         #[allow(unused_macros)]
@@ -78,7 +68,9 @@ fn expand_extension(interface: &Interface) -> TokenStream {
                 impl $interface for $proxy {
                     #(#methods)*
                 }
-                #further
+            };
+            (@bases $($walk:tt)*) => {
+                ::lanner::__private::implement_bases! { $($walk)* more = [#(#bases),*]; }
             };
         }
         #[doc(hidden)]
@@ -253,7 +245,7 @@ fn expand_proxy(interface: &Interface) -> TokenStream {
             }
         }
     });
-    let bases_for_proxy = implement_bases(&interface.bases, &quote! { #proxy });
+    let bases_for_proxy = crate::bases::Walk::start(&quote! { #proxy }, &interface.bases);
     let doc = format!(
         "Client proxy for [`{trait_name}`]: implements the trait by calling a remote object. \
          Obtain one with `lanner::connect::<{trait_name}Proxy>(url)` or \

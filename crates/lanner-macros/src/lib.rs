@@ -21,10 +21,12 @@
 //! extension): its stub brings the stubs of the interfaces it extends, so an object serving
 //! V2 serves V1 clients too, and its proxy implements the extended traits by calling
 //! through their proxies for the same object. The extended interfaces must be lanner
-//! interfaces declared in the same module, each named once along any path (`trait V3: V2`
-//! with `V2: V1`, not `trait V3: V2 + V1`, which would implement V1 twice) (each interface also defines, crate-visible in
-//! the macro namespace under its own name, the macro that implements it for an extending
-//! proxy).
+//! interfaces declared in the same module, each written the same way wherever it is
+//! named. An interface reached along several paths (`trait V3: V2 + V1` with `V2: V1`, or
+//! a diamond: `trait Both: Left + Right` with `Left: Named` and `Right: Named`) is
+//! implemented once. Each interface also defines, crate-visible in the macro namespace
+//! under its own name, the macro that implements it for an extending proxy and names its
+//! bases.
 //!
 //! A method marked `#[oneway]` (returning `Result<(), E>`) is sent without waiting for an
 //! answer: the proxy's call completes once the request is written, and the server runs
@@ -33,6 +35,7 @@
 
 use proc_macro::TokenStream;
 
+mod bases;
 mod expand;
 mod model;
 mod options;
@@ -49,4 +52,13 @@ pub fn interface(attr: TokenStream, item: TokenStream) -> TokenStream {
         Ok(interface) => expand::expand(&interface).into(),
         Err(error) => error.to_compile_error().into(),
     }
+}
+
+/// One step of implementing, for a proxy, the interfaces its interface extends (see the
+/// `bases` module). Generated code only.
+#[doc(hidden)]
+#[proc_macro]
+pub fn implement_bases(input: TokenStream) -> TokenStream {
+    let walk = syn::parse_macro_input!(input as bases::Walk);
+    bases::step(walk).into()
 }

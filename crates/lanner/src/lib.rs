@@ -133,6 +133,7 @@ pub mod __private {
     pub use crate::object::{DispatchFuture, Stub};
     pub use crate::proxy::{Proxy, ProxyCore};
     pub use bytes::Bytes;
+    pub use lanner_macros::implement_bases;
     pub use serde;
     pub use std::boxed::Box;
     pub use std::future::Future;

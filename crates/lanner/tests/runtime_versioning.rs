@@ -87,3 +87,82 @@ async fn a_new_client_against_an_old_object_fails_clearly() {
     let error = reference.query::<CalcV2Proxy>().unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Unimplemented, "{error}");
 }
+
+#[lanner::interface(name = "tests.versioning.Named")]
+trait Named {
+    async fn name(&self) -> Result<String, Error>;
+}
+
+#[lanner::interface(name = "tests.versioning.Left")]
+trait Left: Named {
+    async fn left(&self) -> Result<u8, Error>;
+}
+
+#[lanner::interface(name = "tests.versioning.Right")]
+trait Right: Named {
+    async fn right(&self) -> Result<u8, Error>;
+}
+
+/// A diamond: `Named` is reached through both `Left` and `Right`, and named again
+/// directly.
+#[lanner::interface(name = "tests.versioning.Both")]
+trait Both: Left + Right + Named {
+    async fn both(&self) -> Result<u8, Error>;
+}
+
+struct Corner;
+
+impl Named for Corner {
+    async fn name(&self) -> Result<String, Error> {
+        Ok("corner".into())
+    }
+}
+
+impl Left for Corner {
+    async fn left(&self) -> Result<u8, Error> {
+        Ok(1)
+    }
+}
+
+impl Right for Corner {
+    async fn right(&self) -> Result<u8, Error> {
+        Ok(2)
+    }
+}
+
+impl Both for Corner {
+    async fn both(&self) -> Result<u8, Error> {
+        Ok(3)
+    }
+}
+
+#[tokio::test]
+async fn an_interface_reached_along_two_paths_is_implemented_once() {
+    let object = Object::new(BothStub::new(Arc::new(Corner)));
+    let server = Server::new();
+    server.publish("corner", object);
+    let listening = server.listen("mem://versioning-diamond").await.unwrap();
+    let url = listening.endpoint().object_url("corner");
+    let client = Client::new();
+
+    // One proxy calls the methods of every interface in the diamond as its own.
+    let both: BothProxy = client.connect(&url).await.unwrap();
+    assert_eq!(both.name().await, Ok("corner".to_string()));
+    assert_eq!(both.left().await, Ok(1));
+    assert_eq!(both.right().await, Ok(2));
+    assert_eq!(both.both().await, Ok(3));
+
+    // The object lists each interface once, and each side of the diamond works alone.
+    let interfaces = both.object().interfaces().to_vec();
+    for id in [
+        NamedProxy::INTERFACE_ID,
+        LeftProxy::INTERFACE_ID,
+        RightProxy::INTERFACE_ID,
+        BothProxy::INTERFACE_ID,
+    ] {
+        assert_eq!(interfaces.iter().filter(|&&i| i == id).count(), 1, "{id}");
+    }
+    let right: RightProxy = both.query().unwrap();
+    assert_eq!(right.name().await, Ok("corner".to_string()));
+    assert_eq!(right.right().await, Ok(2));
+}
