@@ -17,6 +17,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::call::{IncomingCall, Reply};
+use crate::connection::{Connection, Discard};
 use crate::depth::{self, Limited, MAX_DEPTH};
 use crate::error::{Error, ErrorKind};
 use crate::id::MethodInfo;
@@ -255,7 +256,11 @@ where
     E: DeserializeOwned + From<Error>,
 {
     let started = request.map(|request| {
-        let pending = to.target.connection.call(request.message, to.deadline);
+        let mut pending = to.target.connection.call(request.message, to.deadline);
+        pending.discard_with(Discard {
+            run: discard_reply::<C, E>,
+            method,
+        });
         (pending, request._handed_back)
     });
     async move {
@@ -266,6 +271,22 @@ where
             decode_response::<C, E>(method, &response)
         })
     }
+}
+
+/// Disposes of the reply to a call its caller gave up on: decodes it and drops what it
+/// decoded, so that the references to the peer's objects in it are released (see
+/// [`Discard`]).
+fn discard_reply<C, E>(
+    connection: &Arc<Connection>,
+    method: &'static MethodInfo,
+    response: Response,
+) where
+    C: ValueCodec,
+    E: DeserializeOwned + From<Error>,
+{
+    drop(objref::decoding(connection, || {
+        decode_response::<C, E>(method, &response)
+    }));
 }
 
 /// Puts `timeout` (if any) in the request and returns the call's deadline.

@@ -35,6 +35,8 @@ trait Factory {
     async fn ring(&self, value: u64) -> Result<(), Error>;
     /// Reads a counter this factory made, handed back to it.
     async fn peek(&self, counter: ObjRef<CounterProxy>) -> Result<bool, Error>;
+    /// Makes a counter, and answers with it after `millis` milliseconds.
+    async fn counter_later(&self, millis: u64) -> Result<ObjRef<CounterProxy>, Error>;
 }
 
 struct CounterImpl(AtomicU64, Option<Arc<AtomicI64>>);
@@ -91,6 +93,12 @@ impl Factory for FactoryImpl {
     async fn peek(&self, counter: ObjRef<CounterProxy>) -> Result<bool, Error> {
         Ok(counter.local().is_some())
     }
+
+    async fn counter_later(&self, millis: u64) -> Result<ObjRef<CounterProxy>, Error> {
+        let counter = self.counter(0).await;
+        tokio::time::sleep(Duration::from_millis(millis)).await;
+        counter
+    }
 }
 
 #[derive(Default)]
@@ -131,6 +139,13 @@ async fn settle(live: &AtomicI64) -> i64 {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     live.load(Ordering::Relaxed)
+}
+
+/// Waits until `count` counters are alive.
+async fn until_live(live: &AtomicI64, count: i64) {
+    while live.load(Ordering::Relaxed) != count {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
 }
 
 fn unix(tag: &str) -> String {
@@ -226,6 +241,41 @@ async fn dropped_references_release_their_objects_in_batches() {
         sent < 1000 + 10,
         "{sent} messages for 1000 calls and their releases"
     );
+}
+
+#[tokio::test]
+async fn references_in_the_answer_to_an_abandoned_call_are_released() {
+    let (_listening, factory, live) = serve_counted(&unix("abandoned")).await;
+    // The caller gives up once the counter exists, before the answer carrying it comes.
+    let call = factory.counter_later(200);
+    let gave_up = tokio::time::timeout(Duration::from_secs(5), async {
+        tokio::pin!(call);
+        tokio::select! {
+            _ = &mut call => panic!("the answer came before the counter was seen"),
+            _ = until_live(&live, 1) => {}
+        }
+    })
+    .await;
+    assert!(gave_up.is_ok(), "the factory made no counter");
+    // The answer still arrives; decoding and dropping it releases the counter.
+    assert_eq!(
+        settle(&live).await,
+        0,
+        "the abandoned call's counter leaked"
+    );
+
+    // The same when the call's deadline passes.
+    let hurried = factory.with_timeout(Duration::from_millis(50));
+    let error = hurried.counter_later(200).await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::DeadlineExceeded);
+    let made = tokio::time::timeout(Duration::from_secs(5), until_live(&live, 1)).await;
+    assert!(made.is_ok(), "the factory made no counter");
+    assert_eq!(settle(&live).await, 0, "the late answer's counter leaked");
+
+    // The connection still works, and what is held stays held.
+    let kept = factory.counter(7).await.unwrap().into_proxy().unwrap();
+    assert_eq!(kept.increment().await, Ok(8));
+    assert_eq!(live.load(Ordering::Relaxed), 1);
 }
 
 #[tokio::test]

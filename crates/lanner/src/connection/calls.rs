@@ -9,6 +9,8 @@ use std::time::Instant;
 
 use lanner_proto::{MessageBuilder, OutFrame, Response, SendError};
 
+use crate::id::MethodInfo;
+
 use super::Connection;
 use crate::error::{Error, ErrorKind};
 use crate::id_hasher::IdBuildHasher;
@@ -18,6 +20,28 @@ use crate::id_hasher::IdBuildHasher;
 pub(super) struct PendingCall {
     reply: Option<Result<Response, Error>>,
     waker: Option<Waker>,
+    /// Set when the caller gave up on the call: its reply is decoded and dropped when it
+    /// comes (see [`Discard`]).
+    discard: Option<Discard>,
+}
+
+/// How to dispose of the reply of a call nobody waits for any more. A reply may carry
+/// references to the peer's objects, each of which the peer counts until it is released:
+/// dropped undecoded, they would stay counted (and their objects alive) as long as the
+/// connection lasts. Decoding the reply makes a proxy of each, and dropping those releases
+/// them. Only the caller's code knows the reply's type, so it leaves this behind.
+#[derive(Clone, Copy)]
+pub(crate) struct Discard {
+    /// Decodes the reply of `method` on the connection, and drops what it decoded.
+    pub(crate) run: fn(&Arc<Connection>, &'static MethodInfo, Response),
+    /// The method called.
+    pub(crate) method: &'static MethodInfo,
+}
+
+impl Discard {
+    fn apply(self, connection: &Arc<Connection>, response: Response) {
+        (self.run)(connection, self.method, response);
+    }
 }
 
 /// A call stamped and registered: its id, its frame, and whether it is the only one
@@ -68,19 +92,38 @@ impl Connection {
         .await?
     }
 
-    /// Gives up on the call `call_id`: forgets it (its answer will be dropped) and tells
-    /// the peer, which may stop working on it.
-    pub(super) fn abandon(self: &Arc<Self>, call_id: u64) {
-        let cancel = {
+    /// Gives up on the call `call_id` and tells the peer, which may stop working on it.
+    /// Its answer is dropped, or with `discard` decoded and dropped (now if it is here
+    /// already, else when it comes).
+    pub(super) fn abandon(self: &Arc<Self>, call_id: u64, discard: Option<Discard>) {
+        let (cancel, arrived) = {
             let mut state = self.state();
-            state.pending.remove(&call_id);
-            match state.closed {
+            let arrived = match state.pending.entry(call_id) {
+                Entry::Occupied(mut entry) => match (discard, entry.get_mut().reply.take()) {
+                    (Some(discard), None) => {
+                        let call = entry.get_mut();
+                        call.discard = Some(discard);
+                        call.waker = None;
+                        None
+                    }
+                    (discard, reply) => {
+                        entry.remove();
+                        discard.zip(reply.and_then(Result::ok))
+                    }
+                },
+                Entry::Vacant(_) => None,
+            };
+            let cancel = match state.closed {
                 Some(_) => None,
                 None => state.proto.cancel(call_id),
-            }
+            };
+            (cancel, arrived)
         };
         if let Some(cancel) = cancel {
             let _ = self.send_frame(OutFrame::contiguous(cancel));
+        }
+        if let Some((discard, response)) = arrived {
+            discard.apply(self, response);
         }
     }
 
@@ -194,6 +237,28 @@ pub(super) enum Delivered {
     Mine(Response),
     /// Stored in its call's slot; wake this waiter.
     Stored(Option<Waker>),
+    /// Its caller gave up on it: to be disposed of (outside the state's lock).
+    Discarded(Discard, Response),
+}
+
+impl Delivered {
+    /// Wakes the waiter or disposes of a discarded response; `Some` for the receiving
+    /// caller's own response.
+    pub(super) fn complete(self, connection: &Arc<Connection>) -> Option<Response> {
+        match self {
+            Delivered::Mine(response) => Some(response),
+            Delivered::Stored(waker) => {
+                if let Some(waker) = waker {
+                    waker.wake();
+                }
+                None
+            }
+            Delivered::Discarded(discard, response) => {
+                discard.apply(connection, response);
+                None
+            }
+        }
+    }
 }
 
 /// Delivers a response to its call (see [`Delivered`]).
@@ -210,6 +275,10 @@ pub(super) fn deliver(
     }
     match pending.get_mut(&call_id) {
         Some(call) => {
+            if let Some(discard) = call.discard {
+                pending.remove(&call_id);
+                return Delivered::Discarded(discard, response);
+            }
             call.reply = Some(Ok(response));
             Delivered::Stored(call.waker.take())
         }

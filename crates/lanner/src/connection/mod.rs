@@ -42,7 +42,7 @@ mod reader;
 mod releases;
 mod writer;
 
-pub(crate) use calls::until;
+pub(crate) use calls::{Discard, until};
 pub(crate) use dispatch::{Served, Waiting};
 pub(crate) use exports::{Denied, ExportTable, MAX_EXPORTS, ROOT_HANDLE};
 pub(crate) use handshake::{Admission, accept, connect, refuse};
@@ -523,9 +523,9 @@ impl Connection {
 
     /// Feeds a received frame to the state machine. A response is delivered under the same
     /// lock: handed straight back if it answers `mine` (the caller receiving), else put in
-    /// its call's slot.
+    /// its call's slot, or (its caller gone) disposed of after the lock is let go.
     fn handle_frame(
-        &self,
+        self: &Arc<Self>,
         frame: bytes::Bytes,
         mine: Option<u64>,
     ) -> Result<Handled, lanner_proto::ProtocolError> {
@@ -538,14 +538,9 @@ impl Connection {
                 if wake_credit_waiters {
                     self.credit_available.notify_waiters();
                 }
-                Ok(match delivered {
-                    calls::Delivered::Mine(response) => Handled::Mine(response),
-                    calls::Delivered::Stored(waker) => {
-                        if let Some(waker) = waker {
-                            waker.wake();
-                        }
-                        Handled::Delivered
-                    }
+                Ok(match delivered.complete(self) {
+                    Some(response) => Handled::Mine(response),
+                    None => Handled::Delivered,
                 })
             }
             event => {

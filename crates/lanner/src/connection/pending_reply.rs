@@ -21,7 +21,7 @@ use std::time::Instant;
 use lanner_proto::{MessageBuilder, OutFrame, Response};
 
 use super::Connection;
-use super::calls::Begun;
+use super::calls::{Begun, Discard};
 use crate::error::{Error, ErrorKind};
 
 /// Waiting for a credit, boxed: the rare case, kept out of every call's future.
@@ -59,6 +59,8 @@ pub(crate) struct PendingReply {
     armed: bool,
     /// The deadline's timer, made on the first wait that needs it.
     timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// How to dispose of the reply if the call is abandoned (see [`Discard`]).
+    discard: Option<Discard>,
 }
 
 impl Connection {
@@ -82,6 +84,7 @@ impl Connection {
             phase: Phase::Wait,
             armed: false,
             timer: None,
+            discard: None,
         };
         match pending.connection.try_begin(request, false) {
             Ok(Ok(begun)) => pending.send(begun),
@@ -98,6 +101,12 @@ impl Connection {
 }
 
 impl PendingReply {
+    /// If the call is abandoned, its reply is to be disposed of with `discard` rather
+    /// than dropped undecoded (see [`Discard`]).
+    pub(crate) fn discard_with(&mut self, discard: Discard) {
+        self.discard = Some(discard);
+    }
+
     /// The connection the call went on (where references in the reply are decoded).
     pub(crate) fn connection(&self) -> &Arc<Connection> {
         &self.connection
@@ -239,7 +248,7 @@ impl Future for PendingReply {
 impl Drop for PendingReply {
     fn drop(&mut self) {
         if self.armed {
-            self.connection.abandon(self.call_id);
+            self.connection.abandon(self.call_id, self.discard);
         }
     }
 }
