@@ -287,11 +287,12 @@ fn expand_stub(interface: &Interface) -> TokenStream {
     let trait_ident = &item.ident;
     let proxy = format_ident!("{}Proxy", trait_ident);
     let stub = format_ident!("{}Stub", trait_ident);
-    let (call, this, methods, ordinal_var) = (
+    let (call, this, methods, ordinal_var, refusal) = (
         local("call"),
         local("this"),
         local("methods"),
         local("ordinal"),
+        local("refusal"),
     );
     let arms = interface.methods.iter().enumerate().map(|(index, method)| {
         let ordinal = index as u16;
@@ -329,10 +330,18 @@ fn expand_stub(interface: &Interface) -> TokenStream {
                 ::lanner::__private::reply::<#codec, #err>(#this.#name(#(#args),*).await)
             })
         };
+        // A refused call's arguments are decoded, then dropped with the refusal as the
+        // answer: that releases the object references among them (see
+        // `IncomingCall::__route`).
         quote! {
             #ordinal => {
+                let decoded = #arguments;
+                if let ::core::option::Option::Some(reply) = #refusal {
+                    ::core::mem::drop(decoded);
+                    return ::lanner::__private::Box::pin(async move { reply });
+                }
                 let (#(#inline_idents,)*): (#(#inline_types,)*) =
-                    match #arguments {
+                    match decoded {
                         ::core::result::Result::Ok(args) => args,
                         ::core::result::Result::Err(reply) => {
                             return ::lanner::__private::Box::pin(async move { reply });
@@ -431,11 +440,11 @@ fn expand_stub(interface: &Interface) -> TokenStream {
                     ::core::result::Result::Err(reply) => return reply,
                 };
                 let #methods = <#proxy as ::lanner::__private::Proxy>::METHODS;
-                let #ordinal_var = match #call.route(
+                let (#ordinal_var, #refusal) = match #call.__route(
                     <#proxy as ::lanner::__private::Proxy>::INTERFACE_NAME,
                     #methods,
                 ) {
-                    ::core::result::Result::Ok(ordinal) => ordinal,
+                    ::core::result::Result::Ok(routed) => routed,
                     ::core::result::Result::Err(reply) => {
                         return ::lanner::__private::Box::pin(async move { reply });
                     }

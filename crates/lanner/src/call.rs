@@ -17,6 +17,9 @@ pub struct IncomingCall<'a> {
     pub(crate) connection: &'a Arc<Connection>,
     /// What the peer may call on this interface of the object.
     pub(crate) access: &'a MethodAccess,
+    /// Why the server refuses every call right now (its limit of calls in progress is
+    /// reached), if it does.
+    pub(crate) overloaded: Option<String>,
 }
 
 impl IncomingCall<'_> {
@@ -60,17 +63,44 @@ impl IncomingCall<'_> {
     /// reply saying how the signatures differ. A method the caller may not call (see
     /// [`crate::AccessPolicy`]) gets a `PermissionDenied` reply; the check is on the
     /// method found, whatever ordinal the caller named.
+    /// A server that has reached its limit of calls in progress refuses every call with
+    /// `Overloaded`.
     pub fn route(&self, interface: &str, methods: &[MethodInfo]) -> Result<u16, Reply> {
+        match self.find(interface, methods)? {
+            (ordinal, None) => Ok(ordinal),
+            (_, Some(refusal)) => Err(refusal),
+        }
+    }
+
+    /// [`IncomingCall::route`] for generated stubs: a method found but refused (by the
+    /// access policy, or because the server is overloaded) comes with its refusal, so that
+    /// the stub decodes its arguments before answering with it. Dropping what was decoded
+    /// releases the object references among the arguments, which the caller counted for
+    /// this connection; left undecoded, they would stay counted until the connection ends.
+    #[doc(hidden)]
+    pub fn __route(
+        &self,
+        interface: &str,
+        methods: &[MethodInfo],
+    ) -> Result<(u16, Option<Reply>), Reply> {
+        self.find(interface, methods)
+    }
+
+    fn find(&self, interface: &str, methods: &[MethodInfo]) -> Result<(u16, Option<Reply>), Reply> {
         let fingerprint = self.request.fingerprint;
         let found = match methods.get(usize::from(self.request.method)) {
             Some(method) if method.fingerprint == fingerprint => Some(method),
             _ => methods.iter().find(|m| m.fingerprint == fingerprint),
         };
         if let Some(method) = found {
-            if self.access.allows(method.ordinal) {
-                return Ok(method.ordinal);
-            }
-            return Err(self.denied(interface, method));
+            let refusal = if let Some(message) = &self.overloaded {
+                Some(Reply::status(Status::Overloaded, message))
+            } else if !self.access.allows(method.ordinal) {
+                Some(self.denied(interface, method))
+            } else {
+                None
+            };
+            return Ok((method.ordinal, refusal));
         }
         let detail = match methods.get(usize::from(self.request.method)) {
             Some(method) => format!(

@@ -278,6 +278,47 @@ async fn references_in_the_answer_to_an_abandoned_call_are_released() {
     assert_eq!(live.load(Ordering::Relaxed), 1);
 }
 
+/// A listener that counts itself while alive.
+struct CountedListener(Arc<AtomicI64>);
+
+impl Drop for CountedListener {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Listener for CountedListener {
+    async fn notify(&self, _value: u64) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn references_among_the_arguments_of_a_refused_call_are_released() {
+    let server = Server::new().with_access(
+        lanner::AccessPolicy::allow_by_default()
+            .deny(lanner::Target::object("factory").method("subscribe"), ["*"]),
+    );
+    server.publish(
+        "factory",
+        Object::new(FactoryStub::new(Arc::new(FactoryImpl::default()))),
+    );
+    let listening = server.listen(&unix("refused")).await.unwrap();
+    let factory: FactoryProxy = Client::new()
+        .connect(&listening.endpoint().object_url("factory"))
+        .await
+        .unwrap();
+    let live = Arc::new(AtomicI64::new(1));
+    let listener = Object::new(ListenerStub::new(Arc::new(CountedListener(live.clone()))));
+
+    let error = factory.subscribe(ObjRef::new(listener)).await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::PermissionDenied, "{error}");
+    // The server decoded the arguments before refusing, and dropping them released the
+    // listener it was handed: nothing else holds it.
+    assert_eq!(settle(&live).await, 0, "the refused call's listener leaked");
+    assert_eq!(factory.counter(1).await.map(|_| ()), Ok(()));
+}
+
 #[tokio::test]
 async fn a_client_that_dies_releases_everything_it_held() {
     let (_listening, factory, live) = serve_counted(&unix("death")).await;

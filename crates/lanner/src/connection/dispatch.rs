@@ -28,10 +28,13 @@ impl Connection {
     pub(super) fn dispatch(self: &Arc<Self>, request: Request, cx: &mut Context<'_>) {
         let call_id = request.call_id;
         let one_way = request.one_way;
-        if let Some(limit) = self.call_limit.as_ref().filter(|limit| limit.is_full()) {
-            let reply = Reply::status(Status::Overloaded, &limit.full_message());
-            return self.answer(call_id, one_way, reply);
-        }
+        // Refused by the stub (see `IncomingCall::__route`), which first decodes the
+        // arguments so that the references among them are released.
+        let overloaded = self
+            .call_limit
+            .as_ref()
+            .filter(|limit| limit.is_full())
+            .map(|limit| limit.full_message());
         let slot = self.exports().slot(request.object, request.slot);
         let ExportedSlot {
             direct,
@@ -52,6 +55,7 @@ impl Connection {
             request,
             connection: self,
             access: &access,
+            overloaded,
         };
         let mut context = CallContext::new(deadline, self.identity().clone());
         if let Some(apartment) = &apartment {
