@@ -287,3 +287,21 @@ async fn parameters_may_have_any_name() {
     );
     assert_eq!(proxy.inline_only(vec![7, 8], 9).await, Ok(vec![7, 8, 9]));
 }
+
+/// Callers keep many calls outstanding by moving each call's future into a set or a task,
+/// and every move copies it: a call's future holds the call in flight, not the request it
+/// sent or the state of every way of waiting (see `docs/decisions.md`, "The call future is
+/// small"): 344 bytes in release, 376 in debug builds, 768 before.
+#[tokio::test]
+async fn a_call_future_stays_small() {
+    let (_server, _listening, _service) = serve_service("calls-small", Server::new()).await;
+    let blobs: BlobsProxy = lanner::connect(&url("calls-small")).await.unwrap();
+    let calc: CalculatorProxy = lanner::connect(&url("calls-small")).await.unwrap();
+    let echo = blobs.echo(Bytes::new());
+    let add = calc.add(1, 2);
+    for size in [std::mem::size_of_val(&echo), std::mem::size_of_val(&add)] {
+        assert!(size <= 512, "a call's future is {size} bytes");
+    }
+    assert_eq!(echo.await.unwrap(), Bytes::new());
+    assert_eq!(add.await, Ok(3));
+}
