@@ -62,9 +62,8 @@ impl IncomingCall<'_> {
     /// fingerprint at another ordinal (an interface that grew), else an `Unimplemented`
     /// reply saying how the signatures differ. A method the caller may not call (see
     /// [`crate::AccessPolicy`]) gets a `PermissionDenied` reply; the check is on the
-    /// method found, whatever ordinal the caller named.
-    /// A server that has reached its limit of calls in progress refuses every call with
-    /// `Overloaded`.
+    /// method found, whatever ordinal the caller named. While the server is at its limit
+    /// of suspended calls, every call gets an `Overloaded` reply.
     pub fn route(&self, interface: &str, methods: &[MethodInfo]) -> Result<u16, Reply> {
         match self.find(interface, methods)? {
             (ordinal, None) => Ok(ordinal),
