@@ -98,6 +98,8 @@ impl Connection {
     pub(super) fn abandon(self: &Arc<Self>, call_id: u64, discard: Option<Discard>) {
         let (cancel, arrived) = {
             let mut state = self.state();
+            // On a closed connection no answer will come: nothing to wait for.
+            let discard = discard.filter(|_| state.closed.is_none());
             let arrived = match state.pending.entry(call_id) {
                 Entry::Occupied(mut entry) => match (discard, entry.get_mut().reply.take()) {
                     (Some(discard), None) => {

@@ -71,7 +71,8 @@ impl Connection {
     ///
     /// At `deadline` the call fails with `DeadlineExceeded`; dropping the returned future
     /// abandons the call. Either way, once the request is out the peer is sent a CANCEL
-    /// and the answer, when it comes, is dropped.
+    /// and the answer, when it comes, is dropped (decoded first if the caller left a
+    /// [`Discard`]).
     pub(crate) fn call(
         self: Arc<Self>,
         request: MessageBuilder,
