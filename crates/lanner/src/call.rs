@@ -9,6 +9,7 @@ use crate::access::MethodAccess;
 use crate::connection::Connection;
 use crate::error::{Error, ErrorKind};
 use crate::id::MethodInfo;
+use crate::server::CallLimit;
 
 /// A call received by a server: which method, its arguments, and where it came from. A
 /// stub reads what it needs from it synchronously, before returning the method's future.
@@ -17,9 +18,8 @@ pub struct IncomingCall<'a> {
     pub(crate) connection: &'a Arc<Connection>,
     /// What the peer may call on this interface of the object.
     pub(crate) access: &'a MethodAccess,
-    /// Why the server refuses every call right now (its limit of calls in progress is
-    /// reached), if it does.
-    pub(crate) overloaded: Option<String>,
+    /// The server's limit of suspended calls, if it is reached: every call is refused.
+    pub(crate) overloaded: Option<&'a CallLimit>,
 }
 
 impl IncomingCall<'_> {
@@ -62,8 +62,7 @@ impl IncomingCall<'_> {
     /// fingerprint at another ordinal (an interface that grew), else an `Unimplemented`
     /// reply saying how the signatures differ. A method the caller may not call (see
     /// [`crate::AccessPolicy`]) gets a `PermissionDenied` reply; the check is on the
-    /// method found, whatever ordinal the caller named. While the server is at its limit
-    /// of suspended calls, every call gets an `Overloaded` reply.
+    /// method found, whatever ordinal the caller named.
     pub fn route(&self, interface: &str, methods: &[MethodInfo]) -> Result<u16, Reply> {
         match self.find(interface, methods)? {
             (ordinal, None) => Ok(ordinal),
@@ -92,8 +91,8 @@ impl IncomingCall<'_> {
             _ => methods.iter().find(|m| m.fingerprint == fingerprint),
         };
         if let Some(method) = found {
-            let refusal = if let Some(message) = &self.overloaded {
-                Some(Reply::status(Status::Overloaded, message))
+            let refusal = if let Some(limit) = self.overloaded {
+                Some(limit.refusal())
             } else if !self.access.allows(method.ordinal) {
                 Some(self.denied(interface, method))
             } else {

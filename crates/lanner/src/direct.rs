@@ -67,9 +67,8 @@ impl Direct {
 /// The serving function of a stub without a [`Direct`] of its own: the target is the stub.
 fn through_stub(target: Implementation, call: IncomingCall<'_>) -> DispatchFuture {
     // A hand-written stub may not route: the refusal is made here for it.
-    if let Some(message) = &call.overloaded {
-        let reply = Reply::status(lanner_proto::Status::Overloaded, message);
-        return Box::pin(std::future::ready(reply));
+    if let Some(limit) = call.overloaded {
+        return Box::pin(std::future::ready(limit.refusal()));
     }
     match Direct::downcast::<Arc<dyn Stub>>(target) {
         Ok(stub) => stub.dispatch(call),

@@ -5,10 +5,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 
+use lanner_proto::Status;
 use tokio::task::JoinHandle;
 
 use crate::access::AccessPolicy;
 use crate::auth::ServerAuth;
+use crate::call::Reply;
 use crate::client::Client;
 use crate::connection::{self, Admission, Connection};
 use crate::error::{Error, ErrorKind};
@@ -481,11 +483,13 @@ impl CallLimit {
         self.running.load(Ordering::Relaxed) >= self.max
     }
 
-    pub(crate) fn full_message(&self) -> String {
-        format!(
+    /// The answer to a call refused because the limit is reached.
+    pub(crate) fn refusal(&self) -> Reply {
+        let message = format!(
             "the server is running its maximum of {} suspended calls; try again later",
             self.max
-        )
+        );
+        Reply::status(Status::Overloaded, &message)
     }
 
     /// Counts a call that is suspended until the returned guard drops.

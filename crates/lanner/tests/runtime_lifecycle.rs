@@ -265,6 +265,37 @@ async fn calls_beyond_the_servers_limit_are_turned_away_unexecuted() {
 }
 
 #[tokio::test]
+async fn an_apartment_object_turns_calls_away_at_once_when_the_server_is_full() {
+    let server = Server::new().with_max_suspended_calls(1);
+    let slow = Object::new(SlowStub::new(Arc::new(SlowService))).in_apartment();
+    server.publish("slow", slow);
+    let listening = server
+        .listen("mem://lifecycle-full-apartment")
+        .await
+        .unwrap();
+    let proxy: SlowProxy = Client::new()
+        .connect(&listening.endpoint().object_url("slow"))
+        .await
+        .unwrap();
+    let long = tokio::spawn({
+        let proxy = proxy.clone();
+        async move { proxy.sleep_ms(500).await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // The refusal is not queued behind the apartment's running call.
+    let refused = proxy.sleep_ms(1);
+    tokio::pin!(long);
+    tokio::select! {
+        refused = refused => {
+            let refused = refused.unwrap_err();
+            assert_eq!(refused.kind(), ErrorKind::Overloaded, "{refused}");
+        }
+        _ = &mut long => panic!("the refusal waited for the apartment's call"),
+    }
+    assert_eq!(long.await.unwrap(), Ok(500));
+}
+
+#[tokio::test]
 async fn a_closed_connection_cancels_the_calls_it_was_serving() {
     let server = Server::new().with_max_suspended_calls(1);
     server.publish("slow", Object::new(SlowStub::new(Arc::new(SlowService))));

@@ -39,8 +39,19 @@ pub(crate) struct Discard {
 }
 
 impl Discard {
+    /// Runs on the connection's receiver: a decoder that panics (the user's types decode
+    /// themselves) costs the answer nobody waits for, not the connection.
     fn apply(self, connection: &Arc<Connection>, response: Response) {
-        (self.run)(connection, self.method, response);
+        let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            (self.run)(connection, self.method, response);
+        }));
+        if decoded.is_err() {
+            tracing::warn!(
+                peer = %connection.peer(),
+                method = self.method.name,
+                "decoding an abandoned call's answer panicked"
+            );
+        }
     }
 }
 
@@ -52,7 +63,9 @@ pub(super) type Begun = (u64, OutFrame, bool);
 pub(super) type PendingCalls = HashMap<u64, PendingCall, IdBuildHasher>;
 
 /// Fails every outstanding call with `error`; returns the wakers to wake (outside the lock).
+/// Calls their callers gave up on are forgotten: no answer will come for them.
 pub(super) fn fail_all(pending: &mut PendingCalls, error: &Error) -> Vec<Waker> {
+    pending.retain(|_, call| call.discard.is_none());
     pending
         .values_mut()
         .filter_map(|call| {

@@ -30,11 +30,7 @@ impl Connection {
         let one_way = request.one_way;
         // Refused by the stub (see `IncomingCall::__route`), which first decodes the
         // arguments so that the references among them are released.
-        let overloaded = self
-            .call_limit
-            .as_ref()
-            .filter(|limit| limit.is_full())
-            .map(|limit| limit.full_message());
+        let overloaded = self.call_limit.as_deref().filter(|limit| limit.is_full());
         let slot = self.exports().slot(request.object, request.slot);
         let ExportedSlot {
             direct,
@@ -67,12 +63,14 @@ impl Connection {
             one_way,
         };
         match &apartment {
-            None => {
+            // A refusal is answered at once, never queued behind the apartment's calls
+            // (where it would count against the very limit it refuses for).
+            Some(apartment) if overloaded.is_none() => apartment.enter(self, call, cx),
+            _ => {
                 if let Some(waiting) = self.run_inline(call, cx) {
                     tokio::spawn(waiting.finish());
                 }
             }
-            Some(apartment) => apartment.enter(self, call, cx),
         }
     }
 
