@@ -171,7 +171,7 @@ impl MessageBuilder {
     /// their wire widths here.
     pub(crate) fn finish(mut self) -> OutFrame {
         let fixed_len = self.fixed_len();
-        let inline_len = (self.buf.len() - fixed_len) as u32;
+        let inline_len = self.inline_len() as u32;
         let mut bulk_len = 0u64;
         for segment in &self.bulk {
             self.buf.put_u32_le(segment.len() as u32);

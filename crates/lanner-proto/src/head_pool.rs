@@ -34,13 +34,14 @@ pub(crate) fn take() -> BytesMut {
         .unwrap_or_else(|| BytesMut::with_capacity(INITIAL_CAPACITY))
 }
 
-/// Gives back a buffer whose contents are written (and no longer needed). Kept if it is
-/// the only handle to its allocation and not too large; freed otherwise.
+/// Gives back a buffer whose contents are written (and no longer needed). Kept if it has
+/// room for a fresh message and is not too large; freed otherwise.
 pub(crate) fn give_back(mut buffer: BytesMut) {
     buffer.clear();
-    // Back to the start of its allocation, which must be unshared and at least the
-    // initial size (a buffer split off another is not).
-    if !buffer.try_reclaim(INITIAL_CAPACITY) || buffer.capacity() > MAX_POOLED {
+    // Kept if it has room for a fresh message: what is left after its written part, or
+    // else its whole allocation reclaimed from the start (possible only when nothing else
+    // shares it). A buffer that grew large is freed.
+    if buffer.capacity() > MAX_POOLED || !buffer.try_reclaim(INITIAL_CAPACITY) {
         return;
     }
     // During thread teardown the pool may be gone: the buffer is then simply freed.
