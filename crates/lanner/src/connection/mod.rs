@@ -32,6 +32,7 @@ use crate::transport::{FrameSink, FrameSource};
 
 mod calls;
 mod control;
+mod delivery_marks;
 mod dispatch;
 mod exports;
 mod handshake;
@@ -61,6 +62,8 @@ pub(crate) struct Connection {
     /// The data pointer of the waker of the last caller that waited alone for its reply
     /// (see [`Connection::call`]): the same caller again may spin for its reply at once.
     lone_caller: AtomicUsize,
+    /// Lets a waiting call skip the state's lock when no answer came for it.
+    marks: delivery_marks::DeliveryMarks,
     /// Bumped whenever the flusher writes something: the reader counts it as activity and
     /// keeps spinning while a large frame drains (bounded: a peer that stops reading stops
     /// the progress).
@@ -197,6 +200,7 @@ impl Connection {
                 flusher_active: AtomicBool::new(false),
                 deferred: AtomicBool::new(false),
                 lone_caller: AtomicUsize::new(0),
+                marks: delivery_marks::DeliveryMarks::new(),
                 write_progress: AtomicU64::new(0),
                 runtime: tokio::runtime::Handle::current(),
                 credit_available: Notify::new(),
@@ -533,8 +537,13 @@ impl Connection {
         match state.proto.handle_frame(frame)? {
             Event::Response(response) => {
                 let wake_credit_waiters = response.credits > 0 && state.credit_waiters > 0;
+                let call_id = response.call_id;
                 let delivered = calls::deliver(&mut state.pending, response, mine, &self.peer);
                 drop(state);
+                if let calls::Delivered::Stored(_) = delivered {
+                    // Before the waiter is woken (see `delivery_marks`).
+                    self.marks.bump(call_id);
+                }
                 if wake_credit_waiters {
                     self.credit_available.notify_waiters();
                 }
@@ -578,6 +587,7 @@ impl Connection {
             self.usable.store(false, Ordering::Release);
             calls::fail_all(&mut state.pending, &error)
         };
+        self.marks.bump_all();
         tracing::debug!(peer = %self.peer, %error, "connection closed");
         for waker in wakers {
             waker.wake();

@@ -22,6 +22,7 @@ use lanner_proto::{MessageBuilder, OutFrame, Response};
 
 use super::Connection;
 use super::calls::{Begun, Discard};
+use super::delivery_marks::LastLook;
 use crate::error::{Error, ErrorKind};
 
 /// Waiting for a credit, boxed: the rare case, kept out of every call's future.
@@ -61,6 +62,8 @@ pub(crate) struct PendingReply {
     timer: Option<Pin<Box<tokio::time::Sleep>>>,
     /// How to dispose of the reply if the call is abandoned (see [`Discard`]).
     discard: Option<Discard>,
+    /// What the last look for the reply under the lock saw (see `delivery_marks`).
+    last_look: Option<LastLook>,
 }
 
 impl Connection {
@@ -86,6 +89,7 @@ impl Connection {
             armed: false,
             timer: None,
             discard: None,
+            last_look: None,
         };
         match pending.connection.try_begin(request, false) {
             Ok(Ok(begun)) => pending.send(begun),
@@ -193,9 +197,17 @@ impl PendingReply {
 
     /// Waits for the reader to deliver the reply, until the deadline.
     fn wait(&mut self, cx: &mut Context<'_>) -> Poll<Result<Response, Error>> {
-        if let Poll::Ready(reply) = self.connection.poll_reply(self.call_id, cx) {
-            self.armed = false;
-            return Poll::Ready(reply.map_err(Error::after_sending));
+        // Read before looking: an answer stored after the look moves it.
+        let mark = self.connection.marks.read(self.call_id);
+        let nothing_new = self
+            .last_look
+            .is_some_and(|look| look.unchanged(mark, cx.waker()));
+        if !nothing_new {
+            if let Poll::Ready(reply) = self.connection.poll_reply(self.call_id, cx) {
+                self.armed = false;
+                return Poll::Ready(reply.map_err(Error::after_sending));
+            }
+            self.last_look = Some(LastLook::new(mark, cx.waker()));
         }
         let Some(deadline) = self.deadline else {
             return Poll::Pending;
