@@ -336,6 +336,14 @@ async fn read_loop(holder: &Holder, signal: &ReaderSignal, spin: Duration) -> Re
         let Some(connection) = holder.get() else {
             return Ok(());
         };
+        if !spin.is_zero() {
+            // Spinning needs no wake-ups: the transport may stop having the reactor watch.
+            connection
+                .source
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .stop_watching();
+        }
         spin_while_busy(&connection, signal, spin).await?;
         drop(connection);
         sleep(holder, signal).await?;

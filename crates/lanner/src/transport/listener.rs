@@ -137,8 +137,10 @@ impl Listener {
                             credentials.pid,
                             credentials.uid
                         );
-                        let transport = unix::from_stream(stream, peer, Some(credentials));
-                        return Ok(Incoming(Setup::Ready(transport)));
+                        match unix::from_stream(stream, peer, Some(credentials)) {
+                            Ok(transport) => return Ok(Incoming(Setup::Ready(transport))),
+                            Err(error) => tracing::info!(%error, "Unix connection setup failed"),
+                        }
                     }
                     Err(error) => tracing::info!(%error, "Unix connection setup failed"),
                 }

@@ -32,6 +32,7 @@ pub mod unix;
 mod listener;
 mod recv_buffer;
 mod sys;
+mod watched_socket;
 
 pub use listener::{Incoming, Listener, connect, connect_tls};
 
@@ -110,6 +111,12 @@ pub trait FrameSource: Send + 'static {
     /// Sets the largest frame accepted from now on. Larger frames fail with
     /// [`FrameError::TooLarge`] before any memory is reserved for them.
     fn set_max_frame_size(&mut self, max_frame_size: u32);
+
+    /// The receiver goes back to spinning ([`FrameSource::try_recv`]) after waiting with
+    /// [`FrameSource::poll_recv`]: a transport that had itself watched by the reactor for
+    /// the wait may stop (watching costs every message something; see
+    /// `watched_socket`). Not called on connections that do not spin.
+    fn stop_watching(&mut self) {}
 }
 
 /// Both halves of a connected transport, plus a description of the peer for messages.

@@ -71,6 +71,10 @@ pub trait StreamReadHalf: AsyncRead + Unpin + Send + 'static {
     /// registering for wake-ups: `Ok(0)` when the peer closed, `WouldBlock` when nothing is
     /// there. Called while spinning, so it should cost one system call at most.
     fn try_read(&mut self, buffer: &mut BytesMut) -> io::Result<usize>;
+
+    /// See [`FrameSource::stop_watching`]. Does nothing unless the half watches its
+    /// socket only on demand.
+    fn stop_watching(&mut self) {}
 }
 
 /// Plain sockets are read with `recv(MSG_DONTWAIT)` straight on the descriptor: arriving
@@ -179,6 +183,10 @@ impl<R: StreamReadHalf> FrameSource for StreamSource<R> {
 
     fn set_max_frame_size(&mut self, max_frame_size: u32) {
         self.splitter.set_max_frame_size(max_frame_size);
+    }
+
+    fn stop_watching(&mut self) {
+        self.reader.stop_watching();
     }
 
     fn frame_ready(&self) -> bool {

@@ -7,6 +7,7 @@ use tokio::net::TcpStream;
 
 use super::Transport;
 use super::stream::{StreamSink, StreamSource};
+use super::watched_socket;
 
 /// Connects to `address` (`host:port`).
 pub async fn connect(address: &str) -> io::Result<Transport> {
@@ -14,14 +15,15 @@ pub async fn connect(address: &str) -> io::Result<Transport> {
     from_stream(stream)
 }
 
-/// Wraps a connected TCP stream, setting `TCP_NODELAY`.
+/// Wraps a connected TCP stream, setting `TCP_NODELAY`. The socket is in the reactor only
+/// while the connection waits on it (see `watched_socket`).
 pub fn from_stream(stream: TcpStream) -> io::Result<Transport> {
     stream.set_nodelay(true)?;
     let peer = stream
         .peer_addr()
         .map(|a| format!("tcp://{a}"))
         .unwrap_or_else(|_| "tcp://?".into());
-    let (reader, writer) = stream.into_split();
+    let (reader, writer) = watched_socket::split(stream.into_std()?.into());
     Ok(Transport {
         sink: Box::new(StreamSink::new(writer)),
         source: Box::new(StreamSource::new(reader)),
