@@ -243,6 +243,11 @@ pub struct Env {
     pub kernel: String,
     /// `release` or `debug`.
     pub profile: &'static str,
+    /// How much tasks waited for a CPU lately, when the result was reported (absent where
+    /// the kernel does not tell): a few percent means the run had competition and its
+    /// figures are noisier than usual.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_pressure: Option<crate::procfs::CpuPressure>,
 }
 
 impl Env {
@@ -258,6 +263,7 @@ impl Env {
             } else {
                 "release"
             },
+            cpu_pressure: crate::procfs::cpu_pressure().ok(),
         }
     }
 }
