@@ -178,3 +178,40 @@ async fn a_private_client_has_connections_of_its_own() {
     assert_eq!(second.add(2, 2).await, Ok(4));
     assert_eq!(sent(&first), shared_before + 1);
 }
+
+/// Calls joined in one task (`join_all`): every answer wakes the task, which polls them
+/// all, and a call whose answer has not come returns without looking it up (see
+/// `connection/delivery_marks.rs`). Answered in reverse order of sending, rounds of them
+/// back to back, each call still gets its own answer and none is left waiting.
+async fn joined_calls_answered_out_of_order(url: &str) {
+    let control: ControlProxy = client_for(url).connect(url).await.unwrap();
+    for round in 0..20u64 {
+        let calls = (0..8u64).map(|index| {
+            let control = control.clone();
+            let token = round * 100 + index;
+            // The first sent sleeps longest, so the answers come back last to first.
+            async move { (token, control.sleep_ms(8 - index, token).await) }
+        });
+        let answers = tokio::time::timeout(PATIENCE, futures_util::future::join_all(calls))
+            .await
+            .expect("every joined call is answered");
+        for (token, answer) in answers {
+            assert_eq!(answer, Ok(token));
+        }
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn joined_calls_answered_out_of_order_all_complete() {
+    let (_server, _listening, url) = serve_on("tcp://127.0.0.1:0").await;
+    joined_calls_answered_out_of_order(&url).await;
+    let (_server, _listening, url) = serve_on(&shm_endpoint("joined")).await;
+    joined_calls_answered_out_of_order(&url).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn joined_calls_answered_out_of_order_all_complete_across_threads() {
+    let path = std::env::temp_dir().join(format!("lanner-joined-{}.sock", std::process::id()));
+    let (_server, _listening, url) = serve_on(&format!("unix://{}", path.display())).await;
+    joined_calls_answered_out_of_order(&url).await;
+}
