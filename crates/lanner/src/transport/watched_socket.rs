@@ -243,7 +243,16 @@ impl AsyncWrite for SocketWriteHalf {
         this.watching = true;
         let mut watch = this.socket.watch();
         watch.writer = true;
+        let fresh = watch.registration.is_none();
         let registration = this.socket.registration(&mut watch)?;
+        if fresh {
+            // A new registration knows nothing of the socket's state until the reactor
+            // turns: room that came since the caller's last try goes unused until then.
+            match send_slices_nonblocking(this.socket.fd.as_raw_fd(), slices) {
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+                done => return Poll::Ready(done),
+            }
+        }
         loop {
             let mut ready = ready!(registration.poll_write_ready(cx))?;
             match ready.try_io(|descriptor| send_slices_nonblocking(descriptor.get_ref().0, slices))
