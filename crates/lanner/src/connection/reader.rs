@@ -336,14 +336,6 @@ async fn read_loop(holder: &Holder, signal: &ReaderSignal, spin: Duration) -> Re
         let Some(connection) = holder.get() else {
             return Ok(());
         };
-        if !spin.is_zero() {
-            // Spinning needs no wake-ups: the transport may stop having the reactor watch.
-            connection
-                .source
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .stop_watching();
-        }
         spin_while_busy(&connection, signal, spin).await?;
         drop(connection);
         sleep(holder, signal).await?;
@@ -356,7 +348,10 @@ async fn spin_while_busy(
     signal: &ReaderSignal,
     spin: Duration,
 ) -> Result<(), Error> {
-    let mut spin_until = Instant::now() + spin;
+    let awake_since = Instant::now();
+    let mut spin_until = awake_since + spin;
+    // Whether the transport may still be watched by the reactor (see `UNWATCH_AFTER`).
+    let mut watched = !spin.is_zero();
     let mut spins = 0u32;
     let mut write_progress = connection.write_progress.load(Ordering::Relaxed);
     loop {
@@ -373,13 +368,19 @@ async fn spin_while_busy(
         });
         match burst.await? {
             Progress::Delivered | Progress::Mine(_) => {
+                let now = Instant::now();
+                watched = watched && still_watched(connection, awake_since, now);
                 // Let the caller we just woke run before we try the socket again. A deferred
                 // yield, because a caller in `block_on`'s root future only runs once the
                 // scheduler finds no other task ready.
-                spin_until = Instant::now() + spin;
+                spin_until = now + spin;
                 tokio::task::yield_now().await;
             }
-            Progress::Other => spin_until = Instant::now() + spin,
+            Progress::Other => {
+                let now = Instant::now();
+                watched = watched && still_watched(connection, awake_since, now);
+                spin_until = now + spin;
+            }
             Progress::Empty => {
                 if spin.is_zero() || signal.shutdown.load(Ordering::Relaxed) {
                     return Ok(());
@@ -404,6 +405,28 @@ async fn spin_while_busy(
             }
         }
     }
+}
+
+/// How long a reader must have stayed awake (spinning, busy) before it has the transport
+/// stop being watched by the reactor (see `transport/watched_socket.rs`). A connection
+/// whose reader sleeps between frames (large messages, sparse calls) stays watched: taking
+/// the socket out and putting it back around every sleep cost more there (1 MiB echoes
+/// over TCP, same-run A/B) than the watch costs. A busy one spins for long and gains what
+/// the watch costs each message.
+const UNWATCH_AFTER: Duration = Duration::from_millis(1);
+
+/// Whether the transport stays watched after activity at `now`: it stops once the reader
+/// has been awake for [`UNWATCH_AFTER`].
+fn still_watched(connection: &Connection, awake_since: Instant, now: Instant) -> bool {
+    if now.duration_since(awake_since) < UNWATCH_AFTER {
+        return true;
+    }
+    connection
+        .source
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .stop_watching();
+    false
 }
 
 /// Sleeps until the transport has data (and processes it), someone kicks us, or the

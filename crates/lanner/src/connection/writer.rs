@@ -210,6 +210,8 @@ impl Writer {
         }
         let result = ready!(result);
         self.flushing = false;
+        // Under this lock: whoever finds the transport full next registers afresh.
+        self.sink.stop_watching();
         if result.is_err() {
             // The transport is broken and the connection is failing: what is still queued
             // will never be written, and later senders must find an empty queue.

@@ -71,6 +71,11 @@ pub trait FrameSink: Send + 'static {
         }
         Poll::Ready(Ok(()))
     }
+
+    /// Everything queued is written (the flusher is done): a transport that had the
+    /// reactor watch for room may stop (see `watched_socket`). Called under the writer's
+    /// lock, before anyone can find the transport full again.
+    fn stop_watching(&mut self) {}
 }
 
 /// The result of a receive attempt that does not wait.

@@ -222,6 +222,10 @@ pub trait StreamWriteHalf: AsyncWrite + Unpin + Send + 'static {
     /// Writes as much of `slices` as goes now, without waiting and without registering for
     /// wake-ups; `WouldBlock` when nothing goes.
     fn try_write_vectored(&mut self, slices: &[IoSlice<'_>]) -> io::Result<usize>;
+
+    /// See [`FrameSink::stop_watching`]. Does nothing unless the half watches its socket
+    /// only on demand.
+    fn stop_watching(&mut self) {}
 }
 
 /// Plain sockets are written with a non-blocking `send`/`sendmsg` straight on the
@@ -313,6 +317,10 @@ impl<W: StreamWriteHalf> FrameSink for StreamSink<W> {
         }
         while !ready!(self.poll_write_batch(cx, frames))? {}
         Pin::new(&mut self.writer).poll_flush(cx)
+    }
+
+    fn stop_watching(&mut self) {
+        self.writer.stop_watching();
     }
 
     /// Writes with [`StreamWriteHalf::try_write_vectored`] (for sockets a vectored `sendmsg`
