@@ -6,35 +6,21 @@
 //! rustls's own buffer, a send of its records).
 
 use std::io;
+use std::mem::MaybeUninit;
 use std::os::fd::RawFd;
 
 use bytes::{BufMut, BytesMut};
 
-/// Receives up to the buffer's spare capacity from `fd` without blocking. `Ok(0)` means
-/// the peer closed; `WouldBlock` means no data now.
-pub(crate) fn recv_nonblocking(fd: RawFd, buffer: &mut BytesMut) -> io::Result<usize> {
-    let spare = buffer.chunk_mut();
-    let len = spare.len();
-    let ptr = spare.as_mut_ptr();
-    // SAFETY: `ptr` points to `len` writable bytes of the buffer's spare capacity, which
-    // stay valid for the duration of the call (nothing else borrows `buffer`); recv writes
-    // at most `len` bytes there and does not read them.
-    let received = unsafe { libc::recv(fd, ptr.cast(), len, libc::MSG_DONTWAIT) };
-    if received < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let received = received as usize;
-    // SAFETY: the kernel initialised exactly `received` (<= len) bytes at the start of the
-    // spare capacity.
-    unsafe { buffer.advance_mut(received) };
-    Ok(received)
-}
-
-/// Receives up to `buffer.len()` bytes from `fd` into `buffer` without blocking. `Ok(0)`
-/// means the peer closed (or `buffer` is empty); `WouldBlock` means no data now.
-pub(crate) fn recv_slice_nonblocking(fd: RawFd, buffer: &mut [u8]) -> io::Result<usize> {
+/// Receives up to `buffer.len()` bytes from `fd` into `buffer` (which need not be
+/// initialised) without blocking. `Ok(0)` means the peer closed (or `buffer` is empty);
+/// `WouldBlock` means no data now. The first bytes reported are initialised.
+pub(crate) fn recv_uninit_nonblocking(
+    fd: RawFd,
+    buffer: &mut [MaybeUninit<u8>],
+) -> io::Result<usize> {
     // SAFETY: `buffer` is valid for writes of `buffer.len()` bytes for the duration of the
-    // call (we hold its only borrow); recv writes at most that many bytes there.
+    // call (we hold its only borrow); recv writes at most that many bytes there and does
+    // not read them.
     let received = unsafe {
         libc::recv(
             fd,
@@ -47,6 +33,28 @@ pub(crate) fn recv_slice_nonblocking(fd: RawFd, buffer: &mut [u8]) -> io::Result
         return Err(io::Error::last_os_error());
     }
     Ok(received as usize)
+}
+
+/// Receives up to the buffer's spare capacity from `fd` without blocking. `Ok(0)` means
+/// the peer closed; `WouldBlock` means no data now.
+pub(crate) fn recv_nonblocking(fd: RawFd, buffer: &mut BytesMut) -> io::Result<usize> {
+    // SAFETY: recv writes only initialised bytes into the spare capacity. (`chunk_mut`
+    // makes room if there is none, so a full buffer never reads as a closed peer.)
+    let spare = unsafe { buffer.chunk_mut().as_uninit_slice_mut() };
+    let received = recv_uninit_nonblocking(fd, spare)?;
+    // SAFETY: the kernel initialised exactly `received` bytes at the start of the spare
+    // capacity.
+    unsafe { buffer.advance_mut(received) };
+    Ok(received)
+}
+
+/// Receives up to `buffer.len()` bytes from `fd` into `buffer` without blocking. `Ok(0)`
+/// means the peer closed (or `buffer` is empty); `WouldBlock` means no data now.
+pub(crate) fn recv_slice_nonblocking(fd: RawFd, buffer: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: the same memory seen as possibly uninitialised; recv writes only
+    // initialised bytes into it, so it stays initialised.
+    let buffer = unsafe { &mut *(std::ptr::from_mut(buffer) as *mut [MaybeUninit<u8>]) };
+    recv_uninit_nonblocking(fd, buffer)
 }
 
 /// Sends `slices` on socket `fd` without blocking: `send` for one slice (cheaper in the

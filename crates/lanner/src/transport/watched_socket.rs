@@ -20,7 +20,6 @@
 //! would cost two system calls per frame.
 
 use std::io::{self, IoSlice};
-use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -31,7 +30,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 
 use super::stream::{StreamReadHalf, StreamWriteHalf};
-use super::sys::{recv_nonblocking, send_slices_nonblocking};
+use super::sys::{recv_nonblocking, recv_uninit_nonblocking, send_slices_nonblocking};
 
 /// Splits a connected, non-blocking stream socket into halves that register it with the
 /// reactor only while one of them waits (see the module docs). Must be called within a
@@ -161,7 +160,7 @@ impl AsyncRead for SocketReadHalf {
             // SAFETY: `recv` writes at most `unfilled.len()` bytes into the unfilled part
             // and never reads it; exactly the bytes it reports are marked initialised.
             let unfilled = unsafe { buf.unfilled_mut() };
-            match recv_uninit(self.socket.fd.as_raw_fd(), unfilled) {
+            match recv_uninit_nonblocking(self.socket.fd.as_raw_fd(), unfilled) {
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
                 Err(error) => return Poll::Ready(Err(error)),
                 Ok(received) => {
@@ -177,7 +176,9 @@ impl AsyncRead for SocketReadHalf {
             // SAFETY: `recv` writes at most `unfilled.len()` bytes into the unfilled part
             // and never reads it; exactly the bytes it reports are marked initialised.
             let unfilled = unsafe { buf.unfilled_mut() };
-            match ready.try_io(|descriptor| recv_uninit(descriptor.get_ref().0, unfilled)) {
+            match ready
+                .try_io(|descriptor| recv_uninit_nonblocking(descriptor.get_ref().0, unfilled))
+            {
                 Ok(Ok(received)) => {
                     // SAFETY: the kernel initialised the first `received` bytes.
                     unsafe { buf.assume_init(received) };
@@ -190,24 +191,6 @@ impl AsyncRead for SocketReadHalf {
             }
         }
     }
-}
-
-/// Receives into uninitialised memory without blocking.
-fn recv_uninit(fd: RawFd, buffer: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
-    // SAFETY: `buffer` is valid for writes of `buffer.len()` bytes for the whole call (we
-    // hold its only borrow); recv writes at most that many bytes and does not read them.
-    let received = unsafe {
-        libc::recv(
-            fd,
-            buffer.as_mut_ptr().cast(),
-            buffer.len(),
-            libc::MSG_DONTWAIT,
-        )
-    };
-    if received < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(received as usize)
 }
 
 /// The sending half: non-blocking sends straight on the socket; when it is full, a wait
