@@ -348,9 +348,9 @@ async fn spin_while_busy(
     signal: &ReaderSignal,
     spin: Duration,
 ) -> Result<(), Error> {
-    let awake_since = Instant::now();
-    let mut spin_until = awake_since + spin;
-    // Whether the transport may still be watched by the reactor (see `UNWATCH_AFTER`).
+    let frames_at_wake = connection.messages_received.load(Ordering::Relaxed);
+    let mut spin_until = Instant::now() + spin;
+    // Whether the transport may still be watched by the reactor (see `UNWATCH_AFTER_FRAMES`).
     let mut watched = !spin.is_zero();
     let mut spins = 0u32;
     let mut write_progress = connection.write_progress.load(Ordering::Relaxed);
@@ -368,18 +368,16 @@ async fn spin_while_busy(
         });
         match burst.await? {
             Progress::Delivered | Progress::Mine(_) => {
-                let now = Instant::now();
-                watched = watched && still_watched(connection, awake_since, now);
+                watched = watched && still_watched(connection, frames_at_wake);
                 // Let the caller we just woke run before we try the socket again. A deferred
                 // yield, because a caller in `block_on`'s root future only runs once the
                 // scheduler finds no other task ready.
-                spin_until = now + spin;
+                spin_until = Instant::now() + spin;
                 tokio::task::yield_now().await;
             }
             Progress::Other => {
-                let now = Instant::now();
-                watched = watched && still_watched(connection, awake_since, now);
-                spin_until = now + spin;
+                watched = watched && still_watched(connection, frames_at_wake);
+                spin_until = Instant::now() + spin;
             }
             Progress::Empty => {
                 if spin.is_zero() || signal.shutdown.load(Ordering::Relaxed) {
@@ -407,18 +405,21 @@ async fn spin_while_busy(
     }
 }
 
-/// How long a reader must have stayed awake (spinning, busy) before it has the transport
-/// stop being watched by the reactor (see `transport/watched_socket.rs`). A connection
-/// whose reader sleeps between frames (large messages, sparse calls) stays watched: taking
-/// the socket out and putting it back around every sleep cost more there (1 MiB echoes
-/// over TCP, same-run A/B) than the watch costs. A busy one spins for long and gains what
-/// the watch costs each message.
-const UNWATCH_AFTER: Duration = Duration::from_millis(1);
+/// How many whole frames a reader must have received since it last woke before it has
+/// the transport stop being watched by the reactor (see `transport/watched_socket.rs`). A
+/// connection whose reader sleeps between frames (large messages, sparse calls) stays
+/// watched: taking the socket out and putting it back around every sleep cost more there
+/// (1 MiB echoes over TCP, same-run A/B) than the watch costs. A busy one receives many
+/// frames per wake and gains what the watch costs each message. (Counted in frames, not
+/// time: a reader that had slept through a pause would otherwise keep the watch for the
+/// first stretch of every busy period.)
+const UNWATCH_AFTER_FRAMES: u64 = 16;
 
-/// Whether the transport stays watched after activity at `now`: it stops once the reader
-/// has been awake for [`UNWATCH_AFTER`].
-fn still_watched(connection: &Connection, awake_since: Instant, now: Instant) -> bool {
-    if now.duration_since(awake_since) < UNWATCH_AFTER {
+/// Whether the transport stays watched: it stops once the reader has received
+/// [`UNWATCH_AFTER_FRAMES`] frames since it woke (`frames_at_wake`).
+fn still_watched(connection: &Connection, frames_at_wake: u64) -> bool {
+    let received = connection.messages_received.load(Ordering::Relaxed);
+    if received.wrapping_sub(frames_at_wake) < UNWATCH_AFTER_FRAMES {
         return true;
     }
     connection
