@@ -94,6 +94,19 @@ impl OutFrame {
         (filled, bytes)
     }
 
+    /// Calls `f` with each unwritten segment, in order (empty ones skipped).
+    pub fn for_each_unwritten(&self, mut f: impl FnMut(&[u8])) {
+        let head = self.head.bytes();
+        if !head.is_empty() {
+            f(head);
+        }
+        for segment in &self.bulk[self.next_bulk..] {
+            if !segment.is_empty() {
+                f(segment);
+            }
+        }
+    }
+
     /// Marks the whole frame as written (cheaper than [`OutFrame::advance`] by its length).
     pub fn mark_written(&mut self) {
         match &mut self.head {
@@ -148,6 +161,25 @@ impl OutFrame {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unwritten_segments_are_visited_in_order_after_a_partial_write() {
+        let mut head = BytesMut::new();
+        head.extend_from_slice(b"head");
+        let bulk: Segments = [
+            Bytes::from_static(b"one"),
+            Bytes::new(),
+            Bytes::from_static(b"two"),
+        ]
+        .into_iter()
+        .collect();
+        let mut frame = OutFrame::new(head, bulk);
+        frame.advance(5);
+        let mut seen = Vec::new();
+        frame.for_each_unwritten(|segment| seen.push(segment.to_vec()));
+        assert_eq!(seen, [b"ne".to_vec(), b"two".to_vec()]);
+        assert_eq!(seen.concat().len(), frame.remaining());
+    }
 
     #[test]
     fn a_frame_marked_written_has_nothing_left_to_write() {

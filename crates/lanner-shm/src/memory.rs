@@ -79,6 +79,7 @@ impl RingMemory {
         capacity: usize,
         keep: Box<dyn Any + Send + Sync>,
     ) -> RingMemory {
+        debug_assert!(capacity.is_power_of_two(), "ring capacity {capacity}");
         RingMemory {
             control: Control { base: control },
             data,
@@ -120,6 +121,13 @@ impl RingMemory {
     /// Bytes in the data area.
     pub(crate) fn capacity(&self) -> usize {
         self.capacity
+    }
+
+    /// Where the byte at ring position `position` lives in the data area. The capacity is
+    /// a power of two (checked where regions are made), so this is a mask, not a
+    /// division: positions are mapped several times per message.
+    pub(crate) fn offset_of(&self, position: u64) -> u64 {
+        position & (self.capacity as u64 - 1)
     }
 
     /// Bytes ever published by the producer.

@@ -137,7 +137,7 @@ impl Producer {
     pub fn try_reserve(&mut self, len: usize) -> Result<Option<Reservation<'_>>, RingError> {
         assert!(len <= self.max_record_len(), "record larger than the ring");
         let need = record_size(len) as u64;
-        let offset = self.tail % self.capacity_u64();
+        let offset = self.memory.offset_of(self.tail);
         let to_end = self.capacity_u64() - offset;
         if need > to_end {
             // Fill the rest with padding first; the record starts at offset 0.
@@ -169,7 +169,7 @@ impl Producer {
     pub fn prepare_wait(&mut self, len: usize) -> Result<bool, RingError> {
         self.memory.waiting().swap(1, Ordering::AcqRel);
         self.refresh_head()?;
-        let offset = self.tail % self.capacity_u64();
+        let offset = self.memory.offset_of(self.tail);
         let to_end = self.capacity_u64() - offset;
         let need = record_size(len) as u64;
         let fits = if need > to_end {
@@ -213,7 +213,7 @@ pub struct Reservation<'a> {
 
 impl Reservation<'_> {
     fn payload_offset(&self) -> usize {
-        (self.producer.tail % self.producer.capacity_u64()) as usize + RECORD_HEADER
+        self.producer.memory.offset_of(self.producer.tail) as usize + RECORD_HEADER
     }
 
     /// The record's payload bytes, to build the message in place. Their initial contents
@@ -251,7 +251,7 @@ impl Reservation<'_> {
     /// Writes the record's header; returns the tail after it.
     fn finish(&self, more: bool) -> u64 {
         let producer = &self.producer;
-        let offset = (producer.tail % producer.capacity_u64()) as usize;
+        let offset = producer.memory.offset_of(producer.tail) as usize;
         let flags = if more { FLAG_MORE } else { 0 };
         let len = u32::try_from(self.len).expect("len ≤ max_record_len");
         producer.memory.write(offset, &encode_header(len, flags));
@@ -456,7 +456,7 @@ impl Consumer {
                     return Ok(None);
                 }
             }
-            let offset = (self.read % self.capacity()) as usize;
+            let offset = self.memory().offset_of(self.read) as usize;
             let available = self.tail - self.read;
             let mut header = [0u8; RECORD_HEADER];
             self.memory().read(offset, &mut header);

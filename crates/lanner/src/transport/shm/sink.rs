@@ -61,6 +61,17 @@ fn copy_into(frame: &mut OutFrame, reservation: &mut Reservation<'_>, len: usize
     }
 }
 
+/// Copies every unwritten byte of `frame` into `reservation` (which has room for exactly
+/// that) and marks the frame written: the common case, a frame that is one record.
+fn copy_whole(frame: &mut OutFrame, reservation: &mut Reservation<'_>) {
+    let mut at = 0;
+    frame.for_each_unwritten(|segment| {
+        reservation.write(at, segment);
+        at += segment.len();
+    });
+    frame.mark_written();
+}
+
 impl ShmSink {
     /// Copies `frame` into the ring as one record (or pieces), publishing each record at
     /// once if `publish`, else leaving it for [`Producer::publish_pending`]. Publishes
@@ -84,7 +95,11 @@ impl ShmSink {
             let more = piece < remaining;
             match self.producer.try_reserve(piece).map_err(ring_error)? {
                 Some(mut reservation) => {
-                    copy_into(frame, &mut reservation, piece);
+                    if more {
+                        copy_into(frame, &mut reservation, piece);
+                    } else {
+                        copy_whole(frame, &mut reservation);
+                    }
                     if publish {
                         reservation.commit(more);
                     } else {
