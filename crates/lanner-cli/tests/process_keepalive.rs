@@ -8,14 +8,7 @@ use std::time::{Duration, Instant};
 
 use lanner::{ConnectionOptions, ErrorKind};
 use lanner_cli::services::{Calculator, CalculatorProxy};
-use support::{TRANSPORTS, connect_with, rpc_error, runtime, server};
-
-/// Sends `signal` to `pid`.
-fn signal(pid: u32, signal: libc::c_int) {
-    // SAFETY: kill(2) has no memory-safety preconditions; the pid is our own child's.
-    let result = unsafe { libc::kill(pid as libc::pid_t, signal) };
-    assert_eq!(result, 0, "kill({pid}, {signal})");
-}
+use support::{TRANSPORTS, connect_with, rpc_error, runtime, server, signal};
 
 #[test]
 fn a_stopped_server_is_detected_by_keepalive() {

@@ -25,7 +25,8 @@ use lanner_shm::doorbell::Doorbell;
 use lanner_shm::handoff;
 use lanner_shm::{Consumer, Producer, Side};
 use support::{
-    PATIENCE, connect, garbage, hello, hello_with, payload, request, runtime, server, still_serving,
+    PATIENCE, connect, garbage, hello, hello_with, payload, request, runtime, server, signal,
+    still_serving,
 };
 
 /// Where ring 0 (client → server) lives in the region (see `lanner_shm::region`).
@@ -177,7 +178,7 @@ fn killing_the_server_fails_a_large_call_in_flight_with_unavailable() {
         // fills the ring and waits for room, so it is certainly in flight, half written,
         // when the server dies. (Killing a server that runs left the call's state to
         // timing: the kill could fall between two calls.)
-        signal(&server, libc::SIGSTOP);
+        signal(server.pid(), libc::SIGSTOP);
         let mut call = Box::pin(echo.echo(sent.clone()));
         assert!(
             futures_util::poll!(call.as_mut()).is_pending(),
@@ -194,14 +195,6 @@ fn killing_the_server_fails_a_large_call_in_flight_with_unavailable() {
         assert!(error.may_have_executed(), "the call was in flight: {error}");
         a_call_to_the_dead_server_fails_fast(&echo).await;
     });
-}
-
-/// Sends `signal` to the server process.
-fn signal(server: &ServerProcess, signal: libc::c_int) {
-    let pid = libc::pid_t::try_from(server.pid()).expect("a pid fits pid_t");
-    // SAFETY: kill(2) only sends a signal; `pid` is our own child, not yet reaped.
-    let result = unsafe { libc::kill(pid, signal) };
-    assert_eq!(result, 0, "kill: {}", std::io::Error::last_os_error());
 }
 
 /// Echoes `sent` again and again, counting successes, until a call fails (its error) or

@@ -79,23 +79,18 @@ impl OutFrame {
     pub fn io_slices<'a>(&'a self, slices: &mut [IoSlice<'a>]) -> (usize, usize) {
         let mut filled = 0;
         let mut bytes = 0;
-        let mut add = |segment: &'a [u8]| {
-            if segment.is_empty() || filled == slices.len() {
-                return;
+        self.for_each_unwritten(|segment| {
+            if filled < slices.len() {
+                slices[filled] = IoSlice::new(segment);
+                filled += 1;
+                bytes += segment.len();
             }
-            slices[filled] = IoSlice::new(segment);
-            filled += 1;
-            bytes += segment.len();
-        };
-        add(self.head.bytes());
-        for segment in &self.bulk[self.next_bulk..] {
-            add(segment);
-        }
+        });
         (filled, bytes)
     }
 
     /// Calls `f` with each unwritten segment, in order (empty ones skipped).
-    pub fn for_each_unwritten(&self, mut f: impl FnMut(&[u8])) {
+    pub fn for_each_unwritten<'a>(&'a self, mut f: impl FnMut(&'a [u8])) {
         let head = self.head.bytes();
         if !head.is_empty() {
             f(head);

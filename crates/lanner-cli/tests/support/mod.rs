@@ -34,6 +34,19 @@ pub(crate) fn server(transport: TransportArg) -> ServerProcess {
     .expect("the lanner server process starts")
 }
 
+/// Sends `signal` to process `pid` (a server process this test started).
+pub(crate) fn signal(pid: u32, signal: libc::c_int) {
+    let target = libc::pid_t::try_from(pid).expect("a pid fits pid_t");
+    // SAFETY: kill(2) has no memory-safety preconditions; the pid is our own child's.
+    let result = unsafe { libc::kill(target, signal) };
+    assert_eq!(
+        result,
+        0,
+        "kill({pid}, {signal}): {}",
+        std::io::Error::last_os_error()
+    );
+}
+
 /// A multi-threaded runtime for a test.
 pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()

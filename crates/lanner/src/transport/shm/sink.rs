@@ -1,6 +1,6 @@
 //! Sending frames into the outgoing ring.
 
-use std::io::{self, IoSlice};
+use std::io;
 use std::task::{Context, Poll};
 
 use lanner_proto::OutFrame;
@@ -9,9 +9,6 @@ use lanner_shm::{Producer, Reservation};
 use super::ring_error;
 use super::waiter::Waiter;
 use crate::transport::FrameSink;
-
-/// Most segments looked at per copy step.
-const MAX_SEGMENTS: usize = 8;
 
 /// The sending half of a shared-memory connection.
 #[derive(Debug)]
@@ -39,37 +36,23 @@ impl ShmSink {
 }
 
 /// Copies the first `len` unwritten bytes of `frame` into `reservation` and marks them
-/// written.
+/// written: the whole frame (the common case), or the next piece of one sent in pieces.
 fn copy_into(frame: &mut OutFrame, reservation: &mut Reservation<'_>, len: usize) {
     let mut copied = 0;
-    while copied < len {
-        let mut step = 0;
-        {
-            let mut slices = [IoSlice::new(&[]); MAX_SEGMENTS];
-            let (count, _) = frame.io_slices(&mut slices);
-            for slice in &slices[..count] {
-                let take = slice.len().min(len - copied - step);
-                reservation.write(copied + step, &slice[..take]);
-                step += take;
-                if copied + step == len {
-                    break;
-                }
-            }
-        }
-        frame.advance(step);
-        copied += step;
-    }
-}
-
-/// Copies every unwritten byte of `frame` into `reservation` (which has room for exactly
-/// that) and marks the frame written: the common case, a frame that is one record.
-fn copy_whole(frame: &mut OutFrame, reservation: &mut Reservation<'_>) {
-    let mut at = 0;
+    let mut left_over = false;
     frame.for_each_unwritten(|segment| {
-        reservation.write(at, segment);
-        at += segment.len();
+        let take = segment.len().min(len - copied);
+        if take > 0 {
+            reservation.write(copied, &segment[..take]);
+            copied += take;
+        }
+        left_over |= take < segment.len();
     });
-    frame.mark_written();
+    if left_over {
+        frame.advance(len);
+    } else {
+        frame.mark_written();
+    }
 }
 
 impl ShmSink {
@@ -95,11 +78,7 @@ impl ShmSink {
             let more = piece < remaining;
             match self.producer.try_reserve(piece).map_err(ring_error)? {
                 Some(mut reservation) => {
-                    if more {
-                        copy_into(frame, &mut reservation, piece);
-                    } else {
-                        copy_whole(frame, &mut reservation);
-                    }
+                    copy_into(frame, &mut reservation, piece);
                     if publish {
                         reservation.commit(more);
                     } else {
