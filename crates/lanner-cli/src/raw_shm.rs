@@ -115,6 +115,15 @@ impl RawShm {
         publish: bool,
     ) -> io::Result<()> {
         let len = head.len() + body.len();
+        if len > self.producer.max_record_len() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "the raw shared-memory baseline sends a message as one record: {len} bytes do not fit (at most {} in its ring)",
+                    self.producer.max_record_len()
+                ),
+            ));
+        }
         let mut budget = SpinBudget::new(self.spin);
         loop {
             if let Some(mut reservation) = self.producer.try_reserve(len).map_err(ring_error)? {

@@ -16,6 +16,16 @@
 //! position; otherwise the waker sees the flag and rings. No wake-up is lost (the loom
 //! tests check it), and a doorbell costs a system call only when the peer really sleeps.
 //!
+//! The consumer stores `head` lazily: space of records it consumed and released at once is
+//! given back when at least a quarter of the ring has accumulated ([`LAZY_RELEASE`]), not
+//! per record, so a stream of small messages costs no store to the producer's line and no
+//! read-modify-write of the `waiting` flag per message. A record takes at most the other
+//! three quarters ([`Producer::max_record_len`]), which is what keeps this from stranding
+//! a waiting producer: a producer that finds no room for a record sees more than a
+//! quarter of the ring in use, so either that much is still unconsumed (and consuming it
+//! crosses the threshold, storing `head` and ringing), or it is held in place (and
+//! releasing it stores `head` at once).
+//!
 //! Received records are either copied out (small ones, released at once) or handed out in
 //! place as a [`Bytes`] that keeps the record's space reserved until dropped; `head` then
 //! advances over the oldest records as soon as all of them are released. A held in-place
@@ -27,7 +37,7 @@ use std::collections::VecDeque;
 use bytes::{Bytes, BytesMut};
 
 use crate::memory::{InPlace, RingMemory, reserved_slice};
-use crate::sync::{Arc, AtomicUsize, Mutex, Ordering};
+use crate::sync::{Arc, AtomicU64, AtomicUsize, Mutex, Ordering};
 
 /// Something that wakes a sleeping party. The rings call it only when the party said it
 /// is asleep, so a call is rare on a busy connection.
@@ -106,9 +116,11 @@ impl Producer {
         self.memory.capacity()
     }
 
-    /// The largest record payload that fits in the ring at all.
+    /// The largest record payload the ring takes: three quarters of it, less the header
+    /// (the consumer may keep up to a quarter unreleased; see the module docs).
     pub fn max_record_len(&self) -> usize {
-        (self.capacity() - RECORD_HEADER).min(u32::MAX as usize)
+        (self.capacity() - lazy_release(self.capacity() as u64) as usize - RECORD_HEADER)
+            .min(u32::MAX as usize)
     }
 
     fn capacity_u64(&self) -> u64 {
@@ -268,11 +280,23 @@ pub struct Record {
     pub more: bool,
 }
 
+/// The fraction of the ring (1/`LAZY_RELEASE`) that consumed records may occupy before the
+/// consumer gives their space back: see the module docs.
+const LAZY_RELEASE: u64 = 4;
+
+/// Bytes of consumed records the consumer may keep unreleased in a ring of `capacity`.
+pub(crate) fn lazy_release(capacity: u64) -> u64 {
+    capacity / LAZY_RELEASE
+}
+
 /// What the consumer and the holders of in-place records share: the order in which held
 /// records release their space.
 struct Releases {
     memory: Arc<RingMemory>,
     wake_producer: Arc<dyn Wake>,
+    /// The `head` last stored. Written only by whoever advances `head`: the consumer while
+    /// nothing is held, else the holder releasing the oldest record (under `held`).
+    stored_head: AtomicU64,
     /// Held records, oldest first: (end position, released).
     held: Mutex<HeldRecords>,
     /// Number of entries in `held`, readable without the lock.
@@ -288,6 +312,7 @@ struct HeldRecords {
 impl Releases {
     /// Moves `head` to `position` and wakes a producer waiting for space.
     fn advance_head(&self, position: u64) {
+        self.stored_head.store(position, Ordering::Relaxed);
         self.memory.head().store(position, Ordering::Release);
         if self.memory.waiting().swap(0, Ordering::AcqRel) != 0 {
             self.wake_producer.wake();
@@ -298,12 +323,16 @@ impl Releases {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The space up to `end` was consumed and is not held: release it now, or as soon as
-    /// every held record before it is released.
+    /// The space up to `end` was consumed and is not held: release it once a quarter of
+    /// the ring is waiting to be (see the module docs), or as soon as every held record
+    /// before it is released.
     fn release_consumed(&self, end: u64) {
         if self.held_count.load(Ordering::Acquire) == 0 {
             // Nothing is held and only the consumer (us) adds held records.
-            self.advance_head(end);
+            let stored = self.stored_head.load(Ordering::Relaxed);
+            if end - stored >= lazy_release(self.memory.capacity() as u64) {
+                self.advance_head(end);
+            }
             return;
         }
         let mut held = self.lock();
@@ -389,6 +418,7 @@ impl Consumer {
             releases: Arc::new(Releases {
                 memory,
                 wake_producer,
+                stored_head: AtomicU64::new(0),
                 held: Mutex::new(HeldRecords {
                     spans: VecDeque::new(),
                     first_seq: 0,

@@ -126,10 +126,55 @@ fn records_released_on_another_thread_free_their_space() {
         let copied = consumer.try_recv().unwrap().unwrap().bytes;
         assert_eq!(copied[0], 7);
         dropper.join().unwrap();
-        // Everything is released: a record of the whole ring fits (after padding).
-        if producer.try_reserve(56).unwrap().is_none() {
+        // Everything is released: the largest record fits (after padding).
+        let max = producer.max_record_len();
+        if producer.try_reserve(max).unwrap().is_none() {
             assert!(consumer.try_recv().unwrap().is_none());
-            assert!(producer.try_reserve(56).unwrap().is_some());
+            assert!(producer.try_reserve(max).unwrap().is_some());
         }
+    });
+}
+
+#[test]
+fn a_producer_waiting_for_space_is_woken_by_lazily_released_records() {
+    model(|| {
+        let consumer_bell = Arc::new(Bell::default());
+        let producer_bell = Arc::new(Bell::default());
+        // In a 64-byte ring the consumer gives space back once 16 bytes are consumed: an
+        // empty record (8 bytes) is kept unreleased until the next one is consumed. The
+        // third record does not fit before the ring's end: it pads the rest and waits for
+        // the space of the first two.
+        let (mut producer, mut consumer) =
+            heap_ring(64, consumer_bell.clone(), producer_bell.clone(), 1000);
+        let lens = [0usize, 40, 1, 0];
+        let sender = thread::spawn(move || {
+            let mut sent = 0;
+            while sent < lens.len() {
+                match producer.try_reserve(lens[sent]).unwrap() {
+                    Some(reservation) => {
+                        reservation.commit(false);
+                        sent += 1;
+                    }
+                    None => {
+                        if producer.prepare_wait(lens[sent]).unwrap() {
+                            producer_bell.wait();
+                        }
+                    }
+                }
+            }
+        });
+        let mut received = Vec::new();
+        while received.len() < lens.len() {
+            match consumer.try_recv().unwrap() {
+                Some(record) => received.push(record.bytes.len()),
+                None => {
+                    if consumer.prepare_sleep().unwrap() {
+                        consumer_bell.wait();
+                    }
+                }
+            }
+        }
+        assert_eq!(received, lens);
+        sender.join().unwrap();
     });
 }

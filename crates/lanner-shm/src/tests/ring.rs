@@ -58,7 +58,7 @@ fn records_wrap_around_the_end_through_padding() {
     let (mut producer, mut consumer, _, _) = ring(256, 16);
     let mut seed = 0u8;
     for round in 0..500usize {
-        let len = (round * 37) % 200;
+        let len = (round * 37) % 180;
         send_to_idle(&mut producer, &mut consumer, &pattern(len, seed), false);
         let record = consumer.try_recv().unwrap().expect("a record");
         assert_eq!(record.bytes, pattern(len, seed), "round {round}");
@@ -67,20 +67,50 @@ fn records_wrap_around_the_end_through_padding() {
 }
 
 #[test]
-fn the_largest_record_fills_the_whole_ring() {
+fn the_largest_record_fits_wherever_an_idle_consumer_left_the_ring() {
     let (mut producer, mut consumer, _, _) = ring(256, 1);
-    assert_eq!(producer.max_record_len(), 248);
-    send(&mut producer, &pattern(10, 1), false);
+    // Three quarters of the ring: the consumer may keep the other quarter unreleased.
+    assert_eq!(producer.max_record_len(), 184);
+    for round in 0..40usize {
+        // Small records move the ring's position a little each round (and may wrap).
+        send_to_idle(&mut producer, &mut consumer, &pattern(round % 24, 0), false);
+        consumer.try_recv().unwrap().unwrap();
+        let max = producer.max_record_len();
+        if producer.try_reserve(max).unwrap().is_none() {
+            // Only the padding to the ring's end was missing; consuming it makes room.
+            assert_eq!(consumer.try_recv().unwrap(), None);
+        }
+        send(&mut producer, &pattern(max, round as u8), false);
+        let record = consumer.try_recv().unwrap().unwrap();
+        assert_eq!(record.bytes, pattern(max, round as u8), "round {round}");
+    }
+}
+
+#[test]
+fn consumed_space_is_given_back_a_quarter_ring_at_a_time() {
+    let (mut producer, mut consumer, _, producer_bell) = ring(256, 1_000_000);
+    let head = |consumer: &crate::Consumer| consumer.shared().head().load(Ordering::Relaxed);
+    // Records of 16 bytes in the ring: three of them stay below a quarter (64 bytes).
+    for _ in 0..3 {
+        send(&mut producer, &pattern(8, 0), false);
+        consumer.try_recv().unwrap().unwrap();
+    }
+    assert_eq!(head(&consumer), 0, "48 bytes consumed: not given back yet");
+    send(&mut producer, &pattern(8, 0), false);
     consumer.try_recv().unwrap().unwrap();
-    // Offset 24 now: the big record needs padding to the end, then the whole ring.
-    send(&mut producer, &[], false);
+    assert_eq!(
+        head(&consumer),
+        64,
+        "a quarter consumed: given back at once"
+    );
+    // A producer waiting for room is woken by the release that crosses the threshold.
+    send(&mut producer, &pattern(184, 1), false);
+    assert!(producer.try_reserve(64).unwrap().is_none());
+    assert!(producer.prepare_wait(64).unwrap());
     consumer.try_recv().unwrap().unwrap();
-    let reservation = producer.try_reserve(248).unwrap();
-    assert!(reservation.is_none(), "padding must be consumed first");
-    // The padding was published; consuming it makes room.
-    assert_eq!(consumer.try_recv().unwrap(), None);
-    send(&mut producer, &pattern(248, 2), false);
-    assert_eq!(consumer.try_recv().unwrap().unwrap().bytes, pattern(248, 2));
+    assert_eq!(head(&consumer), 256);
+    assert_eq!(producer_bell.count(), 1);
+    assert!(producer.try_reserve(64).unwrap().is_some());
 }
 
 #[test]
@@ -136,8 +166,9 @@ fn held_records_pin_their_space_until_all_before_them_are_released() {
     let small = consumer.try_recv().unwrap().unwrap().bytes;
     assert_eq!(first, pattern(200, 1));
     assert_eq!(small, pattern(8, 3));
-    let free_needed = 1024 - size - 16; // exactly what is left after the three records
-    assert!(producer.try_reserve(free_needed - 8 + 1).unwrap().is_none());
+    // The largest record does not fit before the end: the rest of the ring is padded.
+    let max = producer.max_record_len();
+    assert!(producer.try_reserve(max).unwrap().is_none());
     drop(second);
     assert!(
         producer.try_reserve(size).unwrap().is_none(),
@@ -151,7 +182,7 @@ fn held_records_pin_their_space_until_all_before_them_are_released() {
     );
     drop(first_copy);
     // Everything is released: the largest record fits once the padding is skipped.
-    send_to_idle(&mut producer, &mut consumer, &pattern(1016, 4), false);
+    send_to_idle(&mut producer, &mut consumer, &pattern(max, 4), false);
 }
 
 #[test]
