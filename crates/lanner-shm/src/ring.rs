@@ -147,7 +147,10 @@ impl Producer {
     /// [`Producer::max_record_len`]). `Ok(None)` if the ring has no room now: call
     /// [`Producer::prepare_wait`] and wait for the peer's doorbell.
     pub fn try_reserve(&mut self, len: usize) -> Result<Option<Reservation<'_>>, RingError> {
-        assert!(len <= self.max_record_len(), "record larger than the ring");
+        assert!(
+            len <= self.max_record_len(),
+            "record larger than Producer::max_record_len"
+        );
         let need = record_size(len) as u64;
         let offset = self.memory.offset_of(self.tail);
         let to_end = self.capacity_u64() - offset;

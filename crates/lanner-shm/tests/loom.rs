@@ -8,6 +8,8 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use lanner_shm::ring::heap_ring;
 use lanner_shm::{Consumer, Wake};
 use loom::sync::Notify;
@@ -44,13 +46,13 @@ fn model(test: impl Fn() + Sync + Send + 'static) {
     builder.check(test);
 }
 
-/// Receives `count` records, sleeping on `bell` whenever the ring is empty; returns the
-/// first byte of each.
-fn receive(consumer: &mut Consumer, bell: &Bell, count: usize) -> Vec<u8> {
+/// Receives `count` records, sleeping on `bell` whenever the ring is empty; returns their
+/// payloads.
+fn receive(consumer: &mut Consumer, bell: &Bell, count: usize) -> Vec<Bytes> {
     let mut received = Vec::new();
     while received.len() < count {
         match consumer.try_recv().unwrap() {
-            Some(record) => received.push(record.bytes[0]),
+            Some(record) => received.push(record.bytes),
             None => {
                 if consumer.prepare_sleep().unwrap() {
                     bell.wait();
@@ -59,6 +61,11 @@ fn receive(consumer: &mut Consumer, bell: &Bell, count: usize) -> Vec<u8> {
         }
     }
     received
+}
+
+/// The first byte of each payload.
+fn first_bytes(payloads: Vec<Bytes>) -> Vec<u8> {
+    payloads.iter().map(|payload| payload[0]).collect()
 }
 
 #[test]
@@ -75,7 +82,10 @@ fn a_sleeping_consumer_is_always_woken() {
                 reservation.commit(false);
             }
         });
-        assert_eq!(receive(&mut consumer, &consumer_bell, 2), [1, 2]);
+        assert_eq!(
+            first_bytes(receive(&mut consumer, &consumer_bell, 2)),
+            [1, 2]
+        );
         sender.join().unwrap();
     });
 }
@@ -105,7 +115,10 @@ fn a_producer_waiting_for_space_is_always_woken() {
                 }
             }
         });
-        assert_eq!(receive(&mut consumer, &consumer_bell, 3), [0, 1, 2]);
+        assert_eq!(
+            first_bytes(receive(&mut consumer, &consumer_bell, 3)),
+            [0, 1, 2]
+        );
         sender.join().unwrap();
     });
 }
@@ -163,17 +176,8 @@ fn a_producer_waiting_for_space_is_woken_by_lazily_released_records() {
                 }
             }
         });
-        let mut received = Vec::new();
-        while received.len() < lens.len() {
-            match consumer.try_recv().unwrap() {
-                Some(record) => received.push(record.bytes.len()),
-                None => {
-                    if consumer.prepare_sleep().unwrap() {
-                        consumer_bell.wait();
-                    }
-                }
-            }
-        }
+        let received = receive(&mut consumer, &consumer_bell, lens.len());
+        let received: Vec<usize> = received.iter().map(Bytes::len).collect();
         assert_eq!(received, lens);
         sender.join().unwrap();
     });
