@@ -215,3 +215,46 @@ async fn joined_calls_answered_out_of_order_all_complete_across_threads() {
     let (_server, _listening, url) = serve_on(&format!("unix://{}", path.display())).await;
     joined_calls_answered_out_of_order(&url).await;
 }
+
+/// Calls each joined caller makes in [`joined_calls_of_a_sequential_caller_overlap`]: more
+/// than the connection lets its remembered lone caller make before checking it again.
+const JOINED_CALLS_EACH: u64 = 2_500;
+
+/// Futures joined in a task that made calls alone before share its waker, which the
+/// connection remembers as a sequential caller's: each of them finding the connection idle
+/// may spin for its reply at once. They must still overlap: the remembered caller is
+/// checked again periodically, and its siblings then start. (Before that check, the first
+/// joined caller made all its calls, each answered within the spin budget, before its
+/// sibling made one.) The server runs on other threads, so a spinning caller gets its
+/// answers while it spins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn joined_calls_of_a_sequential_caller_overlap() {
+    let path = std::env::temp_dir().join(format!("lanner-overlap-{}.sock", std::process::id()));
+    let (_server, _listening, url) = serve_on(&format!("unix://{}", path.display())).await;
+    // A spin budget no call outlasts: a caller never falls back to waiting (which would
+    // let its siblings run whatever the connection remembers).
+    let options = lanner::ConnectionOptions::default().with_spin(Duration::from_millis(200));
+    let control: ControlProxy = Client::with_options(options).connect(&url).await.unwrap();
+    // Sequential calls from this task: the connection remembers its waker.
+    for value in 0..3 {
+        assert_eq!(control.echo(value).await, Ok(value));
+    }
+    let finished = std::sync::atomic::AtomicU64::new(0);
+    let caller = || async {
+        let mut order = Vec::new();
+        for value in 0..JOINED_CALLS_EACH {
+            assert_eq!(control.echo(value).await, Ok(value));
+            order.push(finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst));
+        }
+        order
+    };
+    let (first, second) =
+        tokio::time::timeout(PATIENCE, async { tokio::join!(caller(), caller()) })
+            .await
+            .expect("the joined calls finish");
+    let (first_done, second_started) = (first[first.len() - 1], second[0]);
+    assert!(
+        second_started < first_done,
+        "the second caller's first call ended after all of the first caller's ({second_started} vs {first_done}): the joined callers ran one after the other"
+    );
+}

@@ -38,6 +38,7 @@ mod exports;
 mod handshake;
 mod idle;
 mod keepalive;
+mod lone_caller;
 mod pending_reply;
 mod reader;
 mod releases;
@@ -59,9 +60,8 @@ pub(crate) struct Connection {
     flusher_active: AtomicBool,
     /// Frames wait in the writer for the reader to flush them (see [`When::Deferred`]).
     deferred: AtomicBool,
-    /// The data pointer of the waker of the last caller that waited alone for its reply
-    /// (see [`Connection::call`]): the same caller again may spin for its reply at once.
-    lone_caller: AtomicUsize,
+    /// The caller that may spin for its reply at once (see [`Connection::call`]).
+    lone_caller: lone_caller::LoneCaller,
     /// Lets a waiting call skip the state's lock when no answer came for it.
     marks: delivery_marks::DeliveryMarks,
     /// Bumped whenever the flusher writes something: the reader counts it as activity and
@@ -199,7 +199,7 @@ impl Connection {
                 writer: Mutex::new(Writer::new(sink)),
                 flusher_active: AtomicBool::new(false),
                 deferred: AtomicBool::new(false),
-                lone_caller: AtomicUsize::new(0),
+                lone_caller: lone_caller::LoneCaller::default(),
                 marks: delivery_marks::DeliveryMarks::new(),
                 write_progress: AtomicU64::new(0),
                 runtime: tokio::runtime::Handle::current(),

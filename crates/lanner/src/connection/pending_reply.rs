@@ -14,7 +14,6 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -152,12 +151,13 @@ impl PendingReply {
     /// task or others on this thread were about to make could not start: the first time a
     /// caller (told apart by its waker) is alone, it yields once, and spins only if it is
     /// still alone afterwards. A caller that makes its calls one after another (the same
-    /// waker each time) spins at once from then on: sequential calls pay nothing.
+    /// waker each time) spins at once from then on, but for one yield every
+    /// [`super::lone_caller::RECHECK_EVERY`] calls (see that module).
     fn spin_or_wait(&mut self, cx: &mut Context<'_>) -> Poll<Result<Response, Error>> {
         let caller = cx.waker().data() as usize;
         let connection = &self.connection;
         match self.phase {
-            Phase::Alone if connection.lone_caller.load(Ordering::Relaxed) != caller => {
+            Phase::Alone if !connection.lone_caller.spins_at_once(caller) => {
                 self.phase = Phase::Yielded;
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
@@ -167,7 +167,7 @@ impl PendingReply {
                 self.phase = Phase::Wait;
                 return self.wait(cx);
             }
-            Phase::Yielded => connection.lone_caller.store(caller, Ordering::Relaxed),
+            Phase::Yielded => connection.lone_caller.remember(caller),
             _ => {}
         }
         if let Some(reply) = connection.spin_for_reply(cx, self.call_id, self.deadline) {
@@ -187,10 +187,7 @@ impl PendingReply {
     /// holding the thread while its siblings, whose answers may be waiting, could not run.
     fn not_alone(&mut self, cx: &mut Context<'_>) -> Poll<Result<Response, Error>> {
         let caller = cx.waker().data() as usize;
-        let lone_caller = &self.connection.lone_caller;
-        if lone_caller.load(Ordering::Relaxed) == caller {
-            lone_caller.store(0, Ordering::Relaxed);
-        }
+        self.connection.lone_caller.forget(caller);
         self.phase = Phase::Wait;
         self.wait(cx)
     }
