@@ -203,14 +203,27 @@ impl<R: StreamReadHalf> FrameSource for StreamSource<R> {
 #[derive(Debug)]
 pub struct StreamSink<W> {
     writer: W,
+    /// Where a batch of small segments is gathered into one (see [`COALESCE_MAX`]).
+    gathered: Vec<u8>,
 }
 
 impl<W> StreamSink<W> {
     /// Wraps the writing half of a stream.
     pub fn new(writer: W) -> StreamSink<W> {
-        StreamSink { writer }
+        StreamSink {
+            writer,
+            gathered: Vec::new(),
+        }
     }
 }
+
+/// A write of several small frames holding this many bytes or fewer in all is gathered
+/// into one buffer first: the kernel's cost per segment (importing the vector, one user
+/// copy and one hardened-usercopy check each) is more than copying a few small frames
+/// here (null-call throughput at 32 outstanding: +4-5% over TCP, +5-9% over Unix
+/// sockets). A lone frame is never copied, nor is a large payload: bulk data is written
+/// from the caller's buffer.
+const COALESCE_MAX: usize = 2048;
 
 /// The writing half of a byte stream: written without the reactor first
 /// ([`StreamWriteHalf::try_write_vectored`]), through it ([`AsyncWrite`]) only when full.
@@ -273,6 +286,14 @@ impl<W: StreamWriteHalf> StreamSink<W> {
             if count == MAX_BATCH_IOVECS {
                 break;
             }
+        }
+        if whole > 1 && bytes <= COALESCE_MAX {
+            self.gathered.clear();
+            for slice in &slices[..count] {
+                self.gathered.extend_from_slice(slice);
+            }
+            slices[0] = IoSlice::new(&self.gathered);
+            count = 1;
         }
         let written = loop {
             match self.writer.try_write_vectored(&slices[..count]) {

@@ -8,13 +8,15 @@ use std::task::{Context, Poll, Waker};
 use bytes::Bytes;
 use lanner_proto::OutFrame;
 
-use super::{MAX_BATCH_IOVECS, StreamSink, StreamWriteHalf};
+use super::{COALESCE_MAX, MAX_BATCH_IOVECS, StreamSink, StreamWriteHalf};
 use crate::transport::FrameSink;
 
-/// A socket that takes at most `take` bytes per write and records each write.
+/// A socket that takes at most `take` bytes per write and records each write (and how
+/// many segments it was handed).
 struct Recorder {
     take: usize,
     writes: Vec<Vec<u8>>,
+    segments: Vec<usize>,
 }
 
 impl StreamWriteHalf for Recorder {
@@ -22,6 +24,7 @@ impl StreamWriteHalf for Recorder {
         let all: Vec<u8> = slices.iter().flat_map(|s| s.iter().copied()).collect();
         let taken = all.len().min(self.take);
         self.writes.push(all[..taken].to_vec());
+        self.segments.push(slices.len());
         Ok(taken)
     }
 }
@@ -52,14 +55,19 @@ fn frames(texts: &[&'static str]) -> Vec<OutFrame> {
 }
 
 fn send(take: usize, frames: &mut [OutFrame]) -> Vec<Vec<u8>> {
+    send_recording(take, frames).writes
+}
+
+fn send_recording(take: usize, frames: &mut [OutFrame]) -> Recorder {
     let mut sink = StreamSink::new(Recorder {
         take,
         writes: Vec::new(),
+        segments: Vec::new(),
     });
     let result = sink.poll_send_batch(&mut Context::from_waker(Waker::noop()), frames);
     assert!(matches!(result, Poll::Ready(Ok(()))));
     assert!(frames.iter().all(|frame| frame.remaining() == 0));
-    sink.writer.writes
+    sink.writer
 }
 
 #[test]
@@ -86,4 +94,38 @@ fn more_segments_than_one_write_holds_take_several_writes() {
         writes.concat(),
         "ab".repeat(MAX_BATCH_IOVECS + 3).into_bytes()
     );
+}
+
+#[test]
+fn small_frames_are_gathered_into_one_segment_large_ones_are_not() {
+    let small = send_recording(usize::MAX, &mut frames(&["one", "two", "three"]));
+    assert_eq!(small.segments, [1], "gathered");
+    let half: &'static str = "x".repeat(COALESCE_MAX / 2 + 1).leak();
+    let large = send_recording(usize::MAX, &mut frames(&[half, half]));
+    assert_eq!(large.segments, [2], "written from the frames, not copied");
+    assert_eq!(large.writes.concat().len(), 2 * half.len());
+}
+
+#[test]
+fn a_gathered_write_taken_in_part_continues_in_order() {
+    let recorded = send_recording(5, &mut frames(&["one", "two", "three"]));
+    assert_eq!(recorded.writes.concat(), b"onetwothree");
+    assert_eq!(recorded.writes[0], b"onetw");
+}
+
+#[test]
+fn a_lone_frame_is_written_from_its_segments() {
+    let mut pair = lanner_proto::harness::Pair::connected();
+    let mut message = lanner_proto::MessageBuilder::request(7, 0, 1, 0xfeed);
+    message.push_segment(Bytes::from_static(b"payload"));
+    let (_, frame) = pair.client.conn.send_request(message).unwrap();
+    let length = frame.remaining();
+    let recorded = send_recording(usize::MAX, &mut [frame]);
+    assert_eq!(
+        recorded.segments,
+        [2],
+        "header and payload, not copied together"
+    );
+    assert_eq!(recorded.writes.concat().len(), length);
+    assert!(recorded.writes[0].ends_with(b"payload"));
 }
