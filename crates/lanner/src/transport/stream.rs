@@ -199,7 +199,8 @@ impl<R: StreamReadHalf> FrameSource for StreamSource<R> {
     }
 }
 
-/// Sends frames on a byte stream with vectored writes straight from the frame's segments.
+/// Sends frames on a byte stream with vectored writes straight from the frame's segments
+/// (a batch of small frames, 2 KiB or less in all, is gathered into one segment first).
 #[derive(Debug)]
 pub struct StreamSink<W> {
     writer: W,
@@ -326,8 +327,8 @@ impl<W: StreamWriteHalf> StreamSink<W> {
 
 impl<W: StreamWriteHalf> FrameSink for StreamSink<W> {
     /// Writes the frames with vectored writes of up to [`MAX_BATCH_IOVECS`] segments,
-    /// several frames per write (one write for a batch of small frames), then flushes the
-    /// half once (a no-op on plain sockets).
+    /// several frames per write (one write, of one gathered segment, for a batch of small
+    /// frames), then flushes the half once (a no-op on plain sockets).
     fn poll_send_batch(
         &mut self,
         cx: &mut Context<'_>,
