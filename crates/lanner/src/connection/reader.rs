@@ -56,11 +56,15 @@ impl Progress {
     }
 }
 
-/// Frames taken in one receive attempt, at most (when that many arrived together): their
-/// answers go out together afterwards. Bounded so that the peer gets the first answers
-/// (and can work on them) while this side works through the rest: batches that are too
-/// large turn a pipeline into a lock-step exchange in which each side waits for the other.
+/// Frames taken in one receive attempt, at most (when that many arrived together), unless
+/// the pipeline is deep (see [`Connection::burst_limit`]): their answers go out together
+/// afterwards. Bounded so that the peer gets the first answers (and can work on them)
+/// while this side works through the rest: batches that are too large turn a pipeline
+/// into a lock-step exchange in which each side waits for the other.
 const BURST_FRAMES: usize = 16;
+
+/// The most frames one receive attempt takes when the pipeline is deep.
+const DEEP_BURST_FRAMES: usize = 64;
 
 /// How often the reader task lets the reactor run while spinning (every N-th burst), so that
 /// other tasks waiting for I/O are not held up (after every burst while this connection's
@@ -90,11 +94,15 @@ impl Connection {
         let mut progress = Progress::Empty;
         let mut corked = false;
         let mut frames = 0;
+        let mut limit = BURST_FRAMES;
         let result = loop {
             match source.try_recv() {
                 Ok(Received::Frame(frame)) => {
                     frames += 1;
-                    let more = frames < BURST_FRAMES && source.frame_ready();
+                    if frames == BURST_FRAMES {
+                        limit = self.burst_limit(source.frames_ready(DEEP_BURST_FRAMES));
+                    }
+                    let more = frames < limit && source.frame_ready();
                     if more && !corked {
                         self.cork();
                         corked = true;
@@ -125,6 +133,18 @@ impl Connection {
         }
         drop(source);
         result
+    }
+
+    /// How many frames the receive attempt that has just taken [`BURST_FRAMES`] of them
+    /// takes in all, `buffered` complete frames being already here. Batches of half the
+    /// pipeline's depth keep two of them in flight, so both sides stay busy with fewer
+    /// writes: this side's calls outstanding say how deep it is (answers come back in
+    /// batches of their requests), and so do the peer's requests already buffered here
+    /// (at least twice a burst: one batch is being answered, another is here). A shallow
+    /// pipeline (32 outstanding) keeps bursts of 16: larger ones there made each side wait
+    /// for the other's whole batch (throughput benchmark, concurrency 32, -15%).
+    fn burst_limit(&self, buffered: usize) -> usize {
+        burst_limit(self.state().proto.in_flight() as usize, buffered)
     }
 
     /// Like [`Connection::receive_once`], but registers `cx` to be woken when the transport
@@ -455,6 +475,17 @@ async fn sleep(holder: &Holder, signal: &ReaderSignal) -> Result<(), Error> {
     result
 }
 
+/// See [`Connection::burst_limit`]: `in_flight` calls of this side outstanding, `buffered`
+/// complete frames already here after the first [`BURST_FRAMES`] were taken.
+fn burst_limit(in_flight: usize, buffered: usize) -> usize {
+    let depth = if buffered >= 2 * BURST_FRAMES {
+        in_flight.max(BURST_FRAMES + buffered)
+    } else {
+        in_flight
+    };
+    (depth / 2).clamp(BURST_FRAMES, DEEP_BURST_FRAMES)
+}
+
 /// Yields to the runtime by waking itself: other ready tasks run first, but unlike
 /// `tokio::task::yield_now` it does not force a poll of the reactor (a system call) on
 /// every spin.
@@ -475,4 +506,32 @@ pub(super) fn yield_once() -> impl Future<Output = ()> {
     }
 
     YieldOnce(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shallow_pipeline_keeps_bursts_of_sixteen() {
+        assert_eq!(burst_limit(0, 0), BURST_FRAMES);
+        assert_eq!(burst_limit(16, 16), BURST_FRAMES, "32 outstanding");
+        assert_eq!(burst_limit(0, 2 * BURST_FRAMES - 1), BURST_FRAMES);
+    }
+
+    #[test]
+    fn a_deep_pipeline_takes_half_of_it_at_a_time() {
+        assert_eq!(
+            burst_limit(112, 0),
+            56,
+            "this side's calls: 128 outstanding"
+        );
+        assert_eq!(
+            burst_limit(0, 48),
+            32,
+            "the peer's requests: 16 taken, 48 here"
+        );
+        assert_eq!(burst_limit(1_000, 0), DEEP_BURST_FRAMES);
+        assert_eq!(burst_limit(0, DEEP_BURST_FRAMES), 40);
+    }
 }

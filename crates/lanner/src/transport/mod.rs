@@ -113,6 +113,14 @@ pub trait FrameSource: Send + 'static {
         false
     }
 
+    /// How many complete frames are already here, counting up to `limit` (a hint, like
+    /// [`FrameSource::frame_ready`]; 0 when unsure). The receiver reads it once per burst
+    /// to tell a deep pipeline from a shallow one (see `connection/reader.rs`).
+    fn frames_ready(&self, limit: usize) -> usize {
+        let _ = limit;
+        0
+    }
+
     /// Sets the largest frame accepted from now on. Larger frames fail with
     /// [`FrameError::TooLarge`] before any memory is reserved for them.
     fn set_max_frame_size(&mut self, max_frame_size: u32);

@@ -190,12 +190,23 @@ impl<R: StreamReadHalf> FrameSource for StreamSource<R> {
     }
 
     fn frame_ready(&self) -> bool {
-        let buffered = self.buffer.peek();
-        !buffered.is_empty()
-            && self
-                .splitter
-                .bytes_needed(buffered)
-                .is_ok_and(|needed| buffered.len() >= needed)
+        self.frames_ready(1) == 1
+    }
+
+    /// Walks the frame headers in the buffer (a length read per frame).
+    fn frames_ready(&self, limit: usize) -> usize {
+        let mut buffered = self.buffer.peek();
+        let mut ready = 0;
+        while ready < limit && !buffered.is_empty() {
+            match self.splitter.bytes_needed(buffered) {
+                Ok(needed) if needed <= buffered.len() => {
+                    buffered = &buffered[needed..];
+                    ready += 1;
+                }
+                _ => break,
+            }
+        }
+        ready
     }
 }
 
@@ -382,3 +393,7 @@ impl<W: StreamWriteHalf> FrameSink for StreamSink<W> {
 #[cfg(test)]
 #[path = "stream_batch_tests.rs"]
 mod batch_tests;
+
+#[cfg(test)]
+#[path = "stream_source_tests.rs"]
+mod source_tests;
