@@ -184,7 +184,7 @@ impl Connection {
                 if !one_way {
                     state.pending.insert(call_id, PendingCall::default());
                 }
-                let alone = state.proto.in_flight() == 1;
+                let alone = state.alone();
                 Ok(Ok((call_id, frame, alone)))
             }
             Err((SendError::NoCredits, returned)) => {

@@ -111,6 +111,17 @@ struct State {
     credit_waiters: usize,
 }
 
+impl State {
+    /// Whether the one call registered is the only one this side has outstanding or
+    /// answered but not yet taken by its caller. An answer waiting in its slot counts:
+    /// its caller has yet to run, and a caller that took the connection for its own and
+    /// spun through its next calls would keep it from running (futures joined in one task
+    /// are polled only when the one running returns).
+    fn alone(&self) -> bool {
+        self.pending.len() == 1 && self.proto.in_flight() <= 1
+    }
+}
+
 /// How callers nudge a sleeping reader into spinning again, and how a dropped connection
 /// tells its reader to stop.
 #[derive(Default)]

@@ -162,7 +162,7 @@ impl PendingReply {
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
             }
-            Phase::Yielded if connection.state().proto.in_flight() != 1 => {
+            Phase::Yielded if !connection.state().alone() => {
                 connection.signal.kick();
                 self.phase = Phase::Wait;
                 return self.wait(cx);
