@@ -337,7 +337,7 @@ impl<W: StreamWriteHalf> StreamSink<W> {
 }
 
 impl<W: StreamWriteHalf> FrameSink for StreamSink<W> {
-    /// Writes the frames with vectored writes of up to [`MAX_BATCH_IOVECS`] segments,
+    /// Writes the frames with vectored writes of up to 64 segments,
     /// several frames per write (one write, of one gathered segment, for a batch of small
     /// frames), then flushes the half once (a no-op on plain sockets).
     fn poll_send_batch(
