@@ -64,6 +64,15 @@ impl OutFrame {
         }
     }
 
+    /// Whether a bulk segment (a `Bytes` argument or result, sent from its own buffer) is
+    /// still to be written: a transport must not copy those (it may copy the rest, which
+    /// the frame's own marshalling built).
+    pub fn carries_bulk(&self) -> bool {
+        self.bulk[self.next_bulk..]
+            .iter()
+            .any(|segment| !segment.is_empty())
+    }
+
     /// Bytes not yet written.
     pub fn remaining(&self) -> usize {
         self.head.bytes().len()
@@ -174,6 +183,19 @@ mod tests {
         frame.for_each_unwritten(|segment| seen.push(segment.to_vec()));
         assert_eq!(seen, [b"ne".to_vec(), b"two".to_vec()]);
         assert_eq!(seen.concat().len(), frame.remaining());
+    }
+
+    #[test]
+    fn only_unwritten_non_empty_bulk_segments_count_as_bulk() {
+        let bulk_of = |segments: &[&'static [u8]]| -> Segments {
+            segments.iter().map(|s| Bytes::from_static(s)).collect()
+        };
+        assert!(!OutFrame::contiguous(Bytes::from_static(b"whole")).carries_bulk());
+        assert!(!OutFrame::new(BytesMut::from(&b"head"[..]), bulk_of(&[b""])).carries_bulk());
+        let mut frame = OutFrame::new(BytesMut::from(&b"head"[..]), bulk_of(&[b"one"]));
+        assert!(frame.carries_bulk());
+        frame.advance(7);
+        assert!(!frame.carries_bulk(), "written already");
     }
 
     #[test]

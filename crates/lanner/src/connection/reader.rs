@@ -99,10 +99,11 @@ impl Connection {
             match source.try_recv() {
                 Ok(Received::Frame(frame)) => {
                     frames += 1;
-                    if frames == BURST_FRAMES {
+                    let ready = source.frame_ready();
+                    if frames == BURST_FRAMES && ready {
                         limit = self.burst_limit(source.frames_ready(DEEP_BURST_FRAMES));
                     }
-                    let more = frames < limit && source.frame_ready();
+                    let more = frames < limit && ready;
                     if more && !corked {
                         self.cork();
                         corked = true;

@@ -211,7 +211,8 @@ impl<R: StreamReadHalf> FrameSource for StreamSource<R> {
 }
 
 /// Sends frames on a byte stream with vectored writes straight from the frame's segments
-/// (a batch of small frames, 2 KiB or less in all, is gathered into one segment first).
+/// (a batch of small frames without bulk payloads, 2 KiB or less in all, is gathered into
+/// one segment first).
 #[derive(Debug)]
 pub struct StreamSink<W> {
     writer: W,
@@ -233,8 +234,9 @@ impl<W> StreamSink<W> {
 /// into one buffer first: the kernel's cost per segment (importing the vector, one user
 /// copy and one hardened-usercopy check each) is more than copying a few small frames
 /// here (null-call throughput at 32 outstanding: +4-5% over TCP, +5-9% over Unix
-/// sockets). A lone frame is never copied, nor is a large payload: bulk data is written
-/// from the caller's buffer.
+/// sockets). Only frames without bulk segments are gathered (what marshalling built):
+/// a `Bytes` payload, however small, is written from the caller's buffer, and so is a
+/// lone frame.
 const COALESCE_MAX: usize = 2048;
 
 /// The writing half of a byte stream: written without the reactor first
@@ -287,7 +289,9 @@ impl<W: StreamWriteHalf> StreamSink<W> {
         let frames = &mut frames[first..];
         let mut slices = [IoSlice::new(&[]); MAX_BATCH_IOVECS];
         let (mut count, mut bytes, mut whole) = (0, 0, 0);
+        let mut bulk = false;
         for frame in frames.iter() {
+            bulk |= frame.carries_bulk();
             let (filled, length) = frame.io_slices(&mut slices[count..]);
             count += filled;
             bytes += length;
@@ -299,7 +303,7 @@ impl<W: StreamWriteHalf> StreamSink<W> {
                 break;
             }
         }
-        if whole > 1 && bytes <= COALESCE_MAX {
+        if whole > 1 && !bulk && bytes <= COALESCE_MAX {
             self.gathered.clear();
             for slice in &slices[..count] {
                 self.gathered.extend_from_slice(slice);

@@ -129,3 +129,20 @@ fn a_lone_frame_is_written_from_its_segments() {
     assert_eq!(recorded.writes.concat().len(), length);
     assert!(recorded.writes[0].ends_with(b"payload"));
 }
+
+#[test]
+fn small_bulk_payloads_in_a_batch_are_written_from_their_buffers() {
+    let mut pair = lanner_proto::harness::Pair::connected();
+    let mut request = |payload: &'static [u8]| {
+        let mut message = lanner_proto::MessageBuilder::request(7, 0, 1, 0xfeed);
+        message.push_segment(Bytes::from_static(payload));
+        pair.client.conn.send_request(message).unwrap().1
+    };
+    let mut frames = [request(b"one"), request(b"two")];
+    let recorded = send_recording(usize::MAX, &mut frames);
+    assert_eq!(
+        recorded.segments,
+        [4],
+        "two headers and two payloads, not gathered"
+    );
+}
