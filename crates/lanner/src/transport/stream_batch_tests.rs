@@ -113,14 +113,24 @@ fn a_gathered_write_taken_in_part_continues_in_order() {
     assert_eq!(recorded.writes[0], b"onetw");
 }
 
+/// Requests stamped on one connection, each carrying one bulk payload.
+fn requests_with_payloads(payloads: &[&'static [u8]]) -> Vec<OutFrame> {
+    let mut pair = lanner_proto::harness::Pair::connected();
+    payloads
+        .iter()
+        .map(|payload| {
+            let mut message = lanner_proto::MessageBuilder::request(7, 0, 1, 0xfeed);
+            message.push_segment(Bytes::from_static(payload));
+            pair.client.conn.send_request(message).unwrap().1
+        })
+        .collect()
+}
+
 #[test]
 fn a_lone_frame_is_written_from_its_segments() {
-    let mut pair = lanner_proto::harness::Pair::connected();
-    let mut message = lanner_proto::MessageBuilder::request(7, 0, 1, 0xfeed);
-    message.push_segment(Bytes::from_static(b"payload"));
-    let (_, frame) = pair.client.conn.send_request(message).unwrap();
-    let length = frame.remaining();
-    let recorded = send_recording(usize::MAX, &mut [frame]);
+    let mut frames = requests_with_payloads(&[b"payload"]);
+    let length = frames[0].remaining();
+    let recorded = send_recording(usize::MAX, &mut frames);
     assert_eq!(
         recorded.segments,
         [2],
@@ -132,13 +142,7 @@ fn a_lone_frame_is_written_from_its_segments() {
 
 #[test]
 fn small_bulk_payloads_in_a_batch_are_written_from_their_buffers() {
-    let mut pair = lanner_proto::harness::Pair::connected();
-    let mut request = |payload: &'static [u8]| {
-        let mut message = lanner_proto::MessageBuilder::request(7, 0, 1, 0xfeed);
-        message.push_segment(Bytes::from_static(payload));
-        pair.client.conn.send_request(message).unwrap().1
-    };
-    let mut frames = [request(b"one"), request(b"two")];
+    let mut frames = requests_with_payloads(&[b"one", b"two"]);
     let recorded = send_recording(usize::MAX, &mut frames);
     assert_eq!(
         recorded.segments,
