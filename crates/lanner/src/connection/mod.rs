@@ -403,7 +403,12 @@ impl Connection {
         }
         let sent = self.send(frame, false, When::Deferred);
         // After the frame is queued: a reader going to sleep sees the flag (see `sleep`).
-        self.deferred.store(true, Ordering::SeqCst);
+        // Already set, it stays set until the reader's next flush, which the queue's lock
+        // orders after this frame: a plain load spares a read-modify-write per call when
+        // requests pile up.
+        if !self.deferred.load(Ordering::Relaxed) {
+            self.deferred.store(true, Ordering::SeqCst);
+        }
         self.signal.kick();
         sent
     }

@@ -262,6 +262,15 @@ impl Writer {
     /// (`finished` false) the last frame stays even if all its bytes went: the transport
     /// may still have to flush it (TLS), which the next call with it finishes.
     fn pop_written(&mut self, finished: bool) {
+        if finished && self.queue.back().is_some_and(|last| last.remaining() == 0) {
+            // The whole batch went out (frames are written in order): no frame to look at.
+            for written in self.queue.drain(..) {
+                written.recycle();
+            }
+            self.returns_credit.clear();
+            self.queued_credits = 0;
+            return;
+        }
         while let Some(front) = self.queue.front() {
             if front.remaining() > 0 || (!finished && self.queue.len() == 1) {
                 break;

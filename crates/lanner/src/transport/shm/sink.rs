@@ -35,6 +35,33 @@ impl ShmSink {
     }
 }
 
+impl ShmSink {
+    /// The common case on its own, without the general loop's bookkeeping: a frame sent
+    /// whole as one record, with room for it in the ring now (published at once if
+    /// `publish`). False, with nothing written, otherwise.
+    fn try_send_whole(&mut self, frame: &mut OutFrame, publish: bool) -> io::Result<bool> {
+        let len = frame.remaining();
+        if self.fragmenting || len > self.largest_whole() {
+            return Ok(false);
+        }
+        let Some(mut reservation) = self.producer.try_reserve(len).map_err(ring_error)? else {
+            return Ok(false);
+        };
+        let mut at = 0;
+        frame.for_each_unwritten(|segment| {
+            reservation.write(at, segment);
+            at += segment.len();
+        });
+        frame.mark_written();
+        if publish {
+            reservation.commit(false);
+        } else {
+            reservation.commit_unpublished(false);
+        }
+        Ok(true)
+    }
+}
+
 /// Copies the first `len` unwritten bytes of `frame` into `reservation` and marks them
 /// written: the whole frame (the common case), or the next piece of one sent in pieces.
 fn copy_into(frame: &mut OutFrame, reservation: &mut Reservation<'_>, len: usize) {
@@ -65,6 +92,9 @@ impl ShmSink {
         frame: &mut OutFrame,
         publish: bool,
     ) -> Poll<io::Result<()>> {
+        if self.try_send_whole(frame, publish)? {
+            return Poll::Ready(Ok(()));
+        }
         loop {
             let remaining = frame.remaining();
             if remaining == 0 {
