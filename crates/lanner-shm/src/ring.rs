@@ -547,7 +547,7 @@ impl Consumer {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 impl Consumer {
     /// The ring's memory, for tests that play a hostile peer.
     pub(crate) fn shared(&self) -> &RingMemory {
