@@ -35,33 +35,6 @@ impl ShmSink {
     }
 }
 
-impl ShmSink {
-    /// The common case on its own, without the general loop's bookkeeping: a frame sent
-    /// whole as one record, with room for it in the ring now (published at once if
-    /// `publish`). False, with nothing written, otherwise.
-    fn try_send_whole(&mut self, frame: &mut OutFrame, publish: bool) -> io::Result<bool> {
-        let len = frame.remaining();
-        if self.fragmenting || len > self.largest_whole() {
-            return Ok(false);
-        }
-        let Some(mut reservation) = self.producer.try_reserve(len).map_err(ring_error)? else {
-            return Ok(false);
-        };
-        let mut at = 0;
-        frame.for_each_unwritten(|segment| {
-            reservation.write(at, segment);
-            at += segment.len();
-        });
-        frame.mark_written();
-        if publish {
-            reservation.commit(false);
-        } else {
-            reservation.commit_unpublished(false);
-        }
-        Ok(true)
-    }
-}
-
 /// Copies the first `len` unwritten bytes of `frame` into `reservation` and marks them
 /// written: the whole frame (the common case), or the next piece of one sent in pieces.
 fn copy_into(frame: &mut OutFrame, reservation: &mut Reservation<'_>, len: usize) {
@@ -83,6 +56,35 @@ fn copy_into(frame: &mut OutFrame, reservation: &mut Reservation<'_>, len: usize
 }
 
 impl ShmSink {
+    /// The common case on its own, without the general loop's bookkeeping: a frame sent
+    /// whole as one record, with room for it in the ring now (published at once if
+    /// `publish`). False, with nothing written, otherwise.
+    fn try_send_whole(&mut self, frame: &mut OutFrame, publish: bool) -> io::Result<bool> {
+        let len = frame.remaining();
+        if len == 0 {
+            // Written already (a frame a batch left behind): no empty record.
+            return Ok(true);
+        }
+        if self.fragmenting || len > self.largest_whole() {
+            return Ok(false);
+        }
+        let Some(mut reservation) = self.producer.try_reserve(len).map_err(ring_error)? else {
+            return Ok(false);
+        };
+        let mut at = 0;
+        frame.for_each_unwritten(|segment| {
+            reservation.write(at, segment);
+            at += segment.len();
+        });
+        frame.mark_written();
+        if publish {
+            reservation.commit(false);
+        } else {
+            reservation.commit_unpublished(false);
+        }
+        Ok(true)
+    }
+
     /// Copies `frame` into the ring as one record (or pieces), publishing each record at
     /// once if `publish`, else leaving it for [`Producer::publish_pending`]. Publishes
     /// whatever waits before it sleeps for room.
@@ -159,5 +161,91 @@ impl FrameSink for ShmSink {
         }
         self.producer.publish_pending();
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use lanner_shm::ring::{Wake, heap_ring};
+
+    use super::*;
+
+    struct Nobody;
+
+    impl Wake for Nobody {
+        fn wake(&self) {}
+    }
+
+    fn sink_and_consumer() -> (
+        ShmSink,
+        lanner_shm::Consumer,
+        std::os::unix::net::UnixStream,
+    ) {
+        let (producer, consumer) = heap_ring(4096, Arc::new(Nobody), Arc::new(Nobody), 1 << 20);
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair().expect("socket pair");
+        let waiter = Waiter::new(ours.into()).expect("waiter");
+        (ShmSink::new(producer, waiter), consumer, theirs)
+    }
+
+    fn records(consumer: &mut lanner_shm::Consumer) -> Vec<Bytes> {
+        std::iter::from_fn(|| consumer.try_recv().expect("ring intact"))
+            .map(|record| record.bytes)
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn whole_frames_become_one_record_each_and_written_ones_none() {
+        let (mut sink, mut consumer, _peer) = sink_and_consumer();
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut written = OutFrame::contiguous(Bytes::from_static(b"already out"));
+        written.mark_written();
+        let mut batch = [
+            OutFrame::contiguous(Bytes::from_static(b"first")),
+            written,
+            OutFrame::contiguous(Bytes::from_static(b"second")),
+        ];
+        assert!(matches!(
+            sink.poll_send_batch(&mut cx, &mut batch),
+            Poll::Ready(Ok(()))
+        ));
+        assert!(batch.iter().all(|frame| frame.remaining() == 0));
+        assert_eq!(records(&mut consumer), ["first".as_bytes(), b"second"]);
+
+        let mut lone = OutFrame::contiguous(Bytes::from_static(b"lone"));
+        assert!(matches!(
+            sink.poll_send(&mut cx, &mut lone),
+            Poll::Ready(Ok(()))
+        ));
+        assert!(matches!(
+            sink.poll_send(&mut cx, &mut lone),
+            Poll::Ready(Ok(()))
+        ));
+        assert_eq!(records(&mut consumer), ["lone".as_bytes()], "sent once");
+    }
+
+    #[tokio::test]
+    async fn a_frame_larger_than_half_the_ring_goes_in_pieces() {
+        let (mut sink, mut consumer, _peer) = sink_and_consumer();
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let payload: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
+        let mut frame = OutFrame::contiguous(Bytes::from(payload.clone()));
+        let mut received = Vec::new();
+        let mut pieces = 0;
+        while frame.remaining() > 0 {
+            let _ = sink.poll_send(&mut cx, &mut frame);
+            for record in records(&mut consumer) {
+                received.extend_from_slice(&record);
+                pieces += 1;
+            }
+        }
+        for record in records(&mut consumer) {
+            received.extend_from_slice(&record);
+            pieces += 1;
+        }
+        assert!(pieces > 1, "{pieces} record(s)");
+        assert_eq!(received, payload);
     }
 }
