@@ -375,11 +375,15 @@ async fn spin_while_busy(
     let mut watched = !spin.is_zero();
     let mut spins = 0u32;
     let mut write_progress = connection.write_progress.load(Ordering::Relaxed);
+    // Without a spin budget, one attempt finds what has arrived and the reader then sleeps
+    // at once: a burst of attempts would be a short spin (on a Unix socket it outlasts a
+    // round trip, so "pure blocking" never slept).
+    let attempts = if spin.is_zero() { 1 } else { BURST };
     loop {
         // Requests deferred by callers go out in one batch before each receive burst.
         connection.flush_deferred()?;
         let burst = poll_fn(|cx| {
-            for _ in 1..BURST {
+            for _ in 1..attempts {
                 match connection.receive_once(cx, None) {
                     Ok(Progress::Empty) => std::hint::spin_loop(),
                     other => return Poll::Ready(other),
