@@ -57,6 +57,8 @@ impl RawShm {
         data: OwnedFd,
         spin: Duration,
     ) -> io::Result<RawShm> {
+        // Faulted in ahead of use, as Lanner's transport does (best effort, as there).
+        let _ = region.populator().populate();
         let (producer, consumer) = region.split(
             side,
             Arc::new(Doorbell::new(data.try_clone()?)),

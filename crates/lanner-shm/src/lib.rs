@@ -33,7 +33,7 @@ mod memory;
 mod sync;
 
 #[cfg(not(loom))]
-pub use region::{Region, Side};
+pub use region::{Populator, Region, Side};
 pub use ring::{Consumer, Producer, Record, Reservation, RingError, Wake};
 
 #[cfg(all(test, not(loom)))]

@@ -17,6 +17,11 @@
 //! stall our thread; our end of a socket is ours alone, and `MSG_DONTWAIT` keeps every
 //! call on it non-blocking.)
 //!
+//! Each side faults the whole region in on a blocking thread as soon as the connection is
+//! set up (`MADV_POPULATE_WRITE`): otherwise every 4 KiB of new records costs both sides a
+//! page fault until the rings have wrapped once. It takes a few milliseconds for the
+//! default 4 MiB rings and commits their memory at connect time.
+//!
 //! Received frames of at least [`IN_PLACE_MIN`] bytes are handed to the runtime in place,
 //! as a `Bytes` that keeps the frame's ring space until dropped; smaller frames are copied
 //! out (a copy of a small frame costs less than tracking it). A receiver that keeps large

@@ -133,6 +133,23 @@ async fn receive_region(stream: &UnixStream) -> io::Result<(Region, OwnedFd)> {
     }
 }
 
+/// Faults the region's pages in on a blocking thread (see [`lanner_shm::Populator`]): the
+/// connection is usable at once, and within a few milliseconds its rings take no page
+/// faults on first touch. Best effort: a kernel without `MADV_POPULATE_WRITE` (before
+/// Linux 5.14) faults pages in as messages first reach them, as before.
+fn populate_in_background(populator: lanner_shm::Populator, peer: &str) {
+    let peer = peer.to_owned();
+    let populate = move || {
+        if let Err(error) = populator.populate() {
+            tracing::debug!(%peer, %error, "shared-memory region not populated ahead of use");
+        }
+    };
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => drop(runtime.spawn_blocking(populate)),
+        Err(_) => populate(),
+    }
+}
+
 /// A connection's two doorbell sockets (see [`lanner_shm::handoff`]): `data` carries
 /// "a record was published" rings, on which the receiving half sleeps; `space` carries
 /// "ring space was released" rings, on which the sending half waits.
@@ -152,6 +169,7 @@ fn transport(
     let sink_waiter = Waiter::new(bells.space.try_clone()?)?;
     let data = Arc::new(Doorbell::new(bells.data));
     let space = Arc::new(Doorbell::new(bells.space));
+    populate_in_background(region.populator(), &peer);
     let (producer, consumer) = region.split(side, data.clone(), space.clone(), IN_PLACE_MIN);
     Ok(Transport {
         sink: Box::new(ShmSink::new(producer, sink_waiter)),
