@@ -169,7 +169,12 @@ fn transport(
     let sink_waiter = Waiter::new(bells.space.try_clone()?)?;
     let data = Arc::new(Doorbell::new(bells.data));
     let space = Arc::new(Doorbell::new(bells.space));
-    populate_in_background(region.populator(), &peer);
+    // The server made the region; a client populates only a region no larger than this
+    // build offers, so that a hostile server cannot make it commit up to the format's
+    // limit (2 GiB) by announcing large rings: larger rings fault in as records arrive.
+    if side == Side::Server || region.capacity() <= DEFAULT_RING_CAPACITY {
+        populate_in_background(region.populator(), &peer);
+    }
     let (producer, consumer) = region.split(side, data.clone(), space.clone(), IN_PLACE_MIN);
     Ok(Transport {
         sink: Box::new(ShmSink::new(producer, sink_waiter)),
