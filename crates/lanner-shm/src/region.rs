@@ -65,7 +65,9 @@ impl Populator {
     }
 }
 
-fn check_capacity(capacity: usize) -> io::Result<()> {
+/// Whether `capacity` is a valid ring size (a power of two from [`MIN_CAPACITY`] to
+/// [`MAX_CAPACITY`]): `InvalidInput` saying so otherwise.
+pub fn check_capacity(capacity: usize) -> io::Result<()> {
     if capacity.is_power_of_two() && (MIN_CAPACITY..=MAX_CAPACITY).contains(&capacity) {
         Ok(())
     } else {

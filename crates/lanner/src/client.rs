@@ -176,7 +176,9 @@ impl Client {
         let auth = &self.inner.auth;
         let opening = async {
             match auth.transport_for(endpoint)? {
-                ClientTransport::Plain => transport::connect(endpoint).await,
+                ClientTransport::Plain => {
+                    transport::connect_with(endpoint, &self.inner.options).await
+                }
                 ClientTransport::Tls(config, name) => {
                     transport::connect_tls(endpoint, config.clone(), name).await
                 }

@@ -37,6 +37,14 @@ pub struct ConnectionOptions {
     /// outstanding) for this long; `None` (the default) never does. Keepalive probes do
     /// not count as use.
     pub idle_timeout: Option<Duration>,
+    /// Bytes per ring, each direction, of a shared-memory (`shm://`) connection (default
+    /// 4 MiB; a power of two from 4 KiB to 1 GiB). A server gives the connections it
+    /// accepts rings of this size. Both sides fault the rings in when the connection is
+    /// set up, so each connection commits twice this much memory at once (see
+    /// [`crate::transport::shm`]); a client does that for rings up to this size, and lets
+    /// larger ones fault in as messages reach them. Messages larger than half a ring
+    /// travel in pieces.
+    pub shm_ring_size: usize,
 }
 
 impl Default for ConnectionOptions {
@@ -51,11 +59,19 @@ impl Default for ConnectionOptions {
             keepalive: Some(Duration::from_secs(15)),
             keepalive_timeout: Duration::from_secs(15),
             idle_timeout: None,
+            shm_ring_size: crate::transport::shm::DEFAULT_RING_CAPACITY,
         }
     }
 }
 
 impl ConnectionOptions {
+    /// Sets the ring size of shared-memory connections (see
+    /// [`ConnectionOptions::shm_ring_size`]).
+    pub fn with_shm_ring_size(mut self, bytes: usize) -> Self {
+        self.shm_ring_size = bytes;
+        self
+    }
+
     /// Sets the spin budget.
     pub fn with_spin(mut self, spin: Duration) -> Self {
         self.spin = spin;

@@ -259,6 +259,12 @@ impl Server {
         let mut listener = Listener::bind(&endpoint)
             .await
             .map_err(|e| Error::io(&format!("listening on {endpoint}"), &e))?;
+        listener.apply(&self.options).map_err(|e| {
+            Error::new(
+                crate::ErrorKind::InvalidArgument,
+                format!("listening on {endpoint}: {e}"),
+            )
+        })?;
         let tls = match (&endpoint, self.auth.tls_config()) {
             (Endpoint::Tcp(_), Some(config)) => {
                 listener

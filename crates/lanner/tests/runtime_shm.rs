@@ -109,3 +109,33 @@ async fn many_large_concurrent_calls_never_stall() {
         .await
         .expect("16 tasks × 40 calls of 1 MiB stalled");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_rings_carry_large_payloads_in_pieces() {
+    let small = lanner::ConnectionOptions::default().with_shm_ring_size(64 * 1024);
+    let object = service_object(&Arc::default());
+    let (_server, _listening) = serve_at(
+        &endpoint("small-rings"),
+        Server::with_options(small.clone()),
+        object,
+    )
+    .await;
+    let url = format!("{}/obj", endpoint("small-rings"));
+    let blobs: BlobsProxy = Client::with_options(small).connect(&url).await.unwrap();
+    for (round, size) in [0usize, 100, 40 * 1024, 1 << 20].into_iter().enumerate() {
+        let payload = pattern(size, round as u8);
+        let echoed = blobs.echo(payload.clone()).await.unwrap();
+        assert!(echoed == payload, "{size} bytes came back different");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ring_size_that_is_not_a_power_of_two_is_refused_when_listening() {
+    let options = lanner::ConnectionOptions::default().with_shm_ring_size(3000);
+    let error = Server::with_options(options)
+        .listen(&endpoint("bad-ring-size"))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument);
+    assert!(error.message().contains("power of two"), "{error}");
+}

@@ -22,6 +22,18 @@ pub async fn connect(endpoint: &Endpoint) -> io::Result<Transport> {
     }
 }
 
+/// [`connect`] with a client's options: over shared memory, the server's rings are faulted
+/// in ahead of use up to [`crate::ConnectionOptions::shm_ring_size`].
+pub async fn connect_with(
+    endpoint: &Endpoint,
+    options: &crate::ConnectionOptions,
+) -> io::Result<Transport> {
+    match endpoint {
+        Endpoint::Shm(name) => shm::connect_populating(name, options.shm_ring_size).await,
+        _ => connect(endpoint).await,
+    }
+}
+
 /// Opens a TLS connection to `endpoint` (see [`tls::connect`]: `server_name` is the DNS
 /// name or IP address the server's certificate must be valid for). Fails with
 /// `InvalidInput` unless `endpoint` is a TCP endpoint.
@@ -90,6 +102,16 @@ impl Listener {
             Listener::Shm(listener) => Endpoint::Shm(listener.name().to_owned()),
             Listener::Mem(listener) => Endpoint::Mem(listener.name().to_owned()),
         })
+    }
+
+    /// Applies a server's options that concern the listener itself: the ring size of
+    /// shared-memory connections ([`crate::ConnectionOptions::shm_ring_size`];
+    /// `InvalidInput` if it is not a valid ring size). Other listeners have nothing to set.
+    pub fn apply(&mut self, options: &crate::ConnectionOptions) -> io::Result<()> {
+        match self {
+            Listener::Shm(listener) => listener.set_ring_capacity(options.shm_ring_size),
+            _ => Ok(()),
+        }
     }
 
     /// Makes every connection accepted from now on a TLS connection: [`Incoming::establish`]

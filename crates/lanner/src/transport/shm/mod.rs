@@ -35,7 +35,7 @@ mod waiter;
 
 use std::io;
 
-pub use setup::{ShmListener, connect};
+pub use setup::{ShmListener, connect, connect_populating};
 
 /// Bytes per ring (each direction) unless configured otherwise: 4 MiB, so that a 1 MiB
 /// payload travels whole with room for another behind it.

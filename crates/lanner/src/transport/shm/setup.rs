@@ -56,6 +56,15 @@ impl ShmListener {
         &self.name
     }
 
+    /// Gives connections accepted from now on rings of `capacity` bytes each way (a power
+    /// of two from 4 KiB to 1 GiB; `InvalidInput` otherwise). Default
+    /// [`DEFAULT_RING_CAPACITY`](super::DEFAULT_RING_CAPACITY).
+    pub fn set_ring_capacity(&mut self, capacity: usize) -> io::Result<()> {
+        lanner_shm::region::check_capacity(capacity)?;
+        self.ring_capacity = capacity;
+        Ok(())
+    }
+
     /// The next connection: creates its region and hands it to the client. A client that
     /// fails its setup (it hung up already, say) is logged and skipped: only a failure of
     /// the listener itself is an error.
@@ -88,12 +97,22 @@ impl ShmListener {
             },
             peer,
             Some(credentials),
+            usize::MAX,
         )
     }
 }
 
-/// Connects to the listener of `shm://name` on this host.
+/// Connects to the listener of `shm://name` on this host. The server's rings are faulted in
+/// ahead of use if they are no larger than [`DEFAULT_RING_CAPACITY`] (see
+/// [`connect_populating`]).
 pub async fn connect(name: &str) -> io::Result<Transport> {
+    connect_populating(name, DEFAULT_RING_CAPACITY).await
+}
+
+/// [`connect`], faulting the server's rings in ahead of use if they are no larger than
+/// `populate_up_to` bytes: the server announces their size, and a hostile one could
+/// otherwise make this process commit up to the format's limit (2 GiB).
+pub async fn connect_populating(name: &str, populate_up_to: usize) -> io::Result<Transport> {
     let stream = std::os::unix::net::UnixStream::connect_addr(&address(name)?).map_err(|e| {
         if e.kind() == io::ErrorKind::ConnectionRefused {
             io::Error::new(e.kind(), format!("nothing listens on shm://{name}"))
@@ -118,6 +137,7 @@ pub async fn connect(name: &str) -> io::Result<Transport> {
         Bells { data, space },
         format!("shm://{name}"),
         None,
+        populate_up_to,
     )
 }
 
@@ -158,21 +178,21 @@ struct Bells {
     space: OwnedFd,
 }
 
+/// The transport over `region`; its rings are faulted in ahead of use if they are no
+/// larger than `populate_up_to`.
 fn transport(
     side: Side,
     region: Region,
     bells: Bells,
     peer: String,
     credentials: Option<PeerCredentials>,
+    populate_up_to: usize,
 ) -> io::Result<Transport> {
     let source_waiter = Waiter::new(bells.data.try_clone()?)?;
     let sink_waiter = Waiter::new(bells.space.try_clone()?)?;
     let data = Arc::new(Doorbell::new(bells.data));
     let space = Arc::new(Doorbell::new(bells.space));
-    // The server made the region; a client populates only a region no larger than this
-    // build offers, so that a hostile server cannot make it commit up to the format's
-    // limit (2 GiB) by announcing large rings: larger rings fault in as records arrive.
-    if side == Side::Server || region.capacity() <= DEFAULT_RING_CAPACITY {
+    if region.capacity() <= populate_up_to {
         populate_in_background(region.populator(), &peer);
     }
     let (producer, consumer) = region.split(side, data.clone(), space.clone(), IN_PLACE_MIN);
