@@ -17,7 +17,7 @@
 //! tests check it), and a doorbell costs a system call only when the peer really sleeps.
 //!
 //! The consumer stores `head` lazily: space of records it consumed and released at once is
-//! given back when at least a quarter of the ring has accumulated ([`LAZY_RELEASE`]), not
+//! given back when at least a quarter of the ring has accumulated (`LAZY_RELEASE`), not
 //! per record, so a stream of small messages costs no store to the producer's line and no
 //! read-modify-write of the `waiting` flag per message. A record takes at most the other
 //! three quarters ([`Producer::max_record_len`]), which is what keeps this from stranding
