@@ -24,6 +24,7 @@ use crate::frame::{
 };
 use crate::limits::{Limits, MAX_FRAME_SIZE, MIN_FRAME_SIZE, PROTOCOL_VERSION};
 use crate::out_frame::OutFrame;
+use crate::payload::ExternalSegments;
 use crate::status::Status;
 
 /// The largest frame accepted before the handshake completes. Handshake frames are tiny;
@@ -263,12 +264,22 @@ impl Connection {
     /// Processes one received frame. An error means the connection is broken: send
     /// [`ProtocolError::close_frame`] and drop it. Never panics.
     pub fn handle_frame(&mut self, bytes: Bytes) -> Result<Event, ProtocolError> {
+        self.handle_frame_with(bytes, ExternalSegments::new())
+    }
+
+    /// [`Connection::handle_frame`] for a frame some of whose bulk segments the transport
+    /// delivered apart from it, by reference (see [`ExternalSegments`]).
+    pub fn handle_frame_with(
+        &mut self,
+        bytes: Bytes,
+        external: ExternalSegments,
+    ) -> Result<Event, ProtocolError> {
         // Handshake frames are kept for the transcript (a cheap reference count).
         let raw = match self.state {
             State::Open => Bytes::new(),
             _ => bytes.clone(),
         };
-        let frame = Frame::decode(bytes)?;
+        let frame = Frame::decode_with(bytes, external)?;
         match (self.state, frame) {
             (_, Frame::Close(close)) => {
                 self.state = State::Closed;

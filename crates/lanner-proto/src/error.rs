@@ -99,6 +99,10 @@ pub enum FrameError {
     /// A close frame's reason is too long or not UTF-8.
     #[error("close frame reason is invalid: {0}")]
     BadReason(&'static str),
+    /// Bulk segments the transport delivered apart from their frame (see
+    /// [`crate::payload::ExternalSegments`]) do not match the frame's segment table.
+    #[error("segments passed by reference do not match the frame: {0}")]
+    BadExternal(&'static str),
 }
 
 /// A violation of the protocol by the peer, or a local misuse, detected by the connection

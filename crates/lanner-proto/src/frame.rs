@@ -15,7 +15,9 @@
 //! `inline_len` bytes of inline data (the small arguments, encoded once), a table of `segs`
 //! u32 lengths, and the bulk segments themselves, back to back. On send, the bulk segments
 //! are separate buffers written with one vectored write; on receipt they are slices of the
-//! received frame. Neither side copies them.
+//! received frame. Neither side copies them. A transport may deliver some bulk segments
+//! apart from the frame, by reference (the shared-memory transport's loans, see
+//! [`ExternalSegments`]); the length field and the segment table still count them.
 //!
 //! ```text
 //! HELLO     magic[4] version_min u16 version_max u16 max_frame u32 credits u32
@@ -51,6 +53,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use crate::auth::{MAX_AUTH_DATA, Mechanism};
 use crate::error::FrameError;
 use crate::limits::{Limits, MAGIC, MAX_BULK_SEGMENTS, MAX_REASON_LEN};
+use crate::payload::ExternalSegments;
 use crate::payload::Payload;
 use crate::status::Status;
 
@@ -293,12 +296,26 @@ impl Frame {
     /// [`crate::FrameSplitter`] or delivered whole by a message transport); payload parts
     /// of the result are slices of it, not copies. Never panics.
     pub fn decode(frame: Bytes) -> Result<Frame, FrameError> {
+        Frame::decode_with(frame, ExternalSegments::new())
+    }
+
+    /// [`Frame::decode`] of a frame some of whose bulk segments the transport delivered
+    /// apart from it, by reference (see [`ExternalSegments`]): the length field counts
+    /// them, `frame` holds everything else. Only a REQUEST or RESPONSE may have any.
+    pub fn decode_with(frame: Bytes, external: ExternalSegments) -> Result<Frame, FrameError> {
         let header = read_header(&frame)?;
-        if header.len as usize != frame.len() {
+        let external_len: u64 = external.iter().map(|(_, bytes)| bytes.len() as u64).sum();
+        if u64::from(header.len) != frame.len() as u64 + external_len {
             return Err(FrameError::LengthMismatch {
                 declared: u64::from(header.len),
-                actual: frame.len() as u64,
+                actual: frame.len() as u64 + external_len,
             });
+        }
+        if !external.is_empty() && !matches!(header.kind, FrameKind::Request | FrameKind::Response)
+        {
+            return Err(FrameError::BadExternal(
+                "only requests and responses carry bulk segments",
+            ));
         }
         if header.segments != 0 && !matches!(header.kind, FrameKind::Request | FrameKind::Response)
         {
@@ -323,9 +340,11 @@ impl Frame {
             }
             FrameKind::Request => {
                 let one_way = header.flags & FLAG_ONE_WAY != 0;
-                decode_request(frame, header.segments, one_way).map(Frame::Request)
+                decode_request(frame, header.segments, one_way, external).map(Frame::Request)
             }
-            FrameKind::Response => decode_response(frame, header.segments).map(Frame::Response),
+            FrameKind::Response => {
+                decode_response(frame, header.segments, external).map(Frame::Response)
+            }
             FrameKind::Credit => {
                 need(&frame, FrameKind::Credit, CREDIT_LEN)?;
                 Ok(Frame::Credit(le_u32(&frame, HEADER_LEN)))
@@ -466,7 +485,12 @@ fn auth_data(frame: &Bytes, start: usize) -> Result<Bytes, FrameError> {
     Ok(frame.slice(start..))
 }
 
-fn decode_request(frame: Bytes, segments: u16, one_way: bool) -> Result<Request, FrameError> {
+fn decode_request(
+    frame: Bytes,
+    segments: u16,
+    one_way: bool,
+    external: ExternalSegments,
+) -> Result<Request, FrameError> {
     need(&frame, FrameKind::Request, REQUEST_FIXED_LEN)?;
     let call_id = le_u64(&frame, 8);
     let object = le_u64(&frame, 16);
@@ -475,7 +499,7 @@ fn decode_request(frame: Bytes, segments: u16, one_way: bool) -> Result<Request,
     let fingerprint = le_u32(&frame, 28);
     let timeout_us = le_u32(&frame, 32);
     let inline_len = le_u32(&frame, 36);
-    let payload = Payload::parse(frame, REQUEST_FIXED_LEN, inline_len, segments)?;
+    let payload = Payload::parse(frame, REQUEST_FIXED_LEN, inline_len, segments, external)?;
     Ok(Request {
         call_id,
         object,
@@ -488,13 +512,17 @@ fn decode_request(frame: Bytes, segments: u16, one_way: bool) -> Result<Request,
     })
 }
 
-fn decode_response(frame: Bytes, segments: u16) -> Result<Response, FrameError> {
+fn decode_response(
+    frame: Bytes,
+    segments: u16,
+    external: ExternalSegments,
+) -> Result<Response, FrameError> {
     need(&frame, FrameKind::Response, RESPONSE_FIXED_LEN)?;
     let call_id = le_u64(&frame, 8);
     let status = Status::from_wire(frame[16]);
     let credits = le_u32(&frame, 20);
     let inline_len = le_u32(&frame, 24);
-    let payload = Payload::parse(frame, RESPONSE_FIXED_LEN, inline_len, segments)?;
+    let payload = Payload::parse(frame, RESPONSE_FIXED_LEN, inline_len, segments, external)?;
     Ok(Response {
         call_id,
         status,

@@ -42,7 +42,7 @@ pub use error::{FrameError, ProtocolError, SendError};
 pub use frame::{Close, Frame, FrameKind, Grant, Hello, Request, Response, Welcome};
 pub use limits::{Limits, PROTOCOL_VERSION};
 pub use out_frame::OutFrame;
-pub use payload::Payload;
+pub use payload::{ExternalSegments, Payload};
 pub use splitter::FrameSplitter;
 pub use status::Status;
 

@@ -73,6 +73,14 @@ impl OutFrame {
             .any(|segment| !segment.is_empty())
     }
 
+    /// The frame's parts: the bytes built here (header, inline data, segment table) and
+    /// the bulk segments, in order. Meaningful on a frame none of which is written yet, for
+    /// a transport that passes some bulk segments by reference instead of writing their
+    /// bytes (see [`crate::payload::ExternalSegments`]).
+    pub fn parts(&self) -> (&[u8], &[Bytes]) {
+        (self.head.bytes(), &self.bulk[self.next_bulk..])
+    }
+
     /// Bytes not yet written.
     pub fn remaining(&self) -> usize {
         self.head.bytes().len()

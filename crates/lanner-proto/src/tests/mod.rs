@@ -8,6 +8,7 @@ mod auth;
 mod calls;
 mod codec_props;
 mod credits;
+mod external;
 mod fuzz_regressions;
 mod handshake;
 mod malformed;
