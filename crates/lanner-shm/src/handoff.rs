@@ -20,7 +20,7 @@ use crate::region::Region;
 use crate::sys;
 
 const MAGIC: [u8; 8] = *b"LNRSHM\0\0";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 const OFFER_LEN: usize = 16;
 
 /// Server side: creates a region whose rings hold `capacity` bytes each and sends it on
@@ -118,9 +118,9 @@ mod tests {
     fn bad_offers_are_refused_with_a_reason() {
         let cases: [(&[u8], &str); 3] = [
             (b"GET / HTTP/1.1\r\n", "not a Lanner"),
-            (b"LNRSHM\0\0\x02\0\0\0\0\x10\0\0", "version 2"),
+            (b"LNRSHM\0\0\x01\0\0\0\0\x10\0\0", "version 1"),
             (
-                b"LNRSHM\0\0\x01\0\0\0\0\x10\0\0",
+                b"LNRSHM\0\0\x02\0\0\0\0\x10\0\0",
                 "0 file descriptors instead of 2",
             ),
         ];
@@ -142,7 +142,7 @@ mod tests {
         let (server, client) = UnixStream::pair().unwrap();
         let memfd = sys::create_sealed_memfd("wrong", Region::len_for(4096)).unwrap();
         let (bell, _) = UnixStream::pair().unwrap();
-        let offer = b"LNRSHM\0\0\x01\0\0\0\0\x20\0\0"; // claims 8 KiB rings
+        let offer = b"LNRSHM\0\0\x02\0\0\0\0\x20\0\0"; // claims 8 KiB rings
         sys::send_with_fds(server.as_fd(), offer, &[memfd.as_fd(), bell.as_fd()]).unwrap();
         let error = accept_region(client.as_fd()).unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::InvalidData, "{error}");
@@ -153,7 +153,7 @@ mod tests {
         let (server, client) = UnixStream::pair().unwrap();
         let memfd = sys::create_sealed_memfd("region", Region::len_for(4096)).unwrap();
         let not_a_socket = sys::create_sealed_memfd("bell", 4096).unwrap();
-        let offer = b"LNRSHM\0\0\x01\0\0\0\0\x10\0\0";
+        let offer = b"LNRSHM\0\0\x02\0\0\0\0\x10\0\0";
         sys::send_with_fds(
             server.as_fd(),
             offer,

@@ -24,14 +24,22 @@ pub mod fuzzing;
 #[cfg(not(loom))]
 pub mod handoff;
 #[cfg(not(loom))]
+pub mod loans;
+#[cfg(not(loom))]
 pub mod region;
 pub mod ring;
 #[cfg(not(loom))]
 pub mod sys;
 
+#[cfg(not(loom))]
+mod area;
+#[cfg(not(loom))]
+mod bitmap;
 mod memory;
 mod sync;
 
+#[cfg(not(loom))]
+pub use loans::{Loan, LoanArea, LoanReceiver};
 #[cfg(not(loom))]
 pub use region::{Populator, Region, Side};
 pub use ring::{Consumer, Producer, Record, Reservation, RingError, Wake};

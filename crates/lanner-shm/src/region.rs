@@ -1,12 +1,22 @@
-//! The shared region: one mapping holding both rings of a connection.
+//! The shared region: one mapping holding both rings of a connection, and both loan areas
+//! (see [`crate::loans`]) with their returns rings.
 //!
 //! ```text
-//! offset 0            header line: magic u64 | version u32 | ring capacity u32
-//! offset 256          ring 0 control (client → server): 4 cache lines
-//! offset 512          ring 1 control (server → client): 4 cache lines
-//! offset 4096         ring 0 data, `capacity` bytes
-//! offset 4096 + cap   ring 1 data, `capacity` bytes
+//! offset 0                 header line: magic u64 | version u32 | ring capacity u32
+//! offset 256               ring 0 control (client → server): 4 cache lines
+//! offset 512               ring 1 control (server → client): 4 cache lines
+//! offset 768               returns 0 control (the server gives the client's loans back)
+//! offset 1024              returns 1 control (the client gives the server's loans back)
+//! offset 4096              ring 0 data, `capacity` bytes
+//! + capacity               ring 1 data, `capacity` bytes
+//! + capacity               returns 0 data, RETURNS_CAPACITY bytes
+//! + RETURNS_CAPACITY       returns 1 data, RETURNS_CAPACITY bytes
+//! + RETURNS_CAPACITY       area 0: the client's loans, `capacity` bytes
+//! + capacity               area 1: the server's loans, `capacity` bytes
 //! ```
+//!
+//! Populating (see [`Populator`]) faults in the rings only: a loan area's pages are
+//! committed as loans first reach them.
 //!
 //! The server creates the region in a sealed memfd (its size cannot change, so the
 //! client's accesses can never fault) and passes the descriptor to the client, which
@@ -15,6 +25,8 @@
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
+use crate::area::AreaMemory;
+use crate::loans::{LoanArea, LoanReceiver, NoWake, RETURNS_CAPACITY};
 use crate::memory::{self, RingMemory};
 use crate::ring::Wake;
 use crate::ring::{Consumer, Producer};
@@ -22,8 +34,9 @@ use crate::sync::Arc;
 use crate::sys::{self, Mapping};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"LANNRSHM");
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 const CONTROL_OFFSETS: [usize; 2] = [256, 512];
+const RETURNS_CONTROL_OFFSETS: [usize; 2] = [768, 1024];
 const DATA_OFFSET: usize = 4096;
 
 /// The smallest ring capacity accepted (4 KiB).
@@ -56,12 +69,14 @@ pub struct Region {
 #[derive(Debug)]
 pub struct Populator {
     mapping: Arc<Mapping>,
+    /// The rings' part of the region (the loan areas follow it).
+    rings_len: usize,
 }
 
 impl Populator {
-    /// Faults every page of the region in (see [`Mapping::populate`]).
+    /// Faults every page of the region's rings in (see [`Mapping::populate`]).
     pub fn populate(self) -> io::Result<()> {
-        self.mapping.populate()
+        self.mapping.populate_prefix(self.rings_len)
     }
 }
 
@@ -83,7 +98,17 @@ pub fn check_capacity(capacity: usize) -> io::Result<()> {
 impl Region {
     /// The size of a region whose rings hold `capacity` bytes each.
     pub fn len_for(capacity: usize) -> usize {
+        Region::areas_offset(capacity) + 2 * capacity
+    }
+
+    /// Where the returns rings' data starts.
+    fn returns_offset(capacity: usize) -> usize {
         DATA_OFFSET + 2 * capacity
+    }
+
+    /// Where the loan areas start: after the rings (which populating faults in).
+    fn areas_offset(capacity: usize) -> usize {
+        Region::returns_offset(capacity) + 2 * RETURNS_CAPACITY
     }
 
     /// Creates a region with two rings of `capacity` bytes (a power of two, at least
@@ -140,6 +165,7 @@ impl Region {
     pub fn populator(&self) -> Populator {
         Populator {
             mapping: self.mapping.clone(),
+            rings_len: Region::areas_offset(self.capacity),
         }
     }
 
@@ -167,6 +193,62 @@ impl Region {
                 in_place_min,
             ),
         )
+    }
+
+    /// This side's two ends of the loans (see [`crate::loans`]): its own area, whose
+    /// loans it lends to the peer, and the peer's, whose lendings it receives.
+    pub fn loans(&self, side: Side) -> (LoanArea, LoanReceiver) {
+        let (own, peers) = match side {
+            Side::Client => (0, 1),
+            Side::Server => (1, 0),
+        };
+        let returns_data =
+            |index: usize| Region::returns_offset(self.capacity) + index * RETURNS_CAPACITY;
+        // Our area's returns come from the peer; we give the peer's area's back.
+        let (_, returns_in) = self.ring_at(
+            RETURNS_CONTROL_OFFSETS[own],
+            returns_data(own),
+            RETURNS_CAPACITY,
+        );
+        let (returns_out, _) = self.ring_at(
+            RETURNS_CONTROL_OFFSETS[peers],
+            returns_data(peers),
+            RETURNS_CAPACITY,
+        );
+        let area = LoanArea::new(self.area(own), returns_in);
+        let receiver = LoanReceiver::new(self.area(peers), returns_out);
+        (area, receiver)
+    }
+
+    /// The producer and consumer of a returns ring (each side uses one of them).
+    fn ring_at(&self, control: usize, data: usize, capacity: usize) -> (Producer, Consumer) {
+        let base = self.mapping.as_ptr();
+        let memory = Arc::new(
+            // SAFETY: `control` is one of the returns control offsets (64-byte aligned, four
+            // cache lines inside the first page), `data` has `capacity` bytes inside the
+            // mapping (see the layout), and the ring keeps the mapping alive.
+            unsafe {
+                RingMemory::in_mapping(
+                    base.wrapping_add(control),
+                    base.wrapping_add(data),
+                    capacity,
+                    Box::new(self.mapping.clone()),
+                )
+            },
+        );
+        (
+            Producer::new(memory.clone(), Arc::new(NoWake)),
+            Consumer::new(memory, Arc::new(NoWake), usize::MAX),
+        )
+    }
+
+    /// Loan area `index`.
+    fn area(&self, index: usize) -> AreaMemory {
+        let offset = Region::areas_offset(self.capacity) + index * self.capacity;
+        let base = self.mapping.as_ptr().wrapping_add(offset);
+        // SAFETY: the area's `capacity` bytes lie inside the mapping (see the layout), and
+        // the area keeps the mapping alive.
+        unsafe { AreaMemory::in_mapping(base, self.capacity, Box::new(self.mapping.clone())) }
     }
 
     fn ring(&self, index: usize) -> RingMemory {

@@ -95,20 +95,28 @@ impl Mapping {
     /// enter the kernel. Allocates the file's pages if they are not yet. Fails with
     /// `EINVAL` on kernels without it; the mapping is unchanged then.
     pub fn populate(&self) -> io::Result<()> {
-        // SAFETY: the range is exactly this mapping (page-aligned by mmap; the kernel
-        // rounds the length up to whole pages, all of which belong to the mapping), alive
-        // while `self` is borrowed; populating changes no byte of it.
+        self.populate_prefix(self.len)
+    }
+
+    /// [`Mapping::populate`] for the first `len` bytes only (all of them if `len` is
+    /// larger than the mapping).
+    pub fn populate_prefix(&self, len: usize) -> io::Result<()> {
+        let len = len.min(self.len);
+        // SAFETY: the range is a prefix of this mapping (which starts page-aligned; the
+        // kernel rounds the length up to whole pages, all of which belong to the mapping
+        // since its own length is rounded up likewise), alive while `self` is borrowed;
+        // populating changes no byte of it.
         let ret = unsafe {
             libc::madvise(
                 self.ptr.as_ptr().cast::<c_void>(),
-                self.len,
+                len,
                 libc::MADV_POPULATE_WRITE,
             )
         };
         if ret != 0 {
             return Err(annotate(
                 io::Error::last_os_error(),
-                format_args!("populating a mapping of {} bytes", self.len),
+                format_args!("populating {len} bytes of a mapping of {} bytes", self.len),
             ));
         }
         Ok(())

@@ -1,6 +1,7 @@
 //! Unit and property tests of the ring on heap memory.
 
 mod fuzz_regressions;
+mod loans;
 mod ring;
 mod ring_model;
 

@@ -1,0 +1,131 @@
+//! Loans on heap memory: a block lent and given back is free again, bookkeeping survives a
+//! hostile peer, and a receiver refuses what lies outside the area.
+
+use crate::loans::{MAX_LENT, heap_loans};
+
+const AREA: usize = 64 * 1024;
+
+#[test]
+fn a_lent_payload_reads_in_place_and_its_block_comes_back() {
+    let (area, receiver) = heap_loans(AREA);
+    let mut loan = area.loan(1000).unwrap();
+    loan.as_mut_slice().fill(7);
+    let bytes = loan.freeze();
+    let offset = area.lend(&bytes).unwrap();
+    let received = receiver.take(offset, bytes.len() as u64).unwrap();
+    assert_eq!(&received[..], &[7u8; 1000][..]);
+    assert_eq!(
+        received.as_ptr(),
+        bytes.as_ptr(),
+        "read in place, not copied"
+    );
+    assert_eq!((area.lent(), receiver.held()), (1, 1));
+
+    // Dropped here first: the block stays lent until the receiver gives it back.
+    drop(bytes);
+    assert!(area.loan(AREA).is_none(), "the lent block is not free yet");
+    drop(received);
+    assert_eq!(receiver.held(), 0);
+    area.collect_returns();
+    assert_eq!(area.lent(), 0);
+    assert!(area.loan(AREA).is_some(), "every block is free again");
+}
+
+#[test]
+fn a_block_given_back_while_still_held_here_waits_for_this_side() {
+    let (area, receiver) = heap_loans(AREA);
+    let bytes = area.loan(AREA).unwrap().freeze();
+    let offset = area.lend(&bytes[10..20]).unwrap();
+    assert_eq!(offset, 10, "a slice is lent at its own offset");
+    drop(receiver.take(offset, 10).unwrap());
+    area.collect_returns();
+    assert!(area.loan(1).is_none(), "still held here");
+    drop(bytes);
+    assert!(area.loan(AREA).is_some());
+}
+
+#[test]
+fn a_full_area_makes_no_loan_and_a_dropped_loan_frees_its_block() {
+    let (area, _receiver) = heap_loans(AREA);
+    assert!(area.loan(0).is_none());
+    assert!(area.loan(AREA + 1).is_none());
+    let first = area.loan(AREA / 2).unwrap();
+    let second = area.loan(AREA / 2).unwrap();
+    assert!(area.loan(1).is_none());
+    drop(first);
+    let third = area.loan(100).unwrap();
+    assert!(
+        area.loan(AREA / 2).is_none(),
+        "only part of the first half is free"
+    );
+    drop((second, third));
+    assert!(area.loan(AREA).is_some());
+}
+
+#[test]
+fn only_bytes_of_this_area_are_lent() {
+    let (area, _receiver) = heap_loans(AREA);
+    let elsewhere = bytes::Bytes::from(vec![1u8; 100]);
+    assert!(!area.contains(&elsewhere));
+    assert_eq!(area.lend(&elsewhere), None);
+}
+
+#[test]
+fn at_most_max_lent_lendings_are_outstanding() {
+    let (area, receiver) = heap_loans(AREA);
+    let bytes = area.loan(64).unwrap().freeze();
+    let mut held = Vec::new();
+    for _ in 0..MAX_LENT {
+        let offset = area.lend(&bytes).unwrap();
+        held.push(receiver.take(offset, 64).unwrap());
+    }
+    assert_eq!(area.lend(&bytes), None, "the owner copies instead");
+    assert!(receiver.take(0, 64).is_err(), "a receiver refuses one more");
+    held.pop();
+    assert!(
+        area.lend(&bytes).is_some(),
+        "a return makes room (read on demand)"
+    );
+}
+
+#[test]
+fn a_receiver_refuses_a_payload_outside_the_area() {
+    let (_area, receiver) = heap_loans(AREA);
+    assert!(receiver.take(AREA as u64, 1).is_err());
+    assert!(receiver.take(1, AREA as u64).is_err());
+    assert!(receiver.take(u64::MAX, 2).is_err());
+    let empty = receiver.take(AREA as u64, 0).unwrap();
+    assert!(empty.is_empty());
+    assert_eq!(receiver.held(), 1);
+}
+
+#[test]
+fn returns_that_name_no_lent_block_are_ignored() {
+    let (area, receiver) = heap_loans(AREA);
+    let bytes = area.loan(64).unwrap().freeze();
+    let offset = area.lend(&bytes).unwrap();
+    // A hostile receiver gives back blocks it never had, and this one twice.
+    for bogus in [offset + 64, 5000, AREA as u64 * 4] {
+        drop(receiver.take(bogus.min(AREA as u64 - 1), 1));
+    }
+    let taken = receiver.take(offset, 64).unwrap();
+    drop(taken.clone());
+    drop(taken);
+    drop(receiver.take(offset, 64).unwrap());
+    area.collect_returns();
+    assert_eq!(area.lent(), 0, "one lending, given back (twice)");
+    assert!(area.loan(AREA).is_none(), "held here still");
+    drop(bytes);
+    assert!(area.loan(AREA).is_some());
+}
+
+#[test]
+fn an_unsent_lending_is_taken_back() {
+    let (area, _receiver) = heap_loans(AREA);
+    let bytes = area.loan(64).unwrap().freeze();
+    let offset = area.lend(&bytes).unwrap();
+    area.unlend(offset);
+    assert_eq!(area.lent(), 0);
+    drop(bytes);
+    assert!(area.loan(AREA).is_some());
+}
