@@ -65,6 +65,9 @@ pub struct Traffic {
     pub messages_sent: u64,
     /// Whole messages received.
     pub messages_received: u64,
+    /// Bulk payloads sent by reference from this side's loan area (shared memory), not
+    /// copied (see [`crate::Loan`]).
+    pub payloads_lent: u64,
 }
 
 /// Where calls through a reference go: a connection and the object's handle on it.
@@ -201,6 +204,15 @@ impl ObjectRef {
     /// request and one response.
     pub fn traffic(&self) -> Traffic {
         self.current_target().connection.traffic()
+    }
+
+    /// A buffer of `len` bytes for a bulk payload to pass to this object (or to any object
+    /// at its endpoint): on a `shm://` connection, a block of memory the server reads in
+    /// place, so the payload frozen from it is sent by reference, never copied; elsewhere
+    /// (or when the connection's loan area has no room) ordinary memory. See
+    /// [`crate::Loan`].
+    pub fn loan(&self, len: usize) -> crate::Loan {
+        self.current_target().connection.loan(len)
     }
 
     /// Where calls go now, if the reference can be called as it is (it is not waiting to

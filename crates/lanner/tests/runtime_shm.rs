@@ -139,3 +139,98 @@ async fn a_ring_size_that_is_not_a_power_of_two_is_refused_when_listening() {
     assert_eq!(error.kind(), ErrorKind::InvalidArgument);
     assert!(error.message().contains("power of two"), "{error}");
 }
+
+/// A loaned payload: `len` bytes of `pattern(len, seed)`, built in the loan itself.
+fn loaned(blobs: &BlobsProxy, len: usize, seed: u8) -> lanner::Loan {
+    use lanner::Proxy;
+    let mut loan = blobs.object().loan(len);
+    loan.copy_from_slice(&pattern(len, seed));
+    loan
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loaned_payloads_are_lent_not_copied_and_their_blocks_come_back() {
+    use lanner::Proxy;
+    let (_server, _listening, url) = serve_shm("loans").await;
+    let blobs: BlobsProxy = Client::new().connect(&url).await.unwrap();
+    // Fifty 1 MiB loans through a 4 MiB area: each block must come back for the next
+    // loans to stay shared.
+    for round in 0..50u8 {
+        let loan = loaned(&blobs, 1 << 20, round);
+        assert!(
+            loan.is_shared(),
+            "round {round}: the area ran out of blocks"
+        );
+        let payload = loan.freeze();
+        let seen = blobs.digest(payload.clone()).await.unwrap();
+        assert_eq!(seen, digest(&pattern(1 << 20, round)), "round {round}");
+        let echoed = blobs.echo(payload.clone()).await.unwrap();
+        assert!(echoed == payload, "round {round}: the echo differs");
+    }
+    assert_eq!(blobs.object().traffic().payloads_lent, 100);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loaned_and_ordinary_segments_mix_in_one_call() {
+    use lanner::Proxy;
+    let (_server, _listening, url) = serve_shm("loans-mixed").await;
+    let blobs: BlobsProxy = Client::new().connect(&url).await.unwrap();
+    let first = loaned(&blobs, 70_000, 1).freeze();
+    let second = pattern(3000, 2);
+    let third = loaned(&blobs, 10, 3).freeze();
+    let mixed = blobs
+        .mix(
+            "tag".into(),
+            first.clone(),
+            b'|',
+            second.clone(),
+            3,
+            third.clone(),
+        )
+        .await
+        .unwrap();
+    assert!(mixed == expected_mix("tag", &first, b'|', &second, 3, &third));
+    assert_eq!(blobs.object().traffic().payloads_lent, 2);
+    // Once both sides dropped them (the server right after answering), every block is
+    // free again: a loan of the whole area is shared.
+    drop((first, third, blobs.object().loan(1 << 20)));
+    let whole_area = async {
+        while !blobs.object().loan(4 << 20).is_shared() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), whole_area)
+        .await
+        .expect("the lent blocks never came back");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_concurrent_callers_lend_from_one_area() {
+    let (_server, _listening, url) = serve_shm("loans-concurrent").await;
+    let blobs: BlobsProxy = Client::new().connect(&url).await.unwrap();
+    let tasks = spawn_each(&blobs, 0..8u8, |blobs, task| async move {
+        for i in 0..40usize {
+            let len = (i * 7919 + usize::from(task) * 131) % 300_000 + 1;
+            let payload = loaned(&blobs, len, task).freeze();
+            let seen = blobs.digest(payload).await.unwrap();
+            assert_eq!(seen, digest(&pattern(len, task)), "task {task} call {i}");
+        }
+    });
+    await_all(tasks).await;
+}
+
+#[tokio::test]
+async fn a_loan_on_another_transport_is_ordinary_memory() {
+    use lanner::Proxy;
+    let object = service_object(&Arc::default());
+    let (_server, _listening) = serve_at("mem://loans-elsewhere", Server::new(), object).await;
+    let blobs: BlobsProxy = Client::new()
+        .connect("mem://loans-elsewhere/obj")
+        .await
+        .unwrap();
+    let loan = loaned(&blobs, 5000, 4);
+    assert!(!loan.is_shared());
+    let seen = blobs.digest(loan.freeze()).await.unwrap();
+    assert_eq!(seen, digest(&pattern(5000, 4)));
+    assert_eq!(blobs.object().traffic().payloads_lent, 0);
+}

@@ -234,6 +234,10 @@ async fn receive(
     })?;
     match received {
         Ok(Received::Frame(frame)) => Ok(Ok(frame)),
+        Ok(Received::Loaned(..)) => Ok(Err(lanner_proto::FrameError::BadExternal(
+            "lent payloads during the handshake",
+        )
+        .into())),
         Ok(_) => Err(Error::unavailable(format!(
             "{peer} closed the connection during the handshake"
         ))),

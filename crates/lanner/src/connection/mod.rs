@@ -100,6 +100,8 @@ pub(crate) struct Connection {
     /// Server side: hand-off tokens the peer's principal granted that are still waiting
     /// (shared by all its connections).
     granted: Arc<AtomicUsize>,
+    /// Where this side's loans come from (shared-memory transports).
+    loans: Option<lanner_shm::LoanArea>,
 }
 
 struct State {
@@ -181,6 +183,7 @@ impl Connection {
         options: &crate::ConnectionOptions,
     ) -> Arc<Connection> {
         source.set_max_frame_size(proto.max_incoming_frame_size());
+        let loans = sink.loan_area();
         let signal = Arc::new(ReaderSignal::default());
         let mut exports = ExportTable::new();
         let mut call_limit = None;
@@ -231,6 +234,7 @@ impl Connection {
                 usable: AtomicBool::new(true),
                 onward,
                 granted,
+                loans,
             }
         });
         reader::spawn(&connection, signal, &side);
@@ -366,7 +370,17 @@ impl Connection {
         crate::Traffic {
             messages_sent,
             messages_received: self.messages_received.load(Ordering::Relaxed),
+            payloads_lent: self
+                .loans
+                .as_ref()
+                .map_or(0, lanner_shm::LoanArea::lendings),
         }
+    }
+
+    /// A buffer of `len` bytes for a payload to send on this connection: in its loan area
+    /// if it has one with room (see [`crate::Loan`]).
+    pub(crate) fn loan(&self, len: usize) -> crate::Loan {
+        crate::Loan::new(self.loans.as_ref(), len)
     }
 
     /// The error the connection closed with, if it has.
@@ -547,10 +561,11 @@ impl Connection {
     fn handle_frame(
         self: &Arc<Self>,
         frame: bytes::Bytes,
+        external: lanner_proto::ExternalSegments,
         mine: Option<u64>,
     ) -> Result<Handled, lanner_proto::ProtocolError> {
         let mut state = self.state();
-        match state.proto.handle_frame(frame)? {
+        match state.proto.handle_frame_with(frame, external)? {
             Event::Response(response) => {
                 let wake_credit_waiters = response.credits > 0 && state.credit_waiters > 0;
                 let call_id = response.call_id;

@@ -27,7 +27,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use lanner_proto::{Event, OutFrame, ProtocolError, Response};
+use lanner_proto::{Event, ExternalSegments, OutFrame, ProtocolError, Response};
 
 use super::{Connection, Handled, ReaderSignal, Side};
 use crate::error::Error;
@@ -96,27 +96,9 @@ impl Connection {
         let mut frames = 0;
         let mut limit = BURST_FRAMES;
         let result = loop {
-            match source.try_recv() {
-                Ok(Received::Frame(frame)) => {
-                    frames += 1;
-                    let ready = source.frame_ready();
-                    if frames == BURST_FRAMES && ready {
-                        limit = self.burst_limit(source.frames_ready(DEEP_BURST_FRAMES));
-                    }
-                    let more = frames < limit && ready;
-                    if more && !corked {
-                        self.cork();
-                        corked = true;
-                    }
-                    match self.process(frame, cx, mine) {
-                        Ok(Progress::Mine(response)) => break Ok(Progress::Mine(response)),
-                        Ok(step) => progress = progress.and(step),
-                        Err(error) => break Err(error),
-                    }
-                    if !more {
-                        break Ok(progress);
-                    }
-                }
+            let (frame, external) = match source.try_recv() {
+                Ok(Received::Frame(frame)) => (frame, ExternalSegments::new()),
+                Ok(Received::Loaned(frame, external)) => (frame, external),
                 Ok(Received::Partial) => {
                     self.note_sign_of_life();
                     break Ok(progress.and(Progress::Other));
@@ -126,6 +108,24 @@ impl Connection {
                     break Err(Error::unavailable("the peer closed the connection"));
                 }
                 Err(error) => break Err(self.receive_failed(error)),
+            };
+            frames += 1;
+            let ready = source.frame_ready();
+            if frames == BURST_FRAMES && ready {
+                limit = self.burst_limit(source.frames_ready(DEEP_BURST_FRAMES));
+            }
+            let more = frames < limit && ready;
+            if more && !corked {
+                self.cork();
+                corked = true;
+            }
+            match self.process(frame, external, cx, mine) {
+                Ok(Progress::Mine(response)) => break Ok(Progress::Mine(response)),
+                Ok(step) => progress = progress.and(step),
+                Err(error) => break Err(error),
+            }
+            if !more {
+                break Ok(progress);
             }
         };
         // Uncorked before the receive lock is let go: the next receiver's cork is its own.
@@ -156,7 +156,12 @@ impl Connection {
             return Poll::Ready(Ok(Progress::Empty));
         };
         match source.poll_recv(cx) {
-            Poll::Ready(Ok(Received::Frame(frame))) => Poll::Ready(self.process(frame, cx, None)),
+            Poll::Ready(Ok(Received::Frame(frame))) => {
+                Poll::Ready(self.process(frame, ExternalSegments::new(), cx, None))
+            }
+            Poll::Ready(Ok(Received::Loaned(frame, external))) => {
+                Poll::Ready(self.process(frame, external, cx, None))
+            }
             Poll::Ready(Ok(Received::Partial | Received::Empty)) => {
                 self.note_sign_of_life();
                 Poll::Ready(Ok(Progress::Other))
@@ -215,6 +220,7 @@ impl Connection {
     fn process(
         self: &Arc<Self>,
         frame: Bytes,
+        external: ExternalSegments,
         cx: &mut Context<'_>,
         mine: Option<u64>,
     ) -> Result<Progress, Error> {
@@ -223,7 +229,7 @@ impl Connection {
         let received = self.messages_received.load(Ordering::Relaxed);
         self.messages_received
             .store(received + 1, Ordering::Relaxed);
-        match self.handle_frame(frame, mine) {
+        match self.handle_frame(frame, external, mine) {
             Ok(Handled::Mine(response)) => Ok(Progress::Mine(response)),
             Ok(Handled::Delivered) => Ok(Progress::Delivered),
             Ok(Handled::Event(Event::Response(_))) => {

@@ -72,6 +72,12 @@ pub trait FrameSink: Send + 'static {
         Poll::Ready(Ok(()))
     }
 
+    /// The area this side's loans come from, if the transport has one (shared memory):
+    /// bulk segments frozen from its loans are sent by reference (see [`crate::Loan`]).
+    fn loan_area(&self) -> Option<lanner_shm::LoanArea> {
+        None
+    }
+
     /// Everything queued is written (the flusher is done): a transport that had the
     /// reactor watch for room may stop (see `watched_socket`). Called under the writer's
     /// lock, before anyone can find the transport full again.
@@ -83,6 +89,9 @@ pub trait FrameSink: Send + 'static {
 pub enum Received {
     /// A complete frame.
     Frame(Bytes),
+    /// A complete frame some of whose bulk segments the peer lent from its loan area
+    /// (shared memory): they arrive apart from the frame, read in place.
+    Loaned(Bytes, lanner_proto::ExternalSegments),
     /// The peer closed cleanly between frames.
     Closed,
     /// Bytes arrived but no complete frame yet (a large frame is on its way).

@@ -22,12 +22,17 @@
 //! page fault until the rings have wrapped once. It takes a few milliseconds for the
 //! default 4 MiB rings and commits their memory at connect time.
 //!
+//! Payloads built in this side's loan area ([`crate::ObjectRef::loan`]) are not copied
+//! at all: the sink lends them (it sends their offset in the area, see the `lent` module)
+//! and the peer reads them where they are, giving each back when it drops it.
+//!
 //! Received frames of at least [`IN_PLACE_MIN`] bytes are handed to the runtime in place,
 //! as a `Bytes` that keeps the frame's ring space until dropped; smaller frames are copied
 //! out (a copy of a small frame costs less than tracking it). A receiver that keeps large
 //! payloads for long holds back the ring behind them, so the sender waits: copy payloads
 //! you keep.
 
+mod lent;
 mod setup;
 mod sink;
 mod source;

@@ -195,10 +195,16 @@ fn transport(
     if region.capacity() <= populate_up_to {
         populate_in_background(region.populator(), &peer);
     }
+    let (loans, lent_to_us) = region.loans(side);
     let (producer, consumer) = region.split(side, data.clone(), space.clone(), IN_PLACE_MIN);
     Ok(Transport {
-        sink: Box::new(ShmSink::new(producer, sink_waiter)),
-        source: Box::new(ShmSource::new(consumer, source_waiter, [data, space])),
+        sink: Box::new(ShmSink::new(producer, sink_waiter, Some(loans))),
+        source: Box::new(ShmSource::new(
+            consumer,
+            source_waiter,
+            [data, space],
+            lent_to_us,
+        )),
         peer,
         credentials,
         certificate_subject: None,

@@ -4,8 +4,10 @@ use std::io;
 use std::task::{Context, Poll};
 
 use lanner_proto::OutFrame;
-use lanner_shm::{Producer, Reservation};
+use lanner_shm::{LoanArea, Producer, Reservation};
+use smallvec::SmallVec;
 
+use super::lent::{self, Lent};
 use super::ring_error;
 use super::waiter::Waiter;
 use crate::transport::FrameSink;
@@ -17,14 +19,17 @@ pub(super) struct ShmSink {
     waiter: Waiter,
     /// A frame is being sent in pieces; the rest of it must follow as pieces too.
     fragmenting: bool,
+    /// This side's loan area: bulk segments frozen from its loans are lent, not copied.
+    loans: Option<LoanArea>,
 }
 
 impl ShmSink {
-    pub(super) fn new(producer: Producer, waiter: Waiter) -> ShmSink {
+    pub(super) fn new(producer: Producer, waiter: Waiter, loans: Option<LoanArea>) -> ShmSink {
         ShmSink {
             producer,
             waiter,
             fragmenting: false,
+            loans,
         }
     }
 
@@ -36,8 +41,20 @@ impl ShmSink {
 }
 
 /// Copies the first `len` unwritten bytes of `frame` into `reservation` and marks them
-/// written: the whole frame (the common case), or the next piece of one sent in pieces.
-fn copy_into(frame: &mut OutFrame, reservation: &mut Reservation<'_>, len: usize) {
+/// written: the whole frame (the common case, `whole`), or the next piece of one sent in
+/// pieces.
+fn copy_into(frame: &mut OutFrame, reservation: &mut Reservation<'_>, len: usize, whole: bool) {
+    if whole {
+        // Every segment in full, one after the other (3-7% of shm throughput at 32
+        // outstanding, against the piecewise bookkeeping below).
+        let mut at = 0;
+        frame.for_each_unwritten(|segment| {
+            reservation.write(at, segment);
+            at += segment.len();
+        });
+        frame.mark_written();
+        return;
+    }
     let mut copied = 0;
     let mut left_over = false;
     frame.for_each_unwritten(|segment| {
@@ -56,45 +73,79 @@ fn copy_into(frame: &mut OutFrame, reservation: &mut Reservation<'_>, len: usize
 }
 
 impl ShmSink {
-    /// The common case on its own, without the general loop's bookkeeping: a frame sent
-    /// whole as one record, with room for it in the ring now (published at once if
-    /// `publish`). False, with nothing written, otherwise.
-    fn try_send_whole(&mut self, frame: &mut OutFrame, publish: bool) -> io::Result<bool> {
-        let len = frame.remaining();
-        if len == 0 {
-            // Written already (a frame a batch left behind): no empty record.
-            return Ok(true);
-        }
-        if self.fragmenting || len > self.largest_whole() {
-            return Ok(false);
-        }
-        let Some(mut reservation) = self.producer.try_reserve(len).map_err(ring_error)? else {
+    /// Sends `frame` as one record that lends its bulk segments frozen from this side's
+    /// loans instead of copying them (see the `lent` module). False, with nothing sent and
+    /// nothing lent, if it has none, the peer holds too many lendings already, or the
+    /// ring has no room now (the ordinary path then copies, or waits for room).
+    fn try_send_lent(&mut self, frame: &mut OutFrame, publish: bool) -> io::Result<bool> {
+        let Some(area) = &self.loans else {
             return Ok(false);
         };
-        let mut at = 0;
-        frame.for_each_unwritten(|segment| {
+        let (head, bulk) = frame.parts();
+        if self.fragmenting || !bulk.iter().any(|s| !s.is_empty() && area.contains(s)) {
+            return Ok(false);
+        }
+        let mut lent: SmallVec<[Lent; 2]> = SmallVec::new();
+        let mut copied = head.len();
+        for (index, segment) in bulk.iter().enumerate() {
+            let (Ok(index), Ok(len)) = (u16::try_from(index), u32::try_from(segment.len())) else {
+                copied += segment.len();
+                continue;
+            };
+            match (len > 0).then(|| area.lend(segment)).flatten() {
+                Some(offset) => lent.push(Lent { index, len, offset }),
+                None => copied += segment.len(),
+            }
+        }
+        let descriptors = lent::encode_descriptors(&lent);
+        let len = descriptors.len() + copied;
+        let reservation = match lent.is_empty() || len > self.largest_whole() {
+            true => None,
+            false => self.producer.try_reserve(len).map_err(ring_error)?,
+        };
+        let Some(mut reservation) = reservation else {
+            for segment in &lent {
+                area.unlend(segment.offset);
+            }
+            return Ok(false);
+        };
+        reservation.write(0, &descriptors);
+        let mut at = descriptors.len();
+        let mut next_lent = lent.iter().peekable();
+        reservation.write(at, head);
+        at += head.len();
+        for (index, segment) in bulk.iter().enumerate() {
+            if next_lent
+                .peek()
+                .is_some_and(|l| usize::from(l.index) == index)
+            {
+                next_lent.next();
+                continue;
+            }
             reservation.write(at, segment);
             at += segment.len();
-        });
-        frame.mark_written();
+        }
+        reservation.mark_lent();
         if publish {
             reservation.commit(false);
         } else {
             reservation.commit_unpublished(false);
         }
+        frame.mark_written();
         Ok(true)
     }
 
     /// Copies `frame` into the ring as one record (or pieces), publishing each record at
     /// once if `publish`, else leaving it for [`Producer::publish_pending`]. Publishes
-    /// whatever waits before it sleeps for room.
+    /// whatever waits before it sleeps for room. Bulk segments frozen from this side's
+    /// loans are lent instead, when they can be.
     fn poll_send_one(
         &mut self,
         cx: &mut Context<'_>,
         frame: &mut OutFrame,
         publish: bool,
     ) -> Poll<io::Result<()>> {
-        if self.try_send_whole(frame, publish)? {
+        if self.loans.is_some() && self.try_send_lent(frame, publish)? {
             return Poll::Ready(Ok(()));
         }
         loop {
@@ -110,13 +161,18 @@ impl ShmSink {
             let more = piece < remaining;
             match self.producer.try_reserve(piece).map_err(ring_error)? {
                 Some(mut reservation) => {
-                    copy_into(frame, &mut reservation, piece);
+                    copy_into(frame, &mut reservation, piece, !more);
                     if publish {
                         reservation.commit(more);
                     } else {
                         reservation.commit_unpublished(more);
                     }
                     self.fragmenting = more;
+                    if !more {
+                        // The last piece (or the whole frame, the common case): done
+                        // without measuring the frame again.
+                        return Poll::Ready(Ok(()));
+                    }
                 }
                 None => {
                     // The consumer can free room only behind what it can see.
@@ -141,6 +197,10 @@ impl ShmSink {
 }
 
 impl FrameSink for ShmSink {
+    fn loan_area(&self) -> Option<LoanArea> {
+        self.loans.clone()
+    }
+
     fn poll_send(&mut self, cx: &mut Context<'_>, frame: &mut OutFrame) -> Poll<io::Result<()>> {
         self.poll_send_one(cx, frame, true)
     }
@@ -187,7 +247,7 @@ mod tests {
         let (producer, consumer) = heap_ring(4096, Arc::new(Nobody), Arc::new(Nobody), 1 << 20);
         let (ours, theirs) = std::os::unix::net::UnixStream::pair().expect("socket pair");
         let waiter = Waiter::new(ours.into()).expect("waiter");
-        (ShmSink::new(producer, waiter), consumer, theirs)
+        (ShmSink::new(producer, waiter, None), consumer, theirs)
     }
 
     fn records(consumer: &mut lanner_shm::Consumer) -> Vec<Bytes> {

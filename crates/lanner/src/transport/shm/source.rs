@@ -7,10 +7,10 @@ use std::task::{Context, Poll};
 use bytes::{Bytes, BytesMut};
 use lanner_proto::{FrameError, HANDSHAKE_MAX_FRAME_SIZE};
 use lanner_shm::doorbell::Doorbell;
-use lanner_shm::{Consumer, Record};
+use lanner_shm::{Consumer, LoanReceiver, Record};
 
-use super::ring_error;
 use super::waiter::Waiter;
+use super::{lent, ring_error};
 use crate::transport::{FrameSource, Received, RecvError};
 
 /// While spinning, check that the peer is still alive after this many empty polls (a
@@ -28,6 +28,8 @@ pub(super) struct ShmSource {
     empty_polls: u32,
     /// Both doorbells, to hang up when the connection ends here.
     doorbells: [Arc<Doorbell>; 2],
+    /// The peer's loan area: payloads it lends are read there in place.
+    loans: LoanReceiver,
 }
 
 impl ShmSource {
@@ -35,6 +37,7 @@ impl ShmSource {
         consumer: Consumer,
         waiter: Waiter,
         doorbells: [Arc<Doorbell>; 2],
+        loans: LoanReceiver,
     ) -> ShmSource {
         ShmSource {
             consumer,
@@ -43,6 +46,7 @@ impl ShmSource {
             max_frame_size: HANDSHAKE_MAX_FRAME_SIZE,
             empty_polls: 0,
             doorbells,
+            loans,
         }
     }
 
@@ -54,7 +58,33 @@ impl ShmSource {
     }
 
     /// Takes one record: a whole frame, or a piece of one.
-    fn take(&mut self, record: Record) -> Result<Option<Bytes>, RecvError> {
+    fn take(&mut self, record: Record) -> Result<Option<Received>, RecvError> {
+        if record.lent {
+            return self.take_lent(&record.bytes).map(Some);
+        }
+        Ok(self.take_bytes(record)?.map(Received::Frame))
+    }
+
+    /// A whole frame whose bulk segments the peer lent (see the `lent` module).
+    fn take_lent(&mut self, record: &Bytes) -> Result<Received, RecvError> {
+        if self.assembling.is_some() {
+            return Err(RecvError::Io(ring_error(lanner_shm::RingError(
+                "a record of lent payloads in the middle of a fragmented frame",
+            ))));
+        }
+        let (frame, external) = lent::decode(record, &self.loans).map_err(ring_error)?;
+        // The frame's length field counts the lent segments: that is its size.
+        let announced = frame
+            .first_chunk::<4>()
+            .map_or(0, |len| u32::from_le_bytes(*len) as usize);
+        if announced > self.max_frame_size as usize {
+            return Err(self.too_large(announced));
+        }
+        Ok(Received::Loaned(frame, external))
+    }
+
+    /// Takes one record of copied bytes: a whole frame, or a piece of one.
+    fn take_bytes(&mut self, record: Record) -> Result<Option<Bytes>, RecvError> {
         let limit = self.max_frame_size as usize;
         let Some(message) = &mut self.assembling else {
             if !record.more {
@@ -110,8 +140,8 @@ impl ShmSource {
         let mut progress = false;
         while let Some(record) = self.consumer.try_recv().map_err(ring_error)? {
             progress = true;
-            if let Some(frame) = self.take(record)? {
-                return Ok(Some(Received::Frame(frame)));
+            if let Some(received) = self.take(record)? {
+                return Ok(Some(received));
             }
         }
         Ok(progress.then_some(Received::Partial))

@@ -1,0 +1,139 @@
+//! Records that carry a frame whose bulk segments stay in the sender's loan area (see
+//! [`lanner_shm::loans`]): the segments travel as offsets, not bytes.
+//!
+//! ```text
+//! count u32 | reserved u32                      (count: 1 ..= MAX_BULK_SEGMENTS)
+//! count × ( index u16 | reserved u16 | len u32 | offset u64 )
+//! the frame, without the bytes of the segments listed
+//! ```
+//!
+//! The ring marks such a record ([`lanner_shm::Reservation::mark_lent`]); the receiver
+//! turns each offset back into bytes over the sender's area and hands the frame to the
+//! protocol core with those segments apart ([`lanner_proto::ExternalSegments`]), which
+//! checks them against the frame's segment table.
+
+use bytes::Bytes;
+use lanner_proto::ExternalSegments;
+use lanner_proto::limits::MAX_BULK_SEGMENTS;
+use lanner_shm::{LoanReceiver, RingError};
+
+/// Bytes before the descriptors.
+pub(super) const PREFIX_LEN: usize = 8;
+
+/// Bytes per descriptor.
+pub(super) const DESCRIPTOR_LEN: usize = 16;
+
+/// One lent segment: its index in the frame, its length and its offset in the area.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Lent {
+    pub(super) index: u16,
+    pub(super) len: u32,
+    pub(super) offset: u64,
+}
+
+/// The prefix and descriptors of a record lending `lent`.
+pub(super) fn encode_descriptors(lent: &[Lent]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(PREFIX_LEN + lent.len() * DESCRIPTOR_LEN);
+    let count = u32::try_from(lent.len()).expect("at most MAX_BULK_SEGMENTS");
+    out.extend_from_slice(&count.to_le_bytes());
+    out.extend_from_slice(&[0; 4]);
+    for segment in lent {
+        out.extend_from_slice(&segment.index.to_le_bytes());
+        out.extend_from_slice(&[0; 2]);
+        out.extend_from_slice(&segment.len.to_le_bytes());
+        out.extend_from_slice(&segment.offset.to_le_bytes());
+    }
+    out
+}
+
+/// Splits a lent record into its frame and the segments apart, taken from the peer's area
+/// through `receiver` (each given back when its bytes are dropped). An error if the record
+/// is malformed or names bytes outside the area: the peer broke the protocol.
+pub(super) fn decode(
+    record: &Bytes,
+    receiver: &LoanReceiver,
+) -> Result<(Bytes, ExternalSegments), RingError> {
+    let word = |at: usize| -> Option<[u8; 4]> { record.get(at..at + 4)?.try_into().ok() };
+    let count = word(0).map(u32::from_le_bytes).ok_or(RingError(
+        "a record of lent payloads is shorter than its prefix",
+    ))? as usize;
+    if count == 0 || count > usize::from(MAX_BULK_SEGMENTS) {
+        return Err(RingError(
+            "a record of lent payloads lends no segment, or too many",
+        ));
+    }
+    let frame_start = PREFIX_LEN + count * DESCRIPTOR_LEN;
+    if record.len() < frame_start {
+        return Err(RingError(
+            "a record of lent payloads is shorter than its descriptors",
+        ));
+    }
+    let mut external = ExternalSegments::with_capacity(count);
+    for descriptor in record[PREFIX_LEN..frame_start].chunks_exact(DESCRIPTOR_LEN) {
+        let index = u16::from_le_bytes([descriptor[0], descriptor[1]]);
+        let len = u32::from_le_bytes(descriptor[4..8].try_into().expect("4 bytes"));
+        let offset = u64::from_le_bytes(descriptor[8..16].try_into().expect("8 bytes"));
+        // Taken before it is checked against the frame: dropped with `external` on any
+        // error, each is given back.
+        external.push((index, receiver.take(offset, u64::from(len))?));
+    }
+    Ok((record.slice(frame_start..), external))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lanner_shm::loans::heap_loans;
+
+    #[test]
+    fn descriptors_round_trip_and_segments_read_in_place() {
+        let (area, receiver) = heap_loans(64 * 1024);
+        let mut loan = area.loan(300).unwrap();
+        loan.as_mut_slice().fill(9);
+        let payload = loan.freeze();
+        let offset = area.lend(&payload).unwrap();
+        let lent = [Lent {
+            index: 2,
+            len: 300,
+            offset,
+        }];
+        let mut record = encode_descriptors(&lent);
+        record.extend_from_slice(b"the frame");
+        let (frame, external) = decode(&Bytes::from(record), &receiver).unwrap();
+        assert_eq!(&frame[..], b"the frame");
+        assert_eq!(external.len(), 1);
+        assert_eq!(external[0].0, 2);
+        assert_eq!(external[0].1.as_ptr(), payload.as_ptr());
+        assert_eq!(receiver.held(), 1);
+    }
+
+    #[test]
+    fn malformed_records_are_errors_and_take_nothing() {
+        let (_area, receiver) = heap_loans(64 * 1024);
+        let outside = encode_descriptors(&[Lent {
+            index: 0,
+            len: 10,
+            offset: 1 << 40,
+        }]);
+        let mut too_many = encode_descriptors(&[]);
+        too_many[..4].copy_from_slice(&u32::from(MAX_BULK_SEGMENTS + 1).to_le_bytes());
+        let cases: [&[u8]; 5] = [
+            b"",
+            b"\x01\0\0",
+            &encode_descriptors(&[]),
+            &too_many,
+            &outside,
+        ];
+        for record in cases {
+            assert!(decode(&Bytes::copy_from_slice(record), &receiver).is_err());
+        }
+        let mut short = encode_descriptors(&[Lent {
+            index: 0,
+            len: 1,
+            offset: 0,
+        }]);
+        short.truncate(PREFIX_LEN + 3);
+        assert!(decode(&Bytes::from(short), &receiver).is_err());
+        assert_eq!(receiver.held(), 0);
+    }
+}
