@@ -132,3 +132,28 @@ for name, frame in list(FRAMES.items()) + list(STREAMS.items()):
     # The stream target's first byte seeds the chunk sizes.
     for seed in (0x00, 0x05, 0x07):
         write("stream_split", f"{name}_{seed:02x}", bytes([seed]) + frame)
+
+
+def lent(descriptors, frame_without_lent):
+    """A shared-memory record lending segments: (index, len, offset) each, then the frame
+    without their bytes (see lanner's transport/shm/lent.rs)."""
+    out = struct.pack("<I4x", len(descriptors))
+    for index, length, offset in descriptors:
+        out += struct.pack("<H2xIQ", index, length, offset)
+    return out + frame_without_lent
+
+
+def without_bulk(frame, bulk):
+    return frame[: len(frame) - sum(len(b) for b in bulk)]
+
+
+LENT = {
+    "one_lent": lent([(0, 2000, 100)], without_bulk(request(3, b"\x01", [b"\0" * 2000]), [b"\0" * 2000])),
+    "lent_and_copied": lent(
+        [(1, 4096, 8192)],
+        request(4, b"", [b"copied", b"\0" * 4096])[: -4096],
+    ),
+    "lent_response": lent([(0, 1500, 0)], without_bulk(response(5, bulk=[b"\0" * 1500]), [b"\0" * 1500])),
+}
+for name, record in LENT.items():
+    write("lent_record", name, record)

@@ -18,21 +18,21 @@ use lanner_proto::limits::MAX_BULK_SEGMENTS;
 use lanner_shm::{LoanReceiver, RingError};
 
 /// Bytes before the descriptors.
-pub(super) const PREFIX_LEN: usize = 8;
+pub(crate) const PREFIX_LEN: usize = 8;
 
 /// Bytes per descriptor.
-pub(super) const DESCRIPTOR_LEN: usize = 16;
+pub(crate) const DESCRIPTOR_LEN: usize = 16;
 
 /// One lent segment: its index in the frame, its length and its offset in the area.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Lent {
-    pub(super) index: u16,
-    pub(super) len: u32,
-    pub(super) offset: u64,
+pub(crate) struct Lent {
+    pub(crate) index: u16,
+    pub(crate) len: u32,
+    pub(crate) offset: u64,
 }
 
 /// The prefix and descriptors of a record lending `lent`.
-pub(super) fn encode_descriptors(lent: &[Lent]) -> Vec<u8> {
+pub(crate) fn encode_descriptors(lent: &[Lent]) -> Vec<u8> {
     let mut out = Vec::with_capacity(PREFIX_LEN + lent.len() * DESCRIPTOR_LEN);
     let count = u32::try_from(lent.len()).expect("at most MAX_BULK_SEGMENTS");
     out.extend_from_slice(&count.to_le_bytes());
@@ -49,7 +49,7 @@ pub(super) fn encode_descriptors(lent: &[Lent]) -> Vec<u8> {
 /// Splits a lent record into its frame and the segments apart, taken from the peer's area
 /// through `receiver` (each given back when its bytes are dropped). An error if the record
 /// is malformed or names bytes outside the area: the peer broke the protocol.
-pub(super) fn decode(
+pub(crate) fn decode(
     record: &Bytes,
     receiver: &LoanReceiver,
 ) -> Result<(Bytes, ExternalSegments), RingError> {

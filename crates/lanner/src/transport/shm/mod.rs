@@ -32,7 +32,7 @@
 //! payloads for long holds back the ring behind them, so the sender waits: copy payloads
 //! you keep.
 
-mod lent;
+pub(crate) mod lent;
 mod setup;
 mod sink;
 mod source;

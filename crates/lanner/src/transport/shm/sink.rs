@@ -12,6 +12,11 @@ use super::ring_error;
 use super::waiter::Waiter;
 use crate::transport::FrameSink;
 
+/// Bulk segments from a loan smaller than this are copied like any other: copying a
+/// kilobyte costs less than lending it (a descriptor here, an allocation and a return on
+/// the receiving side, the return read back here).
+const LEND_MIN: usize = 1024;
+
 /// The sending half of a shared-memory connection.
 #[derive(Debug)]
 pub(super) struct ShmSink {
@@ -82,7 +87,7 @@ impl ShmSink {
             return Ok(false);
         };
         let (head, bulk) = frame.parts();
-        if self.fragmenting || !bulk.iter().any(|s| !s.is_empty() && area.contains(s)) {
+        if self.fragmenting || !bulk.iter().any(|s| s.len() >= LEND_MIN && area.contains(s)) {
             return Ok(false);
         }
         let mut lent: SmallVec<[Lent; 2]> = SmallVec::new();
@@ -92,7 +97,10 @@ impl ShmSink {
                 copied += segment.len();
                 continue;
             };
-            match (len > 0).then(|| area.lend(segment)).flatten() {
+            match (segment.len() >= LEND_MIN)
+                .then(|| area.lend(segment))
+                .flatten()
+            {
                 Some(offset) => lent.push(Lent { index, len, offset }),
                 None => copied += segment.len(),
             }
