@@ -137,7 +137,7 @@ for name, frame in list(FRAMES.items()) + list(STREAMS.items()):
 def lent(descriptors, frame_without_lent):
     """A shared-memory record lending segments: (index, len, offset) each, then the frame
     without their bytes (see lanner's transport/shm/lent.rs)."""
-    out = struct.pack("<I4x", len(descriptors))
+    out = struct.pack("<4xI", len(descriptors))
     for index, length, offset in descriptors:
         out += struct.pack("<H2xIQ", index, length, offset)
     return out + frame_without_lent

@@ -363,6 +363,53 @@ fn malformed_frames_after_the_handshake_close_only_that_connection() {
     still_serving(&server);
 }
 
+#[test]
+fn lent_records_naming_bytes_outside_the_area_close_only_that_connection() {
+    let server = server(TransportArg::Shm);
+    let frame = request(1, 0, 0, 0, b"");
+    for (count, index, len, offset) in [
+        (1u32, 0u16, 64u32, 1u64 << 40), // outside the area
+        (1, 0, u32::MAX, 0),             // longer than the area
+        (0, 0, 0, 0),                    // lends nothing
+        (2, 0, 64, 0),                   // says two, describes one
+        (1, 5, 64, 0),                   // a segment the frame does not have
+    ] {
+        let mut hostile = Hostile::connect(&server);
+        hostile.handshake();
+        // A record lending payloads: a zero word, then the count (see lanner's
+        // transport/shm/lent.rs).
+        let mut record = vec![0; 4];
+        record.extend_from_slice(&count.to_le_bytes());
+        record.extend_from_slice(&index.to_le_bytes());
+        record.extend_from_slice(&[0; 2]);
+        record.extend_from_slice(&len.to_le_bytes());
+        record.extend_from_slice(&offset.to_le_bytes());
+        record.extend_from_slice(&frame);
+        hostile.send_record(&record, false);
+        hostile.expect_hang_up();
+    }
+    still_serving(&server);
+}
+
+#[test]
+fn loaned_payloads_cross_to_the_server_process_by_reference() {
+    let server = server(TransportArg::Shm);
+    runtime().block_on(async {
+        let echo: EchoProxy = connect(&server, "echo").await;
+        use lanner::Proxy;
+        for round in 0..30u8 {
+            let mut loan = echo.object().loan(1 << 20);
+            assert!(loan.is_shared(), "round {round}: no block came back");
+            loan.copy_from_slice(&payload(1 << 20, round.into()));
+            let sent = loan.freeze();
+            let echoed = echo.echo(sent.clone()).await.unwrap();
+            assert!(echoed == sent, "round {round} came back different");
+        }
+        assert_eq!(echo.object().traffic().payloads_lent, 30);
+    });
+    still_serving(&server);
+}
+
 /// A client that maps the region itself and writes anywhere in its own ring, bypassing
 /// the ring protocol.
 struct Scribbler {

@@ -264,29 +264,42 @@ impl Connection {
     /// Processes one received frame. An error means the connection is broken: send
     /// [`ProtocolError::close_frame`] and drop it. Never panics.
     pub fn handle_frame(&mut self, bytes: Bytes) -> Result<Event, ProtocolError> {
-        self.handle_frame_with(bytes, ExternalSegments::new())
-    }
-
-    /// [`Connection::handle_frame`] for a frame some of whose bulk segments the transport
-    /// delivered apart from it, by reference (see [`ExternalSegments`]).
-    pub fn handle_frame_with(
-        &mut self,
-        bytes: Bytes,
-        external: ExternalSegments,
-    ) -> Result<Event, ProtocolError> {
         // Handshake frames are kept for the transcript (a cheap reference count).
         let raw = match self.state {
             State::Open => Bytes::new(),
             _ => bytes.clone(),
         };
+        let frame = Frame::decode(bytes)?;
+        self.handle_decoded(frame, &raw)
+    }
+
+    /// [`Connection::handle_frame`] for a frame some of whose bulk segments the transport
+    /// delivered apart from it, by reference (see [`ExternalSegments`]; empty: none).
+    pub fn handle_frame_with(
+        &mut self,
+        bytes: Bytes,
+        external: ExternalSegments,
+    ) -> Result<Event, ProtocolError> {
+        if external.is_empty() {
+            return self.handle_frame(bytes);
+        }
+        // Only requests and responses carry segments apart, and only on an open
+        // connection: nothing for the handshake's transcript.
         let frame = Frame::decode_with(bytes, external)?;
+        self.handle_decoded(frame, &Bytes::new())
+    }
+
+    /// The state machine's step for a decoded frame (`raw`: its bytes, for a handshake
+    /// frame).
+    #[inline(always)]
+    fn handle_decoded(&mut self, frame: Frame, raw: &Bytes) -> Result<Event, ProtocolError> {
         match (self.state, frame) {
             (_, Frame::Close(close)) => {
                 self.state = State::Closed;
                 Ok(Event::Closed(close))
             }
-            (State::AwaitingHello, Frame::Hello(hello)) => self.accept_hello(hello, &raw),
-            (State::AwaitingWelcome, Frame::Welcome(welcome)) => self.accept_welcome(welcome, &raw),
+            (State::AwaitingHello, Frame::Hello(hello)) => self.accept_hello(hello, raw),
+            (State::AwaitingWelcome, Frame::Welcome(welcome)) => self.accept_welcome(welcome, raw),
             (State::AwaitingAuth, Frame::Auth(data)) => self.accept_auth(&data),
             (State::AwaitingAuth, Frame::Request(_)) => Err(ProtocolError::Unauthenticated(
                 "a request arrived before authentication completed".to_owned(),

@@ -292,30 +292,29 @@ impl Frame {
         }
     }
 
-    /// Decodes one complete frame. `frame` must hold exactly one frame (as split by
-    /// [`crate::FrameSplitter`] or delivered whole by a message transport); payload parts
-    /// of the result are slices of it, not copies. Never panics.
-    pub fn decode(frame: Bytes) -> Result<Frame, FrameError> {
-        Frame::decode_with(frame, ExternalSegments::new())
-    }
-
     /// [`Frame::decode`] of a frame some of whose bulk segments the transport delivered
     /// apart from it, by reference (see [`ExternalSegments`]): the length field counts
     /// them, `frame` holds everything else. Only a REQUEST or RESPONSE may have any.
+    /// Without any (`external` empty), this is [`Frame::decode`].
     pub fn decode_with(frame: Bytes, external: ExternalSegments) -> Result<Frame, FrameError> {
+        if external.is_empty() {
+            return Frame::decode(frame);
+        }
+        // Boxed: a payload carries it as one word.
+        decode_with_external(frame, Box::new(external))
+    }
+
+    /// Decodes one complete frame. `frame` must hold exactly one frame (as split by
+    /// [`crate::FrameSplitter`] or delivered whole by a message transport); payload parts
+    /// of the result are slices of it, not copies. Never panics.
+    #[inline(always)]
+    pub fn decode(frame: Bytes) -> Result<Frame, FrameError> {
         let header = read_header(&frame)?;
-        let external_len: u64 = external.iter().map(|(_, bytes)| bytes.len() as u64).sum();
-        if u64::from(header.len) != frame.len() as u64 + external_len {
+        if header.len as usize != frame.len() {
             return Err(FrameError::LengthMismatch {
                 declared: u64::from(header.len),
-                actual: frame.len() as u64 + external_len,
+                actual: frame.len() as u64,
             });
-        }
-        if !external.is_empty() && !matches!(header.kind, FrameKind::Request | FrameKind::Response)
-        {
-            return Err(FrameError::BadExternal(
-                "only requests and responses carry bulk segments",
-            ));
         }
         if header.segments != 0 && !matches!(header.kind, FrameKind::Request | FrameKind::Response)
         {
@@ -340,10 +339,10 @@ impl Frame {
             }
             FrameKind::Request => {
                 let one_way = header.flags & FLAG_ONE_WAY != 0;
-                decode_request(frame, header.segments, one_way, external).map(Frame::Request)
+                decode_request(frame, header.segments, one_way, None).map(Frame::Request)
             }
             FrameKind::Response => {
-                decode_response(frame, header.segments, external).map(Frame::Response)
+                decode_response(frame, header.segments, None).map(Frame::Response)
             }
             FrameKind::Credit => {
                 need(&frame, FrameKind::Credit, CREDIT_LEN)?;
@@ -404,6 +403,34 @@ pub fn read_header(bytes: &[u8]) -> Result<Header, FrameError> {
         flags: bytes[5],
         segments,
     })
+}
+
+/// [`Frame::decode_with`] with segments apart: only a REQUEST or RESPONSE may have any,
+/// and the length field counts them.
+fn decode_with_external(
+    frame: Bytes,
+    external: Box<ExternalSegments>,
+) -> Result<Frame, FrameError> {
+    let header = read_header(&frame)?;
+    let external_len: u64 = external.iter().map(|(_, bytes)| bytes.len() as u64).sum();
+    if u64::from(header.len) != frame.len() as u64 + external_len {
+        return Err(FrameError::LengthMismatch {
+            declared: u64::from(header.len),
+            actual: frame.len() as u64 + external_len,
+        });
+    }
+    match header.kind {
+        FrameKind::Request => {
+            let one_way = header.flags & FLAG_ONE_WAY != 0;
+            decode_request(frame, header.segments, one_way, Some(external)).map(Frame::Request)
+        }
+        FrameKind::Response => {
+            decode_response(frame, header.segments, Some(external)).map(Frame::Response)
+        }
+        _ => Err(FrameError::BadExternal(
+            "only requests and responses carry bulk segments",
+        )),
+    }
 }
 
 fn need(frame: &[u8], kind: FrameKind, len: usize) -> Result<(), FrameError> {
@@ -489,7 +516,7 @@ fn decode_request(
     frame: Bytes,
     segments: u16,
     one_way: bool,
-    external: ExternalSegments,
+    external: Option<Box<ExternalSegments>>,
 ) -> Result<Request, FrameError> {
     need(&frame, FrameKind::Request, REQUEST_FIXED_LEN)?;
     let call_id = le_u64(&frame, 8);
@@ -515,7 +542,7 @@ fn decode_request(
 fn decode_response(
     frame: Bytes,
     segments: u16,
-    external: ExternalSegments,
+    external: Option<Box<ExternalSegments>>,
 ) -> Result<Response, FrameError> {
     need(&frame, FrameKind::Response, RESPONSE_FIXED_LEN)?;
     let call_id = le_u64(&frame, 8);
@@ -685,14 +712,17 @@ pub(crate) fn check_segment_count(count: u16) -> Result<(), FrameError> {
 }
 
 // The readers below are only called on ranges whose bounds were checked first.
+#[inline(always)]
 pub(crate) fn le_u16(b: &[u8], at: usize) -> u16 {
     u16::from_le_bytes([b[at], b[at + 1]])
 }
 
+#[inline(always)]
 pub(crate) fn le_u32(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
+#[inline(always)]
 pub(crate) fn le_u64(b: &[u8], at: usize) -> u64 {
     let mut bytes = [0u8; 8];
     bytes.copy_from_slice(&b[at..at + 8]);

@@ -18,23 +18,31 @@ pub type ExternalSegments = Vec<(u16, Bytes)>;
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Payload {
     frame: Bytes,
-    inline_start: usize,
-    inline_end: usize,
+    // u32 (frames are at most u32::MAX bytes) and a thin box keep the payload, and the
+    // requests, responses and events that carry it, as small as before segments could
+    // travel apart: a received frame is moved through several layers.
+    inline_start: u32,
+    inline_end: u32,
     segments: u16,
     /// Segments whose bytes are not in `frame` (nearly always `None`).
-    external: Option<Box<[(u16, Bytes)]>>,
+    external: Option<Box<ExternalSegments>>,
 }
+
+// A received payload is moved through several layers: keep it as small as it was before
+// segments could travel apart.
+const _: () = assert!(std::mem::size_of::<Payload>() <= 56);
 
 impl Payload {
     /// Validates the payload part of `frame` that starts at `start`: inline data of
     /// `inline_len` bytes, a table of `segments` lengths, then exactly the segments that
     /// are not among `external` (which must match the table; see [`ExternalSegments`]).
+    /// `frame` is at most `u32::MAX` bytes (its length field says so).
     pub(crate) fn parse(
         frame: Bytes,
         start: usize,
         inline_len: u32,
         segments: u16,
-        external: ExternalSegments,
+        external: Option<Box<ExternalSegments>>,
     ) -> Result<Payload, FrameError> {
         check_segment_count(segments)?;
         let table_len = usize::from(segments) * 4;
@@ -49,11 +57,16 @@ impl Payload {
             })?;
         let inline_end = table_end - table_len;
         let declared_len = |i: usize| u64::from(le_u32(&frame, inline_end + i * 4));
-        check_external(&external, segments, declared_len)?;
-        let declared: u64 = (0..usize::from(segments))
-            .filter(|&i| !is_external(&external, i))
-            .map(declared_len)
-            .sum();
+        let declared: u64 = match &external {
+            None => (0..usize::from(segments)).map(declared_len).sum(),
+            Some(external) => {
+                check_external(external, segments, declared_len)?;
+                (0..usize::from(segments))
+                    .filter(|&i| !is_external(external, i))
+                    .map(declared_len)
+                    .sum()
+            }
+        };
         let bulk_available = frame.len() - table_end;
         if declared != bulk_available as u64 {
             return Err(FrameError::BulkMismatch {
@@ -63,21 +76,23 @@ impl Payload {
         }
         Ok(Payload {
             frame,
-            inline_start: start,
-            inline_end,
+            // Both within the frame, which is at most u32::MAX bytes.
+            inline_start: start as u32,
+            inline_end: inline_end as u32,
             segments,
-            external: (!external.is_empty()).then(|| external.into_boxed_slice()),
+            external,
         })
     }
 
     /// The inline part: the small values, encoded once.
     pub fn inline(&self) -> Bytes {
-        self.frame.slice(self.inline_start..self.inline_end)
+        self.frame
+            .slice(self.inline_start as usize..self.inline_end as usize)
     }
 
     /// The inline part as a borrowed slice.
     pub fn inline_slice(&self) -> &[u8] {
-        &self.frame[self.inline_start..self.inline_end]
+        &self.frame[self.inline_start as usize..self.inline_end as usize]
     }
 
     /// Number of bulk segments.
@@ -88,7 +103,7 @@ impl Payload {
     /// How many bulk segments the transport delivered by reference, apart from the frame
     /// (see [`ExternalSegments`]).
     pub fn external_count(&self) -> usize {
-        self.external.as_deref().map_or(0, <[_]>::len)
+        self.external.as_deref().map_or(0, Vec::len)
     }
 
     /// The bulk segment at `index`, as a slice of the received frame (or the bytes the
@@ -134,12 +149,12 @@ impl Payload {
 
     /// Length of segment `i`, from the table that follows the inline part.
     fn segment_len(&self, i: usize) -> usize {
-        le_u32(&self.frame, self.inline_end + i * 4) as usize
+        le_u32(&self.frame, self.inline_end as usize + i * 4) as usize
     }
 
     /// Where the first bulk segment starts: after the inline part and the table.
     fn bulk_start(&self) -> usize {
-        self.inline_end + self.segment_count() * 4
+        self.inline_end as usize + self.segment_count() * 4
     }
 }
 

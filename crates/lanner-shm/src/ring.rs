@@ -50,8 +50,7 @@ pub trait Wake: Send + Sync {
 pub const RECORD_HEADER: usize = 8;
 const FLAG_PADDING: u32 = 1;
 const FLAG_MORE: u32 = 2;
-const FLAG_LENT: u32 = 4;
-const KNOWN_FLAGS: u32 = FLAG_PADDING | FLAG_MORE | FLAG_LENT;
+const KNOWN_FLAGS: u32 = FLAG_PADDING | FLAG_MORE;
 
 /// The peer broke the ring protocol.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -177,7 +176,6 @@ impl Producer {
         Ok(Some(Reservation {
             producer: self,
             len,
-            lent: false,
         }))
     }
 
@@ -226,7 +224,6 @@ impl Producer {
 pub struct Reservation<'a> {
     producer: &'a mut Producer,
     len: usize,
-    lent: bool,
 }
 
 impl Reservation<'_> {
@@ -250,13 +247,6 @@ impl Reservation<'_> {
         self.producer.memory.write(at, bytes);
     }
 
-    /// Marks the record as carrying lent payloads (see [`crate::loans`]): how its bytes
-    /// are laid out is the transport's business; the ring only carries the mark
-    /// ([`Record::lent`]). A marked record is never a fragment.
-    pub fn mark_lent(&mut self) {
-        self.lent = true;
-    }
-
     /// Publishes the record (and any committed unpublished before it). `more` marks it as
     /// a fragment: the next record continues the same message.
     pub fn commit(self, more: bool) {
@@ -277,11 +267,7 @@ impl Reservation<'_> {
     fn finish(&self, more: bool) -> u64 {
         let producer = &self.producer;
         let offset = producer.memory.offset_of(producer.tail) as usize;
-        let mut flags = if more { FLAG_MORE } else { 0 };
-        if self.lent {
-            debug_assert!(!more, "a record carrying lent payloads is never a fragment");
-            flags |= FLAG_LENT;
-        }
+        let flags = if more { FLAG_MORE } else { 0 };
         let len = u32::try_from(self.len).expect("len ≤ max_record_len");
         producer.memory.write(offset, &encode_header(len, flags));
         producer.tail + record_size(self.len) as u64
@@ -295,8 +281,6 @@ pub struct Record {
     pub bytes: Bytes,
     /// A fragment: the next record continues the same message.
     pub more: bool,
-    /// Marked as carrying lent payloads (see [`Reservation::mark_lent`]).
-    pub lent: bool,
 }
 
 /// The fraction of the ring (1/`LAZY_RELEASE`) that consumed records may occupy before the
@@ -529,10 +513,6 @@ impl Consumer {
             let start = offset + RECORD_HEADER;
             let len = len as usize;
             let more = flags & FLAG_MORE != 0;
-            let lent = flags & FLAG_LENT != 0;
-            if more && lent {
-                return Err(RingError("a fragment is marked as carrying lent payloads"));
-            }
             self.read += size;
             let bytes = if len >= self.in_place_min && !more {
                 let seq = self.releases.hold(self.read);
@@ -547,7 +527,7 @@ impl Consumer {
                 self.releases.release_consumed(self.read);
                 copy
             };
-            return Ok(Some(Record { bytes, more, lent }));
+            return Ok(Some(Record { bytes, more }));
         }
     }
 

@@ -234,7 +234,7 @@ async fn receive(
     })?;
     match received {
         Ok(Received::Frame(frame)) => Ok(Ok(frame)),
-        Ok(Received::Loaned(..)) => Ok(Err(lanner_proto::FrameError::BadExternal(
+        Ok(Received::Loaned) => Ok(Err(lanner_proto::FrameError::BadExternal(
             "lent payloads during the handshake",
         )
         .into())),

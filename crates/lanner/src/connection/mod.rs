@@ -561,11 +561,15 @@ impl Connection {
     fn handle_frame(
         self: &Arc<Self>,
         frame: bytes::Bytes,
-        external: lanner_proto::ExternalSegments,
+        lent: Option<lanner_proto::ExternalSegments>,
         mine: Option<u64>,
     ) -> Result<Handled, lanner_proto::ProtocolError> {
         let mut state = self.state();
-        match state.proto.handle_frame_with(frame, external)? {
+        let event = match lent {
+            None => state.proto.handle_frame(frame)?,
+            Some(segments) => state.proto.handle_frame_with(frame, segments)?,
+        };
+        match event {
             Event::Response(response) => {
                 let wake_credit_waiters = response.credits > 0 && state.credit_waiters > 0;
                 let call_id = response.call_id;

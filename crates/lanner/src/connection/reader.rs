@@ -97,8 +97,11 @@ impl Connection {
         let mut limit = BURST_FRAMES;
         let result = loop {
             let (frame, external) = match source.try_recv() {
-                Ok(Received::Frame(frame)) => (frame, ExternalSegments::new()),
-                Ok(Received::Loaned(frame, external)) => (frame, external),
+                Ok(Received::Frame(frame)) => (frame, None),
+                Ok(Received::Loaned) => match source.take_lent() {
+                    Some(lent) => (lent.frame, Some(lent.segments)),
+                    None => break Err(Error::protocol("a lent frame announced but not there")),
+                },
                 Ok(Received::Partial) => {
                     self.note_sign_of_life();
                     break Ok(progress.and(Progress::Other));
@@ -157,11 +160,12 @@ impl Connection {
         };
         match source.poll_recv(cx) {
             Poll::Ready(Ok(Received::Frame(frame))) => {
-                Poll::Ready(self.process(frame, ExternalSegments::new(), cx, None))
+                Poll::Ready(self.process(frame, None, cx, None))
             }
-            Poll::Ready(Ok(Received::Loaned(frame, external))) => {
-                Poll::Ready(self.process(frame, external, cx, None))
-            }
+            Poll::Ready(Ok(Received::Loaned)) => match source.take_lent() {
+                Some(lent) => Poll::Ready(self.process(lent.frame, Some(lent.segments), cx, None)),
+                None => Poll::Ready(Err(Error::protocol("a lent frame announced but not there"))),
+            },
             Poll::Ready(Ok(Received::Partial | Received::Empty)) => {
                 self.note_sign_of_life();
                 Poll::Ready(Ok(Progress::Other))
@@ -220,7 +224,7 @@ impl Connection {
     fn process(
         self: &Arc<Self>,
         frame: Bytes,
-        external: ExternalSegments,
+        lent: Option<ExternalSegments>,
         cx: &mut Context<'_>,
         mine: Option<u64>,
     ) -> Result<Progress, Error> {
@@ -229,7 +233,7 @@ impl Connection {
         let received = self.messages_received.load(Ordering::Relaxed);
         self.messages_received
             .store(received + 1, Ordering::Relaxed);
-        match self.handle_frame(frame, external, mine) {
+        match self.handle_frame(frame, lent, mine) {
             Ok(Handled::Mine(response)) => Ok(Progress::Mine(response)),
             Ok(Handled::Delivered) => Ok(Progress::Delivered),
             Ok(Handled::Event(Event::Response(_))) => {

@@ -90,14 +90,25 @@ pub enum Received {
     /// A complete frame.
     Frame(Bytes),
     /// A complete frame some of whose bulk segments the peer lent from its loan area
-    /// (shared memory): they arrive apart from the frame, read in place.
-    Loaned(Bytes, lanner_proto::ExternalSegments),
+    /// (shared memory), to take with [`FrameSource::take_lent`]: the segments arrive
+    /// apart from the frame, read in place. (Not carried here: the result of every
+    /// receive attempt stays as small as a plain frame.)
+    Loaned,
     /// The peer closed cleanly between frames.
     Closed,
     /// Bytes arrived but no complete frame yet (a large frame is on its way).
     Partial,
     /// Nothing arrived.
     Empty,
+}
+
+/// A frame whose bulk segments the peer lent (see [`Received::Loaned`]).
+#[derive(Debug)]
+pub struct LentFrame {
+    /// The frame, without the lent segments' bytes.
+    pub frame: Bytes,
+    /// The lent segments, by index.
+    pub segments: lanner_proto::ExternalSegments,
 }
 
 /// The receiving half of a transport.
@@ -133,6 +144,12 @@ pub trait FrameSource: Send + 'static {
     /// Sets the largest frame accepted from now on. Larger frames fail with
     /// [`FrameError::TooLarge`] before any memory is reserved for them.
     fn set_max_frame_size(&mut self, max_frame_size: u32);
+
+    /// The frame a receive attempt announced as [`Received::Loaned`], once. Transports
+    /// without loans never announce one.
+    fn take_lent(&mut self) -> Option<LentFrame> {
+        None
+    }
 
     /// The receiver goes back to spinning ([`FrameSource::try_recv`]) after waiting with
     /// [`FrameSource::poll_recv`]: a transport that had itself watched by the reactor for

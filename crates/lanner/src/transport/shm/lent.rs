@@ -2,15 +2,17 @@
 //! [`lanner_shm::loans`]): the segments travel as offsets, not bytes.
 //!
 //! ```text
-//! count u32 | reserved u32                      (count: 1 ..= MAX_BULK_SEGMENTS)
+//! 0u32 | count u32                              (count: 1 ..= MAX_BULK_SEGMENTS)
 //! count × ( index u16 | reserved u16 | len u32 | offset u64 )
 //! the frame, without the bytes of the segments listed
 //! ```
 //!
-//! The ring marks such a record ([`lanner_shm::Reservation::mark_lent`]); the receiver
-//! turns each offset back into bytes over the sender's area and hands the frame to the
-//! protocol core with those segments apart ([`lanner_proto::ExternalSegments`]), which
-//! checks them against the frame's segment table.
+//! The leading zero tells such a record from a frame, whose first word (its length) is at
+//! least 8: the ring and every other record stay as they were, and telling the two apart
+//! costs one comparison of a word the decoder reads anyway. The receiver turns each offset
+//! back into bytes over the sender's area and hands the frame to the protocol core with
+//! those segments apart ([`lanner_proto::ExternalSegments`]), which checks them against
+//! the frame's segment table.
 
 use bytes::Bytes;
 use lanner_proto::ExternalSegments;
@@ -31,12 +33,18 @@ pub(crate) struct Lent {
     pub(crate) offset: u64,
 }
 
+/// Whether a received record lends payloads (see the module docs).
+#[inline]
+pub(crate) fn is_lent(record: &[u8]) -> bool {
+    record.first_chunk::<4>() == Some(&[0; 4])
+}
+
 /// The prefix and descriptors of a record lending `lent`.
 pub(crate) fn encode_descriptors(lent: &[Lent]) -> Vec<u8> {
     let mut out = Vec::with_capacity(PREFIX_LEN + lent.len() * DESCRIPTOR_LEN);
     let count = u32::try_from(lent.len()).expect("at most MAX_BULK_SEGMENTS");
-    out.extend_from_slice(&count.to_le_bytes());
     out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&count.to_le_bytes());
     for segment in lent {
         out.extend_from_slice(&segment.index.to_le_bytes());
         out.extend_from_slice(&[0; 2]);
@@ -54,7 +62,7 @@ pub(crate) fn decode(
     receiver: &LoanReceiver,
 ) -> Result<(Bytes, ExternalSegments), RingError> {
     let word = |at: usize| -> Option<[u8; 4]> { record.get(at..at + 4)?.try_into().ok() };
-    let count = word(0).map(u32::from_le_bytes).ok_or(RingError(
+    let count = word(4).map(u32::from_le_bytes).ok_or(RingError(
         "a record of lent payloads is shorter than its prefix",
     ))? as usize;
     if count == 0 || count > usize::from(MAX_BULK_SEGMENTS) {
@@ -116,10 +124,10 @@ mod tests {
             offset: 1 << 40,
         }]);
         let mut too_many = encode_descriptors(&[]);
-        too_many[..4].copy_from_slice(&u32::from(MAX_BULK_SEGMENTS + 1).to_le_bytes());
+        too_many[4..8].copy_from_slice(&u32::from(MAX_BULK_SEGMENTS + 1).to_le_bytes());
         let cases: [&[u8]; 5] = [
             b"",
-            b"\x01\0\0",
+            b"\0\0\0\0\x01\0\0",
             &encode_descriptors(&[]),
             &too_many,
             &outside,

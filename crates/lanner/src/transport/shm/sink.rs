@@ -46,20 +46,8 @@ impl ShmSink {
 }
 
 /// Copies the first `len` unwritten bytes of `frame` into `reservation` and marks them
-/// written: the whole frame (the common case, `whole`), or the next piece of one sent in
-/// pieces.
-fn copy_into(frame: &mut OutFrame, reservation: &mut Reservation<'_>, len: usize, whole: bool) {
-    if whole {
-        // Every segment in full, one after the other (3-7% of shm throughput at 32
-        // outstanding, against the piecewise bookkeeping below).
-        let mut at = 0;
-        frame.for_each_unwritten(|segment| {
-            reservation.write(at, segment);
-            at += segment.len();
-        });
-        frame.mark_written();
-        return;
-    }
+/// written: the whole frame (the common case), or the next piece of one sent in pieces.
+fn copy_into(frame: &mut OutFrame, reservation: &mut Reservation<'_>, len: usize) {
     let mut copied = 0;
     let mut left_over = false;
     frame.for_each_unwritten(|segment| {
@@ -82,6 +70,7 @@ impl ShmSink {
     /// loans instead of copying them (see the `lent` module). False, with nothing sent and
     /// nothing lent, if it has none, the peer holds too many lendings already, or the
     /// ring has no room now (the ordinary path then copies, or waits for room).
+    #[inline(never)]
     fn try_send_lent(&mut self, frame: &mut OutFrame, publish: bool) -> io::Result<bool> {
         let Some(area) = &self.loans else {
             return Ok(false);
@@ -133,13 +122,46 @@ impl ShmSink {
             reservation.write(at, segment);
             at += segment.len();
         }
-        reservation.mark_lent();
         if publish {
             reservation.commit(false);
         } else {
             reservation.commit_unpublished(false);
         }
         frame.mark_written();
+        Ok(true)
+    }
+
+    /// The common case on its own, without the general loop's bookkeeping: a frame sent
+    /// whole as one record, with room for it in the ring now (published at once if
+    /// `publish`). False, with nothing written, otherwise.
+    fn try_send_whole(&mut self, frame: &mut OutFrame, publish: bool) -> io::Result<bool> {
+        let len = frame.remaining();
+        if len == 0 {
+            // Written already (a frame a batch left behind): no empty record.
+            return Ok(true);
+        }
+        // A frame lending payloads carries a bulk segment of a kilobyte or more: frames
+        // without (null calls, small payloads) go straight on.
+        if len >= LEND_MIN && self.loans.is_some() && self.try_send_lent(frame, publish)? {
+            return Ok(true);
+        }
+        if self.fragmenting || len > self.largest_whole() {
+            return Ok(false);
+        }
+        let Some(mut reservation) = self.producer.try_reserve(len).map_err(ring_error)? else {
+            return Ok(false);
+        };
+        let mut at = 0;
+        frame.for_each_unwritten(|segment| {
+            reservation.write(at, segment);
+            at += segment.len();
+        });
+        frame.mark_written();
+        if publish {
+            reservation.commit(false);
+        } else {
+            reservation.commit_unpublished(false);
+        }
         Ok(true)
     }
 
@@ -153,7 +175,7 @@ impl ShmSink {
         frame: &mut OutFrame,
         publish: bool,
     ) -> Poll<io::Result<()>> {
-        if self.loans.is_some() && self.try_send_lent(frame, publish)? {
+        if self.try_send_whole(frame, publish)? {
             return Poll::Ready(Ok(()));
         }
         loop {
@@ -169,18 +191,13 @@ impl ShmSink {
             let more = piece < remaining;
             match self.producer.try_reserve(piece).map_err(ring_error)? {
                 Some(mut reservation) => {
-                    copy_into(frame, &mut reservation, piece, !more);
+                    copy_into(frame, &mut reservation, piece);
                     if publish {
                         reservation.commit(more);
                     } else {
                         reservation.commit_unpublished(more);
                     }
                     self.fragmenting = more;
-                    if !more {
-                        // The last piece (or the whole frame, the common case): done
-                        // without measuring the frame again.
-                        return Poll::Ready(Ok(()));
-                    }
                 }
                 None => {
                     // The consumer can free room only behind what it can see.

@@ -11,7 +11,7 @@ use lanner_shm::{Consumer, LoanReceiver, Record};
 
 use super::waiter::Waiter;
 use super::{lent, ring_error};
-use crate::transport::{FrameSource, Received, RecvError};
+use crate::transport::{FrameSource, LentFrame, Received, RecvError};
 
 /// While spinning, check that the peer is still alive after this many empty polls (a
 /// system call, so not on every poll).
@@ -30,6 +30,8 @@ pub(super) struct ShmSource {
     doorbells: [Arc<Doorbell>; 2],
     /// The peer's loan area: payloads it lends are read there in place.
     loans: LoanReceiver,
+    /// The frame announced as [`Received::Loaned`], until taken.
+    lent: Option<LentFrame>,
 }
 
 impl ShmSource {
@@ -47,6 +49,7 @@ impl ShmSource {
             empty_polls: 0,
             doorbells,
             loans,
+            lent: None,
         }
     }
 
@@ -57,22 +60,12 @@ impl ShmSource {
         })
     }
 
-    /// Takes one record: a whole frame, or a piece of one.
-    fn take(&mut self, record: Record) -> Result<Option<Received>, RecvError> {
-        if record.lent {
-            return self.take_lent(&record.bytes).map(Some);
-        }
-        Ok(self.take_bytes(record)?.map(Received::Frame))
-    }
-
-    /// A whole frame whose bulk segments the peer lent (see the `lent` module).
-    fn take_lent(&mut self, record: &Bytes) -> Result<Received, RecvError> {
-        if self.assembling.is_some() {
-            return Err(RecvError::Io(ring_error(lanner_shm::RingError(
-                "a record of lent payloads in the middle of a fragmented frame",
-            ))));
-        }
-        let (frame, external) = lent::decode(record, &self.loans).map_err(ring_error)?;
+    /// A whole frame whose bulk segments the peer lent (see the `lent` module). Out of
+    /// line: the path of every other frame stays as short as it was.
+    #[cold]
+    #[inline(never)]
+    fn take_lent(&mut self, record: Bytes) -> Result<Received, RecvError> {
+        let (frame, external) = lent::decode(&record, &self.loans).map_err(ring_error)?;
         // The frame's length field counts the lent segments: that is its size.
         let announced = frame
             .first_chunk::<4>()
@@ -80,11 +73,15 @@ impl ShmSource {
         if announced > self.max_frame_size as usize {
             return Err(self.too_large(announced));
         }
-        Ok(Received::Loaned(frame, external))
+        self.lent = Some(LentFrame {
+            frame,
+            segments: external,
+        });
+        Ok(Received::Loaned)
     }
 
-    /// Takes one record of copied bytes: a whole frame, or a piece of one.
-    fn take_bytes(&mut self, record: Record) -> Result<Option<Bytes>, RecvError> {
+    /// Takes one record that lends nothing: a whole frame, or a piece of one.
+    fn take(&mut self, record: Record) -> Result<Option<Bytes>, RecvError> {
         let limit = self.max_frame_size as usize;
         let Some(message) = &mut self.assembling else {
             if !record.more {
@@ -136,12 +133,16 @@ impl ShmSource {
     }
 
     /// Takes records until a frame is complete or the ring is empty.
+    #[inline]
     fn receive(&mut self) -> Result<Option<Received>, RecvError> {
         let mut progress = false;
         while let Some(record) = self.consumer.try_recv().map_err(ring_error)? {
             progress = true;
-            if let Some(received) = self.take(record)? {
-                return Ok(Some(received));
+            if let Some(frame) = self.take(record)? {
+                if lent::is_lent(&frame) {
+                    return self.take_lent(frame).map(Some);
+                }
+                return Ok(Some(Received::Frame(frame)));
             }
         }
         Ok(progress.then_some(Received::Partial))
@@ -195,5 +196,9 @@ impl FrameSource for ShmSource {
 
     fn set_max_frame_size(&mut self, max_frame_size: u32) {
         self.max_frame_size = max_frame_size;
+    }
+
+    fn take_lent(&mut self) -> Option<LentFrame> {
+        self.lent.take()
     }
 }
