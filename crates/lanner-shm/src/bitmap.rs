@@ -16,40 +16,59 @@ impl Bitmap {
         }
     }
 
-    fn used(&self, index: usize) -> bool {
-        self.words[index / 64] & (1 << (index % 64)) != 0
-    }
-
     /// The first run of `count` free granules (lowest index first: recently freed blocks,
-    /// likely still cached, are reused before cold ones), if there is one.
+    /// likely still cached, are reused before cold ones), if there is one. Walks whole
+    /// words: a 64 KiB loan in 256-byte granules looks at a handful of them, not 256 bits.
     pub(crate) fn find_free_run(&self, count: usize) -> Option<usize> {
         if count == 0 || count > self.len {
             return None;
         }
+        // The run being measured starts at `start`; everything from `start` to `index`
+        // is free.
         let mut start = 0;
-        while start + count <= self.len {
-            // Skip whole words in use.
-            if start % 64 == 0 && self.words[start / 64] == u64::MAX {
-                start += 64;
-                continue;
+        let mut index = 0;
+        while index < self.len {
+            let offset = index % 64;
+            // The bits from `index` to the end of its word (bits past `len` are never set).
+            let rest = self.words[index / 64] >> offset;
+            if rest == 0 {
+                index += 64 - offset;
+            } else {
+                let used = index + rest.trailing_zeros() as usize;
+                if used >= self.len {
+                    break;
+                }
+                if used - start >= count {
+                    return Some(start);
+                }
+                index = used + (rest >> (used - index)).trailing_ones() as usize;
+                start = index;
             }
-            match (start..start + count).find(|&index| self.used(index)) {
-                None => return Some(start),
-                Some(used) => start = used + 1,
+            if index.min(self.len) - start >= count {
+                return Some(start);
             }
         }
-        None
+        (self.len.saturating_sub(start) >= count).then_some(start)
     }
 
-    /// Marks `start..start + count` used (`true`) or free.
+    /// Marks `start..start + count` used (`true`) or free, a word at a time.
     pub(crate) fn set(&mut self, start: usize, count: usize, used: bool) {
-        for index in start..start + count {
-            let bit = 1u64 << (index % 64);
-            if used {
-                self.words[index / 64] |= bit;
+        let end = start + count;
+        let mut index = start;
+        while index < end {
+            let offset = index % 64;
+            let bits = (64 - offset).min(end - index);
+            let mask = if bits == 64 {
+                u64::MAX
             } else {
-                self.words[index / 64] &= !bit;
+                ((1u64 << bits) - 1) << offset
+            };
+            if used {
+                self.words[index / 64] |= mask;
+            } else {
+                self.words[index / 64] &= !mask;
             }
+            index += bits;
         }
     }
 
