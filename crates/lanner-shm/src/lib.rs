@@ -1,13 +1,15 @@
 //! # lanner-shm: the shared-memory medium
 //!
 //! Two processes on one host talk through a mapping they share: one
-//! single-producer/single-consumer ring of variable-size messages per direction, and an
-//! eventfd doorbell per waiting party. Once connected, sending and receiving are plain
+//! single-producer/single-consumer ring of variable-size messages per direction, a
+//! doorbell per waiting party, and a loan area per side where payloads are built in place
+//! and lent to the peer by reference. Once connected, sending and receiving are plain
 //! loads and stores; the kernel is entered only to wake a peer that went to sleep.
 //!
-//! This crate has no async runtime: it provides the rings ([`ring`]), the region layout
-//! ([`region`]), doorbells ([`doorbell`]), the offer that hands a region to the peer
-//! ([`handoff`]) and the operating-system plumbing beneath ([`sys`]). The `lanner` runtime builds its `shm://` transport on them.
+//! This crate has no async runtime: it provides the rings ([`ring`]), the loans
+//! ([`loans`]), the region layout ([`region`]), doorbells ([`doorbell`]), the offer that
+//! hands a region to the peer ([`handoff`]) and the operating-system plumbing beneath
+//! ([`sys`]). The `lanner` runtime builds its `shm://` transport on them.
 //!
 //! ## Trust
 //!
