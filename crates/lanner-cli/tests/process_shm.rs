@@ -524,9 +524,6 @@ fn idle_clients_do_not_stop_the_server() {
 }
 
 #[test]
-#[ignore = "known limitation (docs/decisions.md, Shared memory): a received payload held \
-            in place pins the ring behind it, so once the ring has gone round the sender \
-            waits until the payload is dropped; call 3 of 50 never completes"]
 fn a_held_reply_stays_intact_while_fifty_more_flow() {
     let server = server(TransportArg::Shm);
     runtime().block_on(async {

@@ -5,6 +5,10 @@
 pub(crate) struct Bitmap {
     words: Vec<u64>,
     len: usize,
+    /// No word before this one has a free granule: searches start here.
+    first_not_full: usize,
+    /// Granules in use.
+    used: usize,
 }
 
 impl Bitmap {
@@ -13,6 +17,8 @@ impl Bitmap {
         Bitmap {
             words: vec![0; len.div_ceil(64)],
             len,
+            first_not_full: 0,
+            used: 0,
         }
     }
 
@@ -25,8 +31,8 @@ impl Bitmap {
         }
         // The run being measured starts at `start`; everything from `start` to `index`
         // is free.
-        let mut start = 0;
-        let mut index = 0;
+        let mut start = self.first_not_full * 64;
+        let mut index = start;
         while index < self.len {
             let offset = index % 64;
             // The bits from `index` to the end of its word (bits past `len` are never set).
@@ -51,8 +57,15 @@ impl Bitmap {
         (self.len.saturating_sub(start) >= count).then_some(start)
     }
 
-    /// Marks `start..start + count` used (`true`) or free, a word at a time.
+    /// Marks `start..start + count` used (`true`) or free, a word at a time. The range
+    /// must be all free (to mark used) or all used (to mark free).
     pub(crate) fn set(&mut self, start: usize, count: usize, used: bool) {
+        if used {
+            self.used += count;
+        } else {
+            self.used -= count;
+            self.first_not_full = self.first_not_full.min(start / 64);
+        }
         let end = start + count;
         let mut index = start;
         while index < end {
@@ -70,12 +83,22 @@ impl Bitmap {
             }
             index += bits;
         }
+        while self.words.get(self.first_not_full) == Some(&u64::MAX) {
+            self.first_not_full += 1;
+        }
     }
 
-    /// Granules in use.
+    /// Granules free.
+    pub(crate) fn free(&self) -> usize {
+        self.len - self.used
+    }
+
+    /// Granules in use, counted bit by bit.
     #[cfg(test)]
     pub(crate) fn count_used(&self) -> usize {
-        self.words.iter().map(|w| w.count_ones() as usize).sum()
+        let counted = self.words.iter().map(|w| w.count_ones() as usize).sum();
+        assert_eq!(counted, self.used, "the running count agrees");
+        counted
     }
 }
 
@@ -115,9 +138,16 @@ mod tests {
             for (used, start, count) in ops {
                 let start = start % len;
                 let count = count.min(len - start);
-                bitmap.set(start, count, used);
-                model[start..start + count].fill(used);
+                // One granule at a time, and only those that change: `set` takes ranges
+                // that are all free or all used.
+                for (index, granule) in model.iter_mut().enumerate().skip(start).take(count) {
+                    if *granule != used {
+                        bitmap.set(index, 1, used);
+                        *granule = used;
+                    }
+                }
             }
+            prop_assert_eq!(bitmap.count_used(), model.iter().filter(|u| **u).count());
             let first = (0..len.saturating_sub(wanted - 1))
                 .find(|&s| s + wanted <= len && model[s..s + wanted].iter().all(|u| !u));
             prop_assert_eq!(bitmap.find_free_run(wanted), first);

@@ -37,6 +37,8 @@ pub mod sys;
 mod area;
 #[cfg(not(loom))]
 mod bitmap;
+#[cfg(not(loom))]
+mod blocks;
 mod memory;
 mod sync;
 

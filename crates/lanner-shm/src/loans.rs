@@ -17,7 +17,6 @@
 //! offset against the area's bounds. A hostile peer can garble the payloads it can reach
 //! or keep its lendings (the owner then copies instead of lending), nothing more.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -25,6 +24,7 @@ use bytes::Bytes;
 
 use crate::area::{self, AreaMemory};
 use crate::bitmap::Bitmap;
+use crate::blocks::Blocks;
 use crate::ring::{Consumer, Producer, RingError, Wake};
 
 /// The most lendings of one area the receiver may hold at once (blocks lent and not given
@@ -58,21 +58,13 @@ struct Lender {
 struct Ledger {
     used: Bitmap,
     /// Blocks allocated, by first granule.
-    blocks: BTreeMap<usize, Block>,
+    blocks: Blocks,
     /// Lendings not given back yet, over all blocks.
     lent: usize,
     /// Lendings made so far (those taken back with `unlend` not counted).
     lendings: u64,
     /// The peer corrupted the returns ring: nothing is lent any more (payloads are copied).
     broken: bool,
-}
-
-struct Block {
-    granules: usize,
-    /// This side still holds the loan (or bytes frozen from it).
-    held_here: bool,
-    /// Lendings of this block not given back yet.
-    lent: usize,
 }
 
 impl std::fmt::Debug for LoanArea {
@@ -93,7 +85,7 @@ impl LoanArea {
                 granule,
                 ledger: Mutex::new(Ledger {
                     used: Bitmap::new(granules),
-                    blocks: BTreeMap::new(),
+                    blocks: Blocks::new(granules),
                     lent: 0,
                     lendings: 0,
                     broken: false,
@@ -113,33 +105,28 @@ impl LoanArea {
     /// rather than wait (the caller uses ordinary memory, which the transport copies).
     pub fn loan(&self, len: usize) -> Option<Loan> {
         let lender = &self.lender;
-        if len == 0 || len > self.capacity() {
-            return None;
-        }
-        let granules = len.div_ceil(lender.granule);
-        let mut ledger = lender.ledger();
-        let first = match ledger.used.find_free_run(granules) {
-            Some(first) => first,
-            None => {
-                lender.collect_returns(&mut ledger);
-                ledger.used.find_free_run(granules)?
-            }
-        };
-        ledger.used.set(first, granules, true);
-        ledger.blocks.insert(
-            first,
-            Block {
-                granules,
-                held_here: true,
-                lent: 0,
-            },
-        );
+        let first = lender.allocate(len, true)?;
         Some(Loan {
             lender: lender.clone(),
             first,
             offset: first * lender.granule,
             len,
         })
+    }
+
+    /// Copies `bytes` into a fresh block and lends it at once (one lock, no loan): for a
+    /// payload that was not built in a loan but is large enough that the receiver is
+    /// better off holding a block than ring space. Returns its offset, to send; `None` if
+    /// the area has no room or the peer holds [`MAX_LENT`] lendings. The block is free
+    /// again once given back (or taken back with [`LoanArea::unlend`]).
+    pub fn lend_copy(&self, bytes: &[u8]) -> Option<u64> {
+        let lender = &self.lender;
+        let first = lender.allocate(bytes.len(), false)?;
+        let offset = first * lender.granule;
+        // SAFETY: the block was just allocated, lent but not sent yet: nobody else has
+        // any view of it.
+        unsafe { area::block_mut(&lender.memory, offset, bytes.len()) }.copy_from_slice(bytes);
+        Some(offset as u64)
     }
 
     /// Whether `bytes` lie in this area (frozen from one of its loans). Compares addresses
@@ -163,7 +150,7 @@ impl LoanArea {
             return None;
         }
         let first = lender.block_at(&ledger, offset as u64)?;
-        let block = ledger.blocks.get_mut(&first)?;
+        let block = ledger.blocks.get_mut(first)?;
         if !block.held_here {
             return None;
         }
@@ -202,11 +189,47 @@ impl Lender {
         self.ledger.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Allocates a block of `len` bytes (at least one): held here (a loan) if
+    /// `held_here`, else lent once already (see [`LoanArea::lend_copy`]). Its first
+    /// granule, or `None` if there is no room (or, to lend, the peer holds too many).
+    fn allocate(&self, len: usize, held_here: bool) -> Option<usize> {
+        if len == 0 || len > self.memory.len() / self.granule * self.granule {
+            return None;
+        }
+        let granules = len.div_ceil(self.granule);
+        let mut ledger = self.ledger();
+        // Returns are read once half the area is taken (reading them means taking the
+        // returns ring's position from the peer's cache), or when there is no room: the
+        // blocks they free are low in the area, and first fit reuses them while they are
+        // likely still cached. (Read only when the area was full, loans swept the whole
+        // area, cold; read on every loan, they cost a cache-line transfer each.)
+        if ledger.used.free() < self.memory.len() / self.granule / 2
+            || (!held_here && ledger.lent >= MAX_LENT)
+        {
+            self.collect_returns(&mut ledger);
+        }
+        if !held_here && (ledger.broken || ledger.lent >= MAX_LENT) {
+            return None;
+        }
+        let first = match ledger.used.find_free_run(granules) {
+            Some(first) => first,
+            None => {
+                self.collect_returns(&mut ledger);
+                ledger.used.find_free_run(granules)?
+            }
+        };
+        ledger.used.set(first, granules, true);
+        let lent = u16::from(!held_here);
+        ledger.blocks.insert(first, granules, held_here, lent);
+        ledger.lent += usize::from(lent);
+        ledger.lendings += u64::from(lent);
+        Some(first)
+    }
+
     /// The first granule of the allocated block that holds `offset`, if any.
     fn block_at(&self, ledger: &Ledger, offset: u64) -> Option<usize> {
         let granule = usize::try_from(offset).ok()? / self.granule;
-        let (&first, block) = ledger.blocks.range(..=granule).next_back()?;
-        (granule < first + block.granules).then_some(first)
+        ledger.blocks.containing(granule)
     }
 
     fn collect_returns(&self, ledger: &mut Ledger) {
@@ -240,7 +263,7 @@ impl Lender {
         let Some(first) = self.block_at(ledger, offset) else {
             return;
         };
-        let Some(block) = ledger.blocks.get_mut(&first) else {
+        let Some(block) = ledger.blocks.get_mut(first) else {
             return;
         };
         if block.lent == 0 {
@@ -256,7 +279,7 @@ impl Lender {
     /// This side dropped its loan (or the last bytes frozen from it).
     fn dropped_here(&self, first: usize) {
         let mut ledger = self.ledger();
-        let Some(block) = ledger.blocks.get_mut(&first) else {
+        let Some(block) = ledger.blocks.get_mut(first) else {
             return;
         };
         block.held_here = false;
@@ -266,8 +289,8 @@ impl Lender {
     }
 
     fn free(&self, ledger: &mut Ledger, first: usize) {
-        if let Some(block) = ledger.blocks.remove(&first) {
-            ledger.used.set(first, block.granules, false);
+        if let Some(block) = ledger.blocks.remove(first) {
+            ledger.used.set(first, usize::from(block.granules), false);
         }
     }
 }

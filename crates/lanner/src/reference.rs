@@ -65,8 +65,9 @@ pub struct Traffic {
     pub messages_sent: u64,
     /// Whole messages received.
     pub messages_received: u64,
-    /// Bulk payloads sent by reference from this side's loan area (shared memory), not
-    /// copied (see [`crate::Loan`]).
+    /// Bulk payloads sent by reference from this side's loan area (shared memory) rather
+    /// than through the ring: those built in loans (see [`crate::Loan`]), never copied,
+    /// and those of 256 KiB or more copied there once instead of into the ring.
     pub payloads_lent: u64,
 }
 

@@ -171,6 +171,34 @@ async fn loaned_payloads_are_lent_not_copied_and_their_blocks_come_back() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_ordinary_payloads_go_through_the_loan_area() {
+    use lanner::Proxy;
+    let (_server, _listening, url) = serve_shm("large-lent").await;
+    let blobs: BlobsProxy = Client::new().connect(&url).await.unwrap();
+    let small = pattern(8 * 1024, 1);
+    assert!(blobs.echo(small.clone()).await.unwrap() == small);
+    assert_eq!(
+        blobs.object().traffic().payloads_lent,
+        0,
+        "small: through the ring"
+    );
+    let medium = pattern(100_000, 2);
+    assert!(blobs.echo(medium.clone()).await.unwrap() == medium);
+    assert_eq!(
+        blobs.object().traffic().payloads_lent,
+        0,
+        "medium: through the ring"
+    );
+    let large = pattern(300_000, 3);
+    assert!(blobs.echo(large.clone()).await.unwrap() == large);
+    assert_eq!(
+        blobs.object().traffic().payloads_lent,
+        1,
+        "large: copied into a block"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loaned_and_ordinary_segments_mix_in_one_call() {
     use lanner::Proxy;
     let (_server, _listening, url) = serve_shm("loans-mixed").await;

@@ -129,3 +129,22 @@ fn an_unsent_lending_is_taken_back() {
     drop(bytes);
     assert!(area.loan(AREA).is_some());
 }
+
+#[test]
+fn a_copy_lent_at_once_comes_back_free_and_an_unsent_one_too() {
+    let (area, receiver) = heap_loans(AREA);
+    let offset = area.lend_copy(&[5u8; 3000]).unwrap();
+    let received = receiver.take(offset, 3000).unwrap();
+    assert_eq!(&received[..], &[5u8; 3000][..]);
+    assert!(area.loan(AREA).is_none(), "lent, not free");
+    drop(received);
+    assert!(
+        area.loan(AREA).is_some(),
+        "given back: free (returns read on loan)"
+    );
+    let unsent = area.lend_copy(&[6u8; 100]).unwrap();
+    area.unlend(unsent);
+    assert_eq!(area.lent(), 0);
+    assert!(area.loan(AREA).is_some());
+    assert_eq!(area.lendings(), 1, "the unsent one does not count");
+}

@@ -24,13 +24,17 @@
 //!
 //! Payloads built in this side's loan area ([`crate::ObjectRef::loan`]) are not copied
 //! at all: the sink lends them (it sends their offset in the area, see the `lent` module)
-//! and the peer reads them where they are, giving each back when it drops it.
+//! and the peer reads them where they are, giving each back when it drops it. Other bulk
+//! payloads of 256 KiB or more are copied into a block of the area and lent from there
+//! (the one copy they would have had into the ring): a receiver that keeps one holds that
+//! block, not the ring.
 //!
 //! Received frames of at least [`IN_PLACE_MIN`] bytes are handed to the runtime in place,
 //! as a `Bytes` that keeps the frame's ring space until dropped; smaller frames are copied
-//! out (a copy of a small frame costs less than tracking it). A receiver that keeps large
-//! payloads for long holds back the ring behind them, so the sender waits: copy payloads
-//! you keep.
+//! out (a copy of a small frame costs less than tracking it). A receiver that keeps such
+//! a payload for long holds back the ring behind it, so the sender waits once the ring
+//! has come round: copy payloads you keep for long (those of 256 KiB or more come through
+//! the loan area, unless it is full, and hold only their block).
 
 pub(crate) mod lent;
 mod setup;

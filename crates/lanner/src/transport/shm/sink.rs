@@ -5,17 +5,11 @@ use std::task::{Context, Poll};
 
 use lanner_proto::OutFrame;
 use lanner_shm::{LoanArea, Producer, Reservation};
-use smallvec::SmallVec;
 
-use super::lent::{self, Lent};
+use super::lent;
 use super::ring_error;
 use super::waiter::Waiter;
 use crate::transport::FrameSink;
-
-/// Bulk segments from a loan smaller than this are copied like any other: copying a
-/// kilobyte costs less than lending it (a descriptor here, an allocation and a return on
-/// the receiving side, the return read back here).
-const LEND_MIN: usize = 1024;
 
 /// The sending half of a shared-memory connection.
 #[derive(Debug)]
@@ -66,62 +60,32 @@ fn copy_into(frame: &mut OutFrame, reservation: &mut Reservation<'_>, len: usize
 }
 
 impl ShmSink {
-    /// Sends `frame` as one record that lends its bulk segments frozen from this side's
-    /// loans instead of copying them (see the `lent` module). False, with nothing sent and
-    /// nothing lent, if it has none, the peer holds too many lendings already, or the
-    /// ring has no room now (the ordinary path then copies, or waits for room).
+    /// Sends `frame` as one record that lends its large bulk segments instead of copying
+    /// them into the ring (see the `lent` module). False, with nothing sent and nothing
+    /// lent, if none can be lent (no room in the loan area, the peer holds too many
+    /// lendings) or the ring has no room now: the ordinary path then copies, or waits.
     #[inline(never)]
     fn try_send_lent(&mut self, frame: &mut OutFrame, publish: bool) -> io::Result<bool> {
         let Some(area) = &self.loans else {
             return Ok(false);
         };
-        let (head, bulk) = frame.parts();
-        if self.fragmenting || !bulk.iter().any(|s| s.len() >= LEND_MIN && area.contains(s)) {
+        if self.fragmenting {
             return Ok(false);
         }
-        let mut lent: SmallVec<[Lent; 2]> = SmallVec::new();
-        let mut copied = head.len();
-        for (index, segment) in bulk.iter().enumerate() {
-            let (Ok(index), Ok(len)) = (u16::try_from(index), u32::try_from(segment.len())) else {
-                copied += segment.len();
-                continue;
-            };
-            match (segment.len() >= LEND_MIN)
-                .then(|| area.lend(segment))
-                .flatten()
-            {
-                Some(offset) => lent.push(Lent { index, len, offset }),
-                None => copied += segment.len(),
-            }
-        }
-        let descriptors = lent::encode_descriptors(&lent);
-        let len = descriptors.len() + copied;
-        let reservation = match lent.is_empty() || len > self.largest_whole() {
+        let (head, bulk) = frame.parts();
+        let Some(plan) = lent::Plan::new(area, bulk) else {
+            return Ok(false);
+        };
+        let len = plan.record_len(head.len());
+        let reservation = match len > self.largest_whole() {
             true => None,
             false => self.producer.try_reserve(len).map_err(ring_error)?,
         };
         let Some(mut reservation) = reservation else {
-            for segment in &lent {
-                area.unlend(segment.offset);
-            }
+            plan.undo(area);
             return Ok(false);
         };
-        reservation.write(0, &descriptors);
-        let mut at = descriptors.len();
-        let mut next_lent = lent.iter().peekable();
-        reservation.write(at, head);
-        at += head.len();
-        for (index, segment) in bulk.iter().enumerate() {
-            if next_lent
-                .peek()
-                .is_some_and(|l| usize::from(l.index) == index)
-            {
-                next_lent.next();
-                continue;
-            }
-            reservation.write(at, segment);
-            at += segment.len();
-        }
+        plan.write(&mut reservation, head, bulk);
         if publish {
             reservation.commit(false);
         } else {
@@ -142,7 +106,7 @@ impl ShmSink {
         }
         // A frame lending payloads carries a bulk segment of a kilobyte or more: frames
         // without (null calls, small payloads) go straight on.
-        if len >= LEND_MIN && self.loans.is_some() && self.try_send_lent(frame, publish)? {
+        if len >= lent::LEND_MIN && self.loans.is_some() && self.try_send_lent(frame, publish)? {
             return Ok(true);
         }
         if self.fragmenting || len > self.largest_whole() {

@@ -61,7 +61,8 @@ impl ShmSource {
     }
 
     /// A whole frame whose bulk segments the peer lent (see the `lent` module). Out of
-    /// line: the path of every other frame stays as short as it was.
+    /// line: the path of small frames stays as short as it was (a lent payload is at
+    /// least a kilobyte, and usually much more).
     #[cold]
     #[inline(never)]
     fn take_lent(&mut self, record: Bytes) -> Result<Received, RecvError> {
@@ -80,7 +81,8 @@ impl ShmSource {
         Ok(Received::Loaned)
     }
 
-    /// Takes one record that lends nothing: a whole frame, or a piece of one.
+    /// Takes one record: a whole frame (or a record lending payloads, which the caller
+    /// tells apart), or a piece of one.
     fn take(&mut self, record: Record) -> Result<Option<Bytes>, RecvError> {
         let limit = self.max_frame_size as usize;
         let Some(message) = &mut self.assembling else {
