@@ -97,7 +97,7 @@ impl LoanArea {
 
     /// Bytes in the area: the largest loan it can make.
     pub fn capacity(&self) -> usize {
-        self.lender.memory.len() / self.lender.granule * self.lender.granule
+        self.lender.capacity()
     }
 
     /// A block of `len` bytes (at least one) to fill, if the area has room. Blocks come
@@ -160,7 +160,8 @@ impl LoanArea {
         Some(offset as u64)
     }
 
-    /// Takes back a lending made with [`LoanArea::lend`] that was not sent.
+    /// Takes back a lending made with [`LoanArea::lend`] or [`LoanArea::lend_copy`] that
+    /// was not sent.
     pub fn unlend(&self, offset: u64) {
         let mut ledger = self.lender.ledger();
         ledger.lendings -= 1;
@@ -189,11 +190,16 @@ impl Lender {
         self.ledger.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Bytes the area's whole granules hold: the largest block.
+    fn capacity(&self) -> usize {
+        self.memory.len() / self.granule * self.granule
+    }
+
     /// Allocates a block of `len` bytes (at least one): held here (a loan) if
     /// `held_here`, else lent once already (see [`LoanArea::lend_copy`]). Its first
     /// granule, or `None` if there is no room (or, to lend, the peer holds too many).
     fn allocate(&self, len: usize, held_here: bool) -> Option<usize> {
-        if len == 0 || len > self.memory.len() / self.granule * self.granule {
+        if len == 0 || len > self.capacity() {
             return None;
         }
         let granules = len.div_ceil(self.granule);
@@ -203,7 +209,7 @@ impl Lender {
         // blocks they free are low in the area, and first fit reuses them while they are
         // likely still cached. (Read only when the area was full, loans swept the whole
         // area, cold; read on every loan, they cost a cache-line transfer each.)
-        if ledger.used.free() < self.memory.len() / self.granule / 2
+        if ledger.used.free() < self.capacity() / self.granule / 2
             || (!held_here && ledger.lent >= MAX_LENT)
         {
             self.collect_returns(&mut ledger);
