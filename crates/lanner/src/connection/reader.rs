@@ -31,7 +31,7 @@ use lanner_proto::{Event, ExternalSegments, OutFrame, ProtocolError, Response};
 
 use super::{Connection, Handled, ReaderSignal, Side};
 use crate::error::Error;
-use crate::transport::{Received, RecvError};
+use crate::transport::{FrameSource, Received, RecvError};
 
 /// What one receive attempt achieved.
 pub(super) enum Progress {
@@ -98,9 +98,9 @@ impl Connection {
         let result = loop {
             let (frame, external) = match source.try_recv() {
                 Ok(Received::Frame(frame)) => (frame, None),
-                Ok(Received::Loaned) => match source.take_lent() {
-                    Some(lent) => (lent.frame, Some(lent.segments)),
-                    None => break Err(Error::protocol("a lent frame announced but not there")),
+                Ok(Received::Loaned) => match lent_frame(&mut **source) {
+                    Ok((frame, segments)) => (frame, Some(segments)),
+                    Err(error) => break Err(error),
                 },
                 Ok(Received::Partial) => {
                     self.note_sign_of_life();
@@ -162,10 +162,10 @@ impl Connection {
             Poll::Ready(Ok(Received::Frame(frame))) => {
                 Poll::Ready(self.process(frame, None, cx, None))
             }
-            Poll::Ready(Ok(Received::Loaned)) => match source.take_lent() {
-                Some(lent) => Poll::Ready(self.process(lent.frame, Some(lent.segments), cx, None)),
-                None => Poll::Ready(Err(Error::protocol("a lent frame announced but not there"))),
-            },
+            Poll::Ready(Ok(Received::Loaned)) => Poll::Ready(
+                lent_frame(&mut **source)
+                    .and_then(|(frame, segments)| self.process(frame, Some(segments), cx, None)),
+            ),
             Poll::Ready(Ok(Received::Partial | Received::Empty)) => {
                 self.note_sign_of_life();
                 Poll::Ready(Ok(Progress::Other))
@@ -325,6 +325,14 @@ impl Connection {
             std::hint::spin_loop();
         }
     }
+}
+
+/// The frame a receive attempt announced as [`Received::Loaned`], and its lent segments.
+fn lent_frame(source: &mut dyn FrameSource) -> Result<(Bytes, ExternalSegments), Error> {
+    source
+        .take_lent()
+        .map(|lent| (lent.frame, lent.segments))
+        .ok_or_else(|| Error::protocol("a lent frame announced but not there"))
 }
 
 enum Holder {
