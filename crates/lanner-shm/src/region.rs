@@ -202,44 +202,20 @@ impl Region {
             Side::Client => (0, 1),
             Side::Server => (1, 0),
         };
-        let returns_data =
-            |index: usize| Region::returns_offset(self.capacity) + index * RETURNS_CAPACITY;
-        // Our area's returns come from the peer; we give the peer's area's back.
-        let (_, returns_in) = self.ring_at(
-            RETURNS_CONTROL_OFFSETS[own],
-            returns_data(own),
-            RETURNS_CAPACITY,
-        );
-        let (returns_out, _) = self.ring_at(
-            RETURNS_CONTROL_OFFSETS[peers],
-            returns_data(peers),
-            RETURNS_CAPACITY,
-        );
+        let returns = |index: usize| {
+            Arc::new(self.ring_memory(
+                RETURNS_CONTROL_OFFSETS[index],
+                Region::returns_offset(self.capacity) + index * RETURNS_CAPACITY,
+                RETURNS_CAPACITY,
+            ))
+        };
+        // Our area's returns come from the peer; we give the peer's area's back. Nobody
+        // sleeps on a returns ring: the owner reads it when it needs room.
+        let returns_in = Consumer::new(returns(own), Arc::new(NoWake), usize::MAX);
+        let returns_out = Producer::new(returns(peers), Arc::new(NoWake));
         let area = LoanArea::new(self.area(own), returns_in);
         let receiver = LoanReceiver::new(self.area(peers), returns_out);
         (area, receiver)
-    }
-
-    /// The producer and consumer of a returns ring (each side uses one of them).
-    fn ring_at(&self, control: usize, data: usize, capacity: usize) -> (Producer, Consumer) {
-        let base = self.mapping.as_ptr();
-        let memory = Arc::new(
-            // SAFETY: `control` is one of the returns control offsets (64-byte aligned, four
-            // cache lines inside the first page), `data` has `capacity` bytes inside the
-            // mapping (see the layout), and the ring keeps the mapping alive.
-            unsafe {
-                RingMemory::in_mapping(
-                    base.wrapping_add(control),
-                    base.wrapping_add(data),
-                    capacity,
-                    Box::new(self.mapping.clone()),
-                )
-            },
-        );
-        (
-            Producer::new(memory.clone(), Arc::new(NoWake)),
-            Consumer::new(memory, Arc::new(NoWake), usize::MAX),
-        )
     }
 
     /// Loan area `index`.
@@ -252,16 +228,28 @@ impl Region {
     }
 
     fn ring(&self, index: usize) -> RingMemory {
+        self.ring_memory(
+            CONTROL_OFFSETS[index],
+            DATA_OFFSET + index * self.capacity,
+            self.capacity,
+        )
+    }
+
+    /// The ring whose control block is at `control` and whose `capacity` data bytes
+    /// start at `data` (offsets in the mapping, from the layout above).
+    fn ring_memory(&self, control: usize, data: usize, capacity: usize) -> RingMemory {
         let base = self.mapping.as_ptr();
-        // Both offsets lie inside the mapping: the control blocks are in the first page and
-        // data areas follow it, and the mapping is `len_for(capacity)` bytes long.
-        let control = base.wrapping_add(CONTROL_OFFSETS[index]);
-        let data = base.wrapping_add(DATA_OFFSET + index * self.capacity);
-        // SAFETY: `control` is 64-byte aligned (page base + 256 or 512) with four cache
-        // lines inside the mapping, `data` has `capacity` bytes inside it, and the ring keeps
-        // the mapping alive through its clone of the `Arc`.
+        // SAFETY: every caller passes offsets of the layout: `control` is one of the
+        // control offsets (64-byte aligned, four cache lines inside the first page) and
+        // `data` has `capacity` bytes inside the mapping, which is `len_for(capacity)` bytes
+        // long; the ring keeps the mapping alive through its clone of the `Arc`.
         unsafe {
-            RingMemory::in_mapping(control, data, self.capacity, Box::new(self.mapping.clone()))
+            RingMemory::in_mapping(
+                base.wrapping_add(control),
+                base.wrapping_add(data),
+                capacity,
+                Box::new(self.mapping.clone()),
+            )
         }
     }
 
