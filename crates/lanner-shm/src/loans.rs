@@ -105,7 +105,7 @@ impl LoanArea {
     /// rather than wait (the caller uses ordinary memory, which the transport copies).
     pub fn loan(&self, len: usize) -> Option<Loan> {
         let lender = &self.lender;
-        let first = lender.allocate(len, true)?;
+        let first = lender.allocate(len, false)?;
         Some(Loan {
             lender: lender.clone(),
             first,
@@ -114,19 +114,24 @@ impl LoanArea {
         })
     }
 
-    /// Copies `bytes` into a fresh block and lends it at once (one lock, no loan): for a
-    /// payload that was not built in a loan but is large enough that the receiver is
-    /// better off holding a block than ring space. Returns its offset, to send; `None` if
-    /// the area has no room or the peer holds [`MAX_LENT`] lendings. The block is free
-    /// again once given back (or taken back with [`LoanArea::unlend`]).
-    pub fn lend_copy(&self, bytes: &[u8]) -> Option<u64> {
+    /// A block of `len` bytes lent at once (one lock): for a payload that was not built
+    /// in a loan but is large enough that the receiver is better off holding a block than
+    /// ring space. Returns the loan, to fill before the offset is sent, and the offset;
+    /// `None` if the area has no room or the peer holds [`MAX_LENT`] lendings. The block
+    /// stays this side's until the loan is dropped (a return the peer sends early cannot
+    /// free it while it is being filled), and free again once it is dropped and given back
+    /// (or the lending taken back with [`LoanArea::unlend`]).
+    pub fn loan_lent(&self, len: usize) -> Option<(Loan, u64)> {
         let lender = &self.lender;
-        let first = lender.allocate(bytes.len(), false)?;
+        let first = lender.allocate(len, true)?;
         let offset = first * lender.granule;
-        // SAFETY: the block was just allocated, lent but not sent yet: nobody else has
-        // any view of it.
-        unsafe { area::block_mut(&lender.memory, offset, bytes.len()) }.copy_from_slice(bytes);
-        Some(offset as u64)
+        let loan = Loan {
+            lender: lender.clone(),
+            first,
+            offset,
+            len,
+        };
+        Some((loan, offset as u64))
     }
 
     /// Whether `bytes` lie in this area (frozen from one of its loans). Compares addresses
@@ -160,7 +165,7 @@ impl LoanArea {
         Some(offset as u64)
     }
 
-    /// Takes back a lending made with [`LoanArea::lend`] or [`LoanArea::lend_copy`] that
+    /// Takes back a lending made with [`LoanArea::lend`] or [`LoanArea::loan_lent`] that
     /// was not sent.
     pub fn unlend(&self, offset: u64) {
         let mut ledger = self.lender.ledger();
@@ -195,10 +200,10 @@ impl Lender {
         self.memory.len() / self.granule * self.granule
     }
 
-    /// Allocates a block of `len` bytes (at least one): held here (a loan) if
-    /// `held_here`, else lent once already (see [`LoanArea::lend_copy`]). Its first
-    /// granule, or `None` if there is no room (or, to lend, the peer holds too many).
-    fn allocate(&self, len: usize, held_here: bool) -> Option<usize> {
+    /// Allocates a block of `len` bytes (at least one), held here (a loan) and, if
+    /// `lend`, lent once already (see [`LoanArea::loan_lent`]). Its first granule, or
+    /// `None` if there is no room (or, to lend, the peer holds too many lendings).
+    fn allocate(&self, len: usize, lend: bool) -> Option<usize> {
         if len == 0 || len > self.capacity() {
             return None;
         }
@@ -210,11 +215,11 @@ impl Lender {
         // likely still cached. (Read only when the area was full, loans swept the whole
         // area, cold; read on every loan, they cost a cache-line transfer each.)
         if ledger.used.free() < self.capacity() / self.granule / 2
-            || (!held_here && ledger.lent >= MAX_LENT)
+            || (lend && ledger.lent >= MAX_LENT)
         {
             self.collect_returns(&mut ledger);
         }
-        if !held_here && (ledger.broken || ledger.lent >= MAX_LENT) {
+        if lend && (ledger.broken || ledger.lent >= MAX_LENT) {
             return None;
         }
         let first = match ledger.used.find_free_run(granules) {
@@ -225,8 +230,8 @@ impl Lender {
             }
         };
         ledger.used.set(first, granules, true);
-        let lent = u16::from(!held_here);
-        ledger.blocks.insert(first, granules, held_here, lent);
+        let lent = u16::from(lend);
+        ledger.blocks.insert(first, granules, true, lent);
         ledger.lent += usize::from(lent);
         ledger.lendings += u64::from(lent);
         Some(first)
@@ -321,10 +326,13 @@ impl std::fmt::Debug for Loan {
 
 impl Loan {
     /// The loan's bytes, to fill. (Zeroed when the area was made; a block used before
-    /// holds what its last loan left there.)
+    /// holds what its last loan left there.) A loan from [`LoanArea::loan_lent`] must be
+    /// filled before its offset is sent: the peer reads it from then on.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: the block was allocated to this loan alone and is not lent (lending needs
-        // bytes frozen from it, which consumes the loan); `&mut self` excludes other views.
+        // SAFETY: the block was allocated to this loan alone and the loan holds it (no
+        // return frees a block held here); in this process it is not lent through frozen
+        // bytes (freezing consumes the loan), and `&mut self` excludes other views. A
+        // `loan_lent` block is lent, but the peer reads it only once the offset is sent.
         unsafe { area::block_mut(&self.lender.memory, self.offset, self.len) }
     }
 

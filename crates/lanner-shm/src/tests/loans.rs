@@ -133,7 +133,9 @@ fn an_unsent_lending_is_taken_back() {
 #[test]
 fn a_copy_lent_at_once_comes_back_free_and_an_unsent_one_too() {
     let (area, receiver) = heap_loans(AREA);
-    let offset = area.lend_copy(&[5u8; 3000]).unwrap();
+    let (mut block, offset) = area.loan_lent(3000).unwrap();
+    block.as_mut_slice().fill(5);
+    drop(block);
     let received = receiver.take(offset, 3000).unwrap();
     assert_eq!(&received[..], &[5u8; 3000][..]);
     assert!(area.loan(AREA).is_none(), "lent, not free");
@@ -142,9 +144,24 @@ fn a_copy_lent_at_once_comes_back_free_and_an_unsent_one_too() {
         area.loan(AREA).is_some(),
         "given back: free (returns read on loan)"
     );
-    let unsent = area.lend_copy(&[6u8; 100]).unwrap();
+    let (unsent_block, unsent) = area.loan_lent(100).unwrap();
     area.unlend(unsent);
     assert_eq!(area.lent(), 0);
+    drop(unsent_block);
     assert!(area.loan(AREA).is_some());
     assert_eq!(area.lendings(), 1, "the unsent one does not count");
+}
+
+#[test]
+fn a_block_being_filled_is_not_freed_by_an_early_return() {
+    let (area, receiver) = heap_loans(AREA);
+    let (mut block, offset) = area.loan_lent(AREA).unwrap();
+    // A hostile peer gives the block back before it was even sent.
+    drop(receiver.take(offset, 1).unwrap());
+    area.collect_returns();
+    assert_eq!(area.lent(), 0, "the early return was read");
+    assert!(area.loan(1).is_none(), "still held while it is filled");
+    block.as_mut_slice().fill(7);
+    drop(block);
+    assert!(area.loan(AREA).is_some(), "free once the loan is dropped");
 }

@@ -17,7 +17,7 @@
 use bytes::Bytes;
 use lanner_proto::ExternalSegments;
 use lanner_proto::limits::MAX_BULK_SEGMENTS;
-use lanner_shm::{LoanArea, LoanReceiver, Reservation, RingError};
+use lanner_shm::{Loan, LoanArea, LoanReceiver, Reservation, RingError};
 use smallvec::SmallVec;
 
 /// Bulk segments from a loan smaller than this are copied into the ring like any other:
@@ -60,6 +60,10 @@ pub(crate) struct Plan {
     lent: SmallVec<[Lent; 2]>,
     /// Bytes of the frame that go into the ring: the head and the segments not lent.
     copied: usize,
+    /// Blocks lent for segments that were not built in a loan, with those segments'
+    /// indexes: filled only once the record has room in the ring (a plan given up costs
+    /// no copy), and held until then.
+    to_fill: SmallVec<[(Loan, usize); 1]>,
 }
 
 impl Plan {
@@ -69,9 +73,10 @@ impl Plan {
         let mut plan = Plan {
             lent: SmallVec::new(),
             copied: 0,
+            to_fill: SmallVec::new(),
         };
         for (index, segment) in bulk.iter().enumerate() {
-            match Plan::lend(area, index, segment) {
+            match plan.lend(area, index, segment) {
                 Some(lent) => plan.lent.push(lent),
                 None => plan.copied += segment.len(),
             }
@@ -82,9 +87,10 @@ impl Plan {
         Some(plan)
     }
 
-    /// Lends `segment` (number `index`): itself if it is from a loan of `area`, else a
-    /// copy of it in a block of `area` if it is large and there is room.
-    fn lend(area: &LoanArea, index: usize, segment: &Bytes) -> Option<Lent> {
+    /// Lends `segment` (number `index`): itself if it is from a loan of `area`, else, if
+    /// it is large and there is room, a block of `area` to copy it into (see `to_fill`).
+    fn lend(&mut self, area: &LoanArea, index: usize, segment: &Bytes) -> Option<Lent> {
+        let position = index;
         let index = u16::try_from(index).ok()?;
         let len = u32::try_from(segment.len()).ok()?;
         if segment.len() < LEND_MIN {
@@ -97,7 +103,8 @@ impl Plan {
         if segment.len() < COPY_TO_AREA_MIN {
             return None;
         }
-        let offset = area.lend_copy(segment)?;
+        let (block, offset) = area.loan_lent(segment.len())?;
+        self.to_fill.push((block, position));
         Some(Lent { index, len, offset })
     }
 
@@ -106,18 +113,27 @@ impl Plan {
         PREFIX_LEN + self.lent.len() * DESCRIPTOR_LEN + head_len + self.copied
     }
 
-    /// Takes the lendings back: the record was not written.
+    /// Takes the lendings back: the record was not written. (Blocks lent for copies are
+    /// free once their loans are dropped, with the plan.)
     pub(crate) fn undo(self, area: &LoanArea) {
         for lent in &self.lent {
             area.unlend(lent.offset);
         }
     }
 
-    /// Writes the record: the descriptors, `head`, and the segments of `bulk` not lent.
-    pub(crate) fn write(&self, reservation: &mut Reservation<'_>, head: &[u8], bulk: &[Bytes]) {
-        let descriptors = encode_descriptors(&self.lent);
-        reservation.write(0, &descriptors);
-        let mut at = descriptors.len();
+    /// Fills the blocks lent for copies, then writes the record: the descriptors, `head`,
+    /// and the segments of `bulk` not lent. Dropping the plan afterwards lets go of the
+    /// filled blocks: from then on only the peer's lendings hold them.
+    pub(crate) fn write(&mut self, reservation: &mut Reservation<'_>, head: &[u8], bulk: &[Bytes]) {
+        for (block, index) in &mut self.to_fill {
+            block.as_mut_slice().copy_from_slice(&bulk[*index]);
+        }
+        reservation.write(0, &prefix(self.lent.len()));
+        let mut at = PREFIX_LEN;
+        for lent in &self.lent {
+            reservation.write(at, &descriptor(lent));
+            at += DESCRIPTOR_LEN;
+        }
         reservation.write(at, head);
         at += head.len();
         let mut lent = self.lent.iter().peekable();
@@ -131,17 +147,30 @@ impl Plan {
     }
 }
 
-/// The prefix and descriptors of a record lending `lent`.
+/// The prefix of a record lending `count` segments: the zero word, then the count.
+fn prefix(count: usize) -> [u8; PREFIX_LEN] {
+    let count = u32::try_from(count).expect("at most MAX_BULK_SEGMENTS");
+    let mut prefix = [0; PREFIX_LEN];
+    prefix[4..].copy_from_slice(&count.to_le_bytes());
+    prefix
+}
+
+/// One segment's descriptor.
+fn descriptor(lent: &Lent) -> [u8; DESCRIPTOR_LEN] {
+    let mut descriptor = [0; DESCRIPTOR_LEN];
+    descriptor[..2].copy_from_slice(&lent.index.to_le_bytes());
+    descriptor[4..8].copy_from_slice(&lent.len.to_le_bytes());
+    descriptor[8..].copy_from_slice(&lent.offset.to_le_bytes());
+    descriptor
+}
+
+/// The prefix and descriptors of a record lending `lent`, as [`Plan::write`] writes them
+/// (for tests, which make such records by hand).
+#[cfg(test)]
 pub(crate) fn encode_descriptors(lent: &[Lent]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(PREFIX_LEN + lent.len() * DESCRIPTOR_LEN);
-    let count = u32::try_from(lent.len()).expect("at most MAX_BULK_SEGMENTS");
-    out.extend_from_slice(&[0; 4]);
-    out.extend_from_slice(&count.to_le_bytes());
+    let mut out = prefix(lent.len()).to_vec();
     for segment in lent {
-        out.extend_from_slice(&segment.index.to_le_bytes());
-        out.extend_from_slice(&[0; 2]);
-        out.extend_from_slice(&segment.len.to_le_bytes());
-        out.extend_from_slice(&segment.offset.to_le_bytes());
+        out.extend_from_slice(&descriptor(segment));
     }
     out
 }

@@ -73,7 +73,7 @@ impl ShmSink {
             return Ok(false);
         }
         let (head, bulk) = frame.parts();
-        let Some(plan) = lent::Plan::new(area, bulk) else {
+        let Some(mut plan) = lent::Plan::new(area, bulk) else {
             return Ok(false);
         };
         let len = plan.record_len(head.len());
