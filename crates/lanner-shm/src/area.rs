@@ -8,6 +8,8 @@
 //! in a ring, the bytes of a block it can reach may then be garbled, nothing more.
 
 use std::any::Any;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 /// A loan area's bytes and whatever keeps them alive.
 pub(crate) struct AreaMemory {
@@ -42,25 +44,24 @@ impl AreaMemory {
         }
     }
 
-    /// A zeroed area on the heap, for tests and fuzzing.
-    pub(crate) fn heap(len: usize) -> AreaMemory {
-        let mut words = vec![0u64; len.div_ceil(8)].into_boxed_slice();
-        let base = words.as_mut_ptr().cast::<u8>();
-        AreaMemory {
+    /// A zeroed area on the heap, seen twice (as the owner and the receiver each map the
+    /// shared one): for tests and fuzzing.
+    pub(crate) fn heap_pair(len: usize) -> (AreaMemory, AreaMemory) {
+        // Atomics: memory written through pointers shared by two views must be interior
+        // mutable.
+        let words: Arc<[AtomicU64]> = (0..len.div_ceil(8)).map(|_| AtomicU64::new(0)).collect();
+        let base = words.as_ptr().cast::<u8>().cast_mut();
+        let view = |keep: Arc<[AtomicU64]>| AreaMemory {
             base,
             len,
-            _keep: Box::new(words),
-        }
+            _keep: Box::new(keep),
+        };
+        (view(words.clone()), view(words))
     }
 
     /// Bytes in the area.
     pub(crate) fn len(&self) -> usize {
         self.len
-    }
-
-    /// The area's first byte (for a second view of the same memory).
-    pub(crate) fn base_ptr(&self) -> *mut u8 {
-        self.base
     }
 
     /// Where `bytes` starts in this area, if it lies wholly inside it. Compares addresses

@@ -471,24 +471,15 @@ impl Wake for NoWake {
 /// An area and a receiver over one heap area with its returns ring: the two ends of one
 /// direction's loans, for tests.
 pub fn heap_loans(len: usize) -> (LoanArea, LoanReceiver) {
-    let memory = AreaMemory::heap(len);
+    let (owned, seen) = AreaMemory::heap_pair(len);
     let (returns_producer, returns_consumer) = crate::ring::heap_ring(
         RETURNS_CAPACITY,
         Arc::new(NoWake),
         Arc::new(NoWake),
         usize::MAX,
     );
-    let area = LoanArea::new(memory, returns_consumer);
-    let view = lender_view(&area.lender);
-    (area, LoanReceiver::new(view, returns_producer))
-}
-
-/// A second view of a lender's heap area, keeping the lender (and so the area) alive.
-fn lender_view(lender: &Arc<Lender>) -> AreaMemory {
-    let len = lender.memory.len();
-    let base = lender.memory.base_ptr();
-    // SAFETY: `base` is valid for `len` bytes while the lender lives, which the view keeps
-    // alive; in this process the receiver only reads blocks the owner lent it, as across a
-    // real mapping.
-    unsafe { AreaMemory::in_mapping(base, len, Box::new(lender.clone())) }
+    (
+        LoanArea::new(owned, returns_consumer),
+        LoanReceiver::new(seen, returns_producer),
+    )
 }
