@@ -59,6 +59,16 @@ fn copy_into(frame: &mut OutFrame, reservation: &mut Reservation<'_>, len: usize
     }
 }
 
+/// Completes a record (a piece of a frame if `more`): published at once if `publish`,
+/// else left for [`Producer::publish_pending`].
+fn complete(reservation: Reservation<'_>, publish: bool, more: bool) {
+    if publish {
+        reservation.commit(more);
+    } else {
+        reservation.commit_unpublished(more);
+    }
+}
+
 impl ShmSink {
     /// Sends `frame` as one record that lends its large bulk segments instead of copying
     /// them into the ring (see the `lent` module). False, with nothing sent and nothing
@@ -86,11 +96,7 @@ impl ShmSink {
             return Ok(false);
         };
         plan.write(&mut reservation, head, bulk);
-        if publish {
-            reservation.commit(false);
-        } else {
-            reservation.commit_unpublished(false);
-        }
+        complete(reservation, publish, false);
         frame.mark_written();
         Ok(true)
     }
@@ -121,11 +127,7 @@ impl ShmSink {
             at += segment.len();
         });
         frame.mark_written();
-        if publish {
-            reservation.commit(false);
-        } else {
-            reservation.commit_unpublished(false);
-        }
+        complete(reservation, publish, false);
         Ok(true)
     }
 
@@ -156,11 +158,7 @@ impl ShmSink {
             match self.producer.try_reserve(piece).map_err(ring_error)? {
                 Some(mut reservation) => {
                     copy_into(frame, &mut reservation, piece);
-                    if publish {
-                        reservation.commit(more);
-                    } else {
-                        reservation.commit_unpublished(more);
-                    }
+                    complete(reservation, publish, more);
                     self.fragmenting = more;
                 }
                 None => {
