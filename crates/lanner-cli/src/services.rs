@@ -12,8 +12,14 @@ use serde::{Deserialize, Serialize};
 pub trait Echo {
     /// Returns `payload` unchanged (no copy on either side).
     async fn echo(&self, payload: Bytes) -> Result<Bytes, lanner::Error>;
-    /// Takes `payload` and returns its length: the bandwidth benchmark's workload.
+    /// Takes `payload` and returns its length.
     async fn absorb(&self, payload: Bytes) -> Result<u64, lanner::Error>;
+    /// Takes `payload` without answering (a one-way call): the bandwidth benchmark's
+    /// workload. The object counts the bytes it was given.
+    #[oneway]
+    async fn sink(&self, payload: Bytes) -> Result<(), lanner::Error>;
+    /// How many bytes [`Echo::sink`] was given on this object so far.
+    async fn sunk(&self) -> Result<u64, lanner::Error>;
 }
 
 /// Arithmetic with a typed application error: the demo's first interface.
@@ -62,7 +68,11 @@ impl fmt::Display for CalcError {
 impl std::error::Error for CalcError {}
 
 /// The echo object.
-pub struct EchoService;
+#[derive(Default)]
+pub struct EchoService {
+    /// Bytes given to [`Echo::sink`].
+    sunk: AtomicU64,
+}
 
 impl Echo for EchoService {
     async fn echo(&self, payload: Bytes) -> Result<Bytes, lanner::Error> {
@@ -71,6 +81,15 @@ impl Echo for EchoService {
 
     async fn absorb(&self, payload: Bytes) -> Result<u64, lanner::Error> {
         Ok(payload.len() as u64)
+    }
+
+    async fn sink(&self, payload: Bytes) -> Result<(), lanner::Error> {
+        self.sunk.fetch_add(payload.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn sunk(&self) -> Result<u64, lanner::Error> {
+        Ok(self.sunk.load(Ordering::Relaxed))
     }
 }
 
@@ -166,7 +185,7 @@ pub const APARTMENT_ECHO_NAME: &str = "echo.apartment";
 /// Publishes the echo object as [`ECHO_NAME`] and again, in an apartment, as
 /// [`APARTMENT_ECHO_NAME`], and the demo object as `calc`.
 pub fn publish_all(server: &lanner::Server) {
-    let echo = Arc::new(EchoService);
+    let echo = Arc::new(EchoService::default());
     server.publish(ECHO_NAME, lanner::Object::new(EchoStub::new(echo.clone())));
     server.publish(
         APARTMENT_ECHO_NAME,
@@ -213,5 +232,23 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(base.null().await, Ok(BASE_INDEX));
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn sink_counts_what_one_way_calls_gave_it() {
+        let server = lanner::Server::new();
+        publish_all(&server);
+        let _listening = server.listen("mem://sink-services-test").await.unwrap();
+        let client = lanner::Client::new();
+        let echo: EchoProxy = client
+            .connect(&format!("mem://sink-services-test/{ECHO_NAME}"))
+            .await
+            .unwrap();
+        let before = echo.sunk().await.unwrap();
+        for size in [0, 1, 4096, 65536] {
+            echo.sink(Bytes::from(vec![1u8; size])).await.unwrap();
+        }
+        // Calls on one connection arrive in order: the one-way calls ran before this one.
+        assert_eq!(echo.sunk().await.unwrap() - before, 4096 + 65536 + 1);
     }
 }

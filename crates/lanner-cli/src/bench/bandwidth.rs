@@ -1,7 +1,11 @@
-//! `lanner bench bandwidth`: one-way bulk transfer. Lanner keeps [`WINDOW`] calls taking a
-//! `size`-byte payload in flight on one connection; the raw baseline streams `size`-byte
-//! one-way messages over the same medium and ends each block with one round trip, so
-//! that it counts only what arrived. Alternating blocks give both the same conditions.
+//! `lanner bench bandwidth`: one-way bulk transfer. Lanner streams one-way calls
+//! (`#[oneway]`, no answer; each takes a credit that the server returns when the method has
+//! run) taking a `size`-byte payload on one connection and ends each block with one call
+//! asking the server how many bytes its method was given; the raw baseline streams
+//! `size`-byte one-way messages over the same medium and ends each block with one round
+//! trip, so that it counts only what arrived. Alternating blocks give both the same
+//! conditions. Each row also reports request-reply calls with [`WINDOW`] in flight
+//! (`calls_mb_s`), for a service whose bulk method answers.
 
 use std::time::{Duration, Instant};
 
@@ -15,7 +19,7 @@ use super::stats::{ratio, round1};
 use super::{BenchArgs, Env, RunInfo, print_report};
 use crate::services::{Echo, EchoProxy};
 
-/// Calls in flight at once on the Lanner side.
+/// Request-reply calls in flight at once (the `calls_mb_s` column).
 const WINDOW: usize = 8;
 
 /// Length of one alternating block.
@@ -26,12 +30,14 @@ const BLOCK: Duration = Duration::from_millis(250);
 pub struct Row {
     /// Payload size in bytes.
     pub size: usize,
-    /// Lanner throughput, MB/s (10^6 bytes).
+    /// Lanner throughput with one-way calls, MB/s (10^6 bytes).
     pub rpc_mb_s: f64,
     /// Raw throughput, MB/s.
     pub raw_mb_s: f64,
     /// `rpc_mb_s / raw_mb_s`.
     pub ratio: f64,
+    /// Lanner throughput with request-reply calls, [`WINDOW`] in flight, MB/s.
+    pub calls_mb_s: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -59,15 +65,18 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         }
         let payload = Bytes::from(vec![0x5au8; size]);
         let (mut rpc, mut raw_total) = (Transfer::default(), Transfer::default());
+        let mut calls = Transfer::default();
         while rpc.elapsed < per_side || raw_total.elapsed < per_side {
             raw_total.add(raw_block(&mut raw, &payload)?);
-            rpc.add(runtime.block_on(rpc_block(&echo, &payload))?);
+            rpc.add(runtime.block_on(one_way_block(&echo, &payload))?);
+            calls.add(runtime.block_on(rpc_block(&echo, &payload))?);
         }
         rows.push(Row {
             size,
             rpc_mb_s: round1(rpc.mb_s()),
             raw_mb_s: round1(raw_total.mb_s()),
             ratio: ratio(rpc.mb_s(), raw_total.mb_s()),
+            calls_mb_s: round1(calls.mb_s()),
         });
     }
     let report = Report {
@@ -79,16 +88,18 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     print_report(args, &report, || {
         println!(
             "{}",
-            report.run.title(&format!(", {WINDOW} calls in flight"))
+            report.run.title(&format!(
+                "; lanner: one-way calls; calls: request-reply, {WINDOW} in flight"
+            ))
         );
         println!(
-            "{:>9}  {:>12}  {:>12}  {:>6}",
-            "size", "lanner MB/s", "raw MB/s", "ratio"
+            "{:>9}  {:>12}  {:>12}  {:>6}  {:>12}",
+            "size", "lanner MB/s", "raw MB/s", "ratio", "calls MB/s"
         );
         for row in &report.rows {
             println!(
-                "{:>9}  {:>12.1}  {:>12.1}  {:>6.2}",
-                row.size, row.rpc_mb_s, row.raw_mb_s, row.ratio
+                "{:>9}  {:>12.1}  {:>12.1}  {:>6.2}  {:>12.1}",
+                row.size, row.rpc_mb_s, row.raw_mb_s, row.ratio, row.calls_mb_s
             );
         }
     })?;
@@ -126,6 +137,23 @@ fn raw_block(raw: &mut RawClient, payload: &[u8]) -> std::io::Result<Transfer> {
     raw.round_trip(&[])?;
     Ok(Transfer {
         bytes: sent * payload.len() as u64,
+        elapsed: start.elapsed(),
+    })
+}
+
+/// Streams one-way calls for a block; counts what the server's method was given (asked
+/// with one call before and one after: calls on a connection arrive in order).
+async fn one_way_block(echo: &EchoProxy, payload: &Bytes) -> Result<Transfer, lanner::Error> {
+    let before = echo.sunk().await?;
+    let start = Instant::now();
+    while start.elapsed() < BLOCK {
+        for _ in 0..8 {
+            echo.sink(payload.clone()).await?;
+        }
+    }
+    let after = echo.sunk().await?;
+    Ok(Transfer {
+        bytes: after - before,
         elapsed: start.elapsed(),
     })
 }
