@@ -1,8 +1,12 @@
 //! One-way calls: the caller does not wait for an answer, the server runs the method and
 //! returns the call's credit, so a flood of one-way calls is flow-controlled like any other.
 
+#[path = "child/mod.rs"]
+mod child;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use lanner::{Client, ConnectionOptions, Object, Server};
 
@@ -75,4 +79,65 @@ async fn one_way_calls_over_a_unix_socket() {
     one_way_calls_run_in_order_and_return_their_credits(&format!("unix://{}", path.display()))
         .await;
     let _ = std::fs::remove_file(&path);
+}
+
+/// The environment variable that makes [`child_sends_one_way_calls_and_ends`] run: the
+/// counter's URL.
+const CHILD_COUNTER: &str = "LANNER_TEST_ONE_WAY_CHILD";
+
+/// One-way calls in a stream are queued and written together; a client process that ends
+/// right after them (its runtime dropped, nothing awaited) still sends every one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_way_calls_made_just_before_the_client_ends_all_arrive() {
+    let path =
+        std::env::temp_dir().join(format!("lanner-one-way-exit-{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let server = Server::new();
+    let service = Arc::new(CounterService::default());
+    server.publish("counter", Object::new(CounterStub::new(service.clone())));
+    let listening = server
+        .listen(&format!("unix://{}", path.display()))
+        .await
+        .unwrap();
+    let url = listening.endpoint().object_url("counter");
+    let (mut child, ready) = child::spawn(
+        "child_sends_one_way_calls_and_ends",
+        (CHILD_COUNTER, &url),
+        "sent",
+    )
+    .await;
+    assert_eq!(ready.as_deref(), Some("sent"));
+    // Its exit status says nothing here: its test harness fails to print its summary to
+    // the pipe nobody reads any more.
+    tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    let expected = 1 + (1..=200).sum::<u64>();
+    let patience = Instant::now() + Duration::from_secs(10);
+    while service.total.load(Ordering::SeqCst) != expected && Instant::now() < patience {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(service.total.load(Ordering::SeqCst), expected);
+    let _ = std::fs::remove_file(&path);
+}
+
+/// Not a test of its own: the client process of
+/// [`one_way_calls_made_just_before_the_client_ends_all_arrive`]. Without its environment
+/// variable it does nothing.
+#[tokio::test]
+async fn child_sends_one_way_calls_and_ends() {
+    let Ok(url) = std::env::var(CHILD_COUNTER) else {
+        return;
+    };
+    let client = Client::new();
+    let counter: CounterProxy = client.connect(&url).await.unwrap();
+    // A lone one-way call goes out at once; the burst behind it, made without the
+    // runtime getting a turn, waits for a batch.
+    counter.add(1).await.unwrap();
+    for n in 1..=200 {
+        counter.add(n).await.unwrap();
+    }
+    println!("sent");
+    // The test returns: its runtime, and the connection's tasks with it, are dropped.
 }

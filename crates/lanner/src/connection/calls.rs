@@ -55,6 +55,11 @@ impl Discard {
     }
 }
 
+/// The largest one-way request (whole frame, in bytes) queued for the reader's next batch
+/// rather than written at once when other calls are outstanding (see
+/// [`Connection::send_one_way`]).
+const BATCHED_ONE_WAY_MAX: usize = 16 * 1024;
+
 /// A call stamped and registered: its id, its frame, and whether it is the only one
 /// outstanding.
 pub(super) type Begun = (u64, OutFrame, bool);
@@ -78,16 +83,26 @@ pub(super) fn fail_all(pending: &mut PendingCalls, error: &Error) -> Vec<Waker> 
 impl Connection {
     /// Sends a one-way request: waits for a credit (until `deadline`), writes the request
     /// and returns. No answer comes; the peer returns the credit when the call is done.
+    ///
+    /// A one-way call made while nothing else is outstanding is written at once. One made
+    /// while calls or earlier one-way calls are (their credits not back yet: a stream of
+    /// them) is queued for the reader's next batch when it is small, as a call with others
+    /// in flight is: otherwise every small one-way call would cost a write of its own
+    /// (a system call per message over a socket). A large one is written at once: its
+    /// bytes cost more than the write.
     pub(crate) async fn send_one_way(
         self: &Arc<Self>,
         request: MessageBuilder,
         deadline: Option<Instant>,
     ) -> Result<(), Error> {
         debug_assert!(request.is_one_way());
-        let (_, frame, _) = self.begin_call_by(request, deadline).await?;
-        self.send_frame(frame)
-            .map(drop)
-            .map_err(Error::after_sending)
+        let (_, frame, alone) = self.begin_call_by(request, deadline).await?;
+        let sent = if alone || frame.remaining() > BATCHED_ONE_WAY_MAX {
+            self.send_frame(frame)
+        } else {
+            self.send_deferred(frame)
+        };
+        sent.map(drop).map_err(Error::after_sending)
     }
 
     /// [`Connection::begin_call`], giving up at `deadline` (the request is then not sent).
@@ -181,10 +196,12 @@ impl Connection {
         match state.proto.send_request(request) {
             Ok((call_id, frame)) => {
                 state.calls += 1;
-                if !one_way {
+                let alone = if one_way {
+                    state.one_way_sent()
+                } else {
                     state.pending.insert(call_id, PendingCall::default());
-                }
-                let alone = state.alone();
+                    state.alone()
+                };
                 Ok(Ok((call_id, frame, alone)))
             }
             Err((SendError::NoCredits, returned)) => {

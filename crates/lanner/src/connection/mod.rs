@@ -60,6 +60,9 @@ pub(crate) struct Connection {
     flusher_active: AtomicBool,
     /// Frames wait in the writer for the reader to flush them (see [`When::Deferred`]).
     deferred: AtomicBool,
+    /// Writing stopped because the peer stopped reading; the reader goes on with what it
+    /// sent before (see [`Connection::written`]).
+    writes_stopped: AtomicBool,
     /// The caller that may spin for its reply at once (see [`Connection::call`]).
     lone_caller: lone_caller::LoneCaller,
     /// Lets a waiting call skip the state's lock when no answer came for it.
@@ -111,6 +114,10 @@ struct State {
     calls: u64,
     closed: Option<Error>,
     credit_waiters: usize,
+    /// One-way calls sent whose credit has not come back yet (see
+    /// [`Connection::send_one_way`]). CREDIT frames that grant more credits count against
+    /// it too, so it may fall short; it only decides how one-way requests are batched.
+    one_way_out: u32,
 }
 
 impl State {
@@ -121,6 +128,14 @@ impl State {
     /// are polled only when the one running returns).
     fn alone(&self) -> bool {
         self.pending.len() == 1 && self.proto.in_flight() <= 1
+    }
+
+    /// Counts a one-way call just sent; whether it is the only thing outstanding: no call
+    /// waits for an answer and no earlier one-way call's credit is still out.
+    fn one_way_sent(&mut self) -> bool {
+        let alone = self.pending.is_empty() && self.one_way_out == 0;
+        self.one_way_out = self.one_way_out.saturating_add(1);
+        alone
     }
 }
 
@@ -208,11 +223,13 @@ impl Connection {
                     calls: 0,
                     closed: None,
                     credit_waiters: 0,
+                    one_way_out: 0,
                 }),
                 source: Mutex::new(source),
                 writer: Mutex::new(Writer::new(sink)),
                 flusher_active: AtomicBool::new(false),
                 deferred: AtomicBool::new(false),
+                writes_stopped: AtomicBool::new(false),
                 lone_caller: lone_caller::LoneCaller::default(),
                 marks: delivery_marks::DeliveryMarks::new(),
                 write_progress: AtomicU64::new(0),
@@ -503,12 +520,33 @@ impl Connection {
         }
     }
 
+    /// Settles a write's outcome. A write that failed because the peer stopped reading
+    /// (its end closed or reset) does not end the connection at once: frames it sent before
+    /// may be here still (the one-way calls of a client that has just exited, say). The
+    /// connection then takes no new calls and writes nothing more, and the reader goes on
+    /// with what arrived until it reaches the end, which ends the connection (and fails
+    /// the calls still waiting). Any other failure ends the connection at once.
     fn written(&self, result: std::io::Result<()>) -> Result<(), Error> {
         result.map_err(|e| {
             let error = Error::io(&format!("writing to {}", self.peer), &e);
-            self.fail(error.clone());
+            if peer_stopped_reading(&e) {
+                self.writes_stopped.store(true, Ordering::SeqCst);
+                self.usable.store(false, Ordering::Release);
+                self.abort_writes();
+            } else {
+                self.fail(error.clone());
+            }
             error
         })
+    }
+
+    /// A write error from the reader's own flushes, unless it only stopped the writing
+    /// (see [`Connection::written`]): the reader then goes on receiving.
+    pub(super) fn fatal_for_reader(&self, result: Result<(), Error>) -> Result<(), Error> {
+        match result {
+            Err(_) if self.writes_stopped.load(Ordering::SeqCst) => Ok(()),
+            other => other,
+        }
     }
 
     fn stamp_response(&self, call_id: u64, reply: MessageBuilder) -> Option<OutFrame> {
@@ -549,8 +587,13 @@ impl Connection {
         self.signal.kick();
     }
 
-    fn credits_granted(&self) {
-        if self.state().credit_waiters > 0 {
+    fn credits_granted(&self, credits: u32) {
+        let waiters = {
+            let mut state = self.state();
+            state.one_way_out = state.one_way_out.saturating_sub(credits);
+            state.credit_waiters
+        };
+        if waiters > 0 {
             self.credit_available.notify_waiters();
         }
     }
@@ -645,9 +688,24 @@ impl Connection {
     }
 }
 
+/// Whether a write failed because the peer no longer reads (it closed or reset its end).
+fn peer_stopped_reading(error: &std::io::Error) -> bool {
+    matches!(
+        error.kind(),
+        std::io::ErrorKind::BrokenPipe
+            | std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::ConnectionAborted
+    )
+}
+
 impl Drop for Connection {
     fn drop(&mut self) {
         self.signal.shutdown.store(true, Ordering::SeqCst);
         self.signal.waker.wake();
+        // Requests queued for a batch (one-way calls, whose callers do not wait) go out
+        // now, as far as the transport takes them without waiting: their callers were told
+        // they were sent.
+        let writer = self.writer.get_mut().unwrap_or_else(|e| e.into_inner());
+        let _ = writer.flush(&mut Context::from_waker(Waker::noop()));
     }
 }

@@ -133,7 +133,8 @@ impl Connection {
         };
         // Uncorked before the receive lock is let go: the next receiver's cork is its own.
         if corked {
-            self.uncork()?;
+            let uncorked = self.uncork();
+            self.fatal_for_reader(uncorked)?;
         }
         drop(source);
         result
@@ -266,8 +267,8 @@ impl Connection {
                 self.park_grant(grant);
                 Ok(Progress::Other)
             }
-            Ok(Handled::Event(Event::Credit(_))) => {
-                self.credits_granted();
+            Ok(Handled::Event(Event::Credit(credits))) => {
+                self.credits_granted(credits);
                 Ok(Progress::Other)
             }
             Ok(Handled::Event(Event::Closed(close))) => {
@@ -396,7 +397,7 @@ async fn spin_while_busy(
     let attempts = attempts_per_burst(spin);
     loop {
         // Requests deferred by callers go out in one batch before each receive burst.
-        connection.flush_deferred()?;
+        connection.fatal_for_reader(connection.flush_deferred())?;
         let burst = poll_fn(|cx| {
             for _ in 1..attempts {
                 match connection.receive_once(cx, None) {
