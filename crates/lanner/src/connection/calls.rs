@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
@@ -191,6 +192,13 @@ impl Connection {
         let mut state = self.state();
         if let Some(error) = &state.closed {
             return Err(error.clone());
+        }
+        if self.writes_stopped.load(Ordering::SeqCst) {
+            // Not sent: the connection ends once the reader has taken what the peer sent.
+            return Err(Error::unavailable(format!(
+                "{} stopped reading this connection",
+                self.peer
+            )));
         }
         let one_way = request.is_one_way();
         match state.proto.send_request(request) {
