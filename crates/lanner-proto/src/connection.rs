@@ -523,6 +523,13 @@ impl Connection {
     /// Finishes one of the peer's one-way calls: returns the CREDIT frame that gives its
     /// credit back (a one-way call has no answer to carry it).
     pub fn finish_one_way(&mut self) -> Result<Bytes, SendError> {
+        self.finish_one_way_unsent()?;
+        Ok(frame::encode_credit(1))
+    }
+
+    /// [`Connection::finish_one_way`] without its CREDIT frame: the caller sends the
+    /// credit back itself, in one frame with others ([`frame::encode_credit`]).
+    pub fn finish_one_way_unsent(&mut self) -> Result<(), SendError> {
         if self.state != State::Open {
             return Err(SendError::NotOpen);
         }
@@ -530,7 +537,7 @@ impl Connection {
             return Err(SendError::NoRequestPending);
         }
         self.peer_in_flight -= 1;
-        Ok(frame::encode_credit(1))
+        Ok(())
     }
 
     /// The GOAWAY frame telling the peer we are shutting down (None if not open). We still

@@ -558,6 +558,29 @@ fn a_one_way_call_returns_its_credit_in_a_credit_frame() {
 }
 
 #[test]
+fn one_way_credits_finished_apart_return_together_in_one_frame() {
+    let mut pair = Pair::connected();
+    let credits = pair.client.conn.send_credits();
+    for object in 0..3 {
+        let mut message = request(object, 0, 3, 9, b"x", &[]);
+        message.set_one_way();
+        pair.client_call(message).unwrap();
+    }
+    assert_eq!(all_ok(pair.server.receive_all()).len(), 3);
+    for left in [2, 1, 0] {
+        pair.server.conn.finish_one_way_unsent().unwrap();
+        assert_eq!(pair.server.conn.peer_in_flight(), left);
+    }
+    assert_eq!(
+        pair.server.conn.finish_one_way_unsent(),
+        Err(SendError::NoRequestPending)
+    );
+    pair.client.inject(&frame::encode_credit(3));
+    assert_eq!(all_ok(pair.client.receive_all()), vec![Event::Credit(3)]);
+    assert_eq!(pair.client.conn.send_credits(), credits);
+}
+
+#[test]
 fn a_ping_is_answered_with_a_pong_carrying_its_nonce() {
     let mut pair = Pair::connected();
     pair.server.inject(&frame::encode_ping(0xfeed_f00d));

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::task::{Context, Waker};
 use std::time::Duration;
 
 use lanner_proto::{MessageBuilder, OutFrame, Status};
@@ -20,12 +21,16 @@ impl Connection {
         if let Some(status) = reply.status().filter(|status| *status != Status::Ok) {
             tracing::warn!(peer = %self.peer, call_id, ?status, "one-way call failed");
         }
-        let Some(credit) = self.with_open_proto(lanner_proto::Connection::finish_one_way) else {
+        let Some(finished) = self.with_open_proto(lanner_proto::Connection::finish_one_way_unsent)
+        else {
             return;
         };
-        match credit {
-            Ok(frame) => {
-                let _ = self.send_credit_return(OutFrame::contiguous(frame));
+        match finished {
+            Ok(()) => {
+                let returned = self
+                    .writer()
+                    .return_credit(&mut Context::from_waker(Waker::noop()));
+                let _ = self.after_write(returned);
             }
             Err(error) => tracing::warn!(peer = %self.peer, %error, "credit not returned"),
         }

@@ -32,8 +32,11 @@ pub(super) struct Writer {
     sink: Box<dyn FrameSink>,
     /// Frames not fully written, oldest first.
     queue: VecDeque<OutFrame>,
-    /// For each queued frame, whether it returns a credit to the peer.
-    returns_credit: VecDeque<bool>,
+    /// For each queued frame, how many credits it returns to the peer.
+    returns_credit: VecDeque<u32>,
+    /// Credits of the peer's one-way calls returned while corked: they go out together,
+    /// in one CREDIT frame, when the writer uncorks (see [`Writer::return_credit`]).
+    corked_credits: u32,
     /// Queued frames that return a credit (answers, one-way credits): the peer does not
     /// have those credits back until they are written.
     queued_credits: u32,
@@ -78,6 +81,7 @@ impl Writer {
             sink,
             queue: VecDeque::new(),
             returns_credit: VecDeque::new(),
+            corked_credits: 0,
             queued_credits: 0,
             flushing: false,
             flusher: None,
@@ -135,8 +139,28 @@ impl Writer {
 
     fn enqueue(&mut self, frame: OutFrame, returns_credit: bool) {
         self.queued_credits += u32::from(returns_credit);
+        self.push(frame, u32::from(returns_credit));
+    }
+
+    /// Queues `frame`, which returns `credits` counted in `queued_credits` already.
+    fn push(&mut self, frame: OutFrame, credits: u32) {
         self.queue.push_back(frame);
-        self.returns_credit.push_back(returns_credit);
+        self.returns_credit.push_back(credits);
+    }
+
+    /// Gives back the credit of one of the peer's one-way calls: in a CREDIT frame sent
+    /// like any other, or, while corked (the receiver is going through frames that
+    /// arrived together), counted, to go out with the others returned meanwhile in a
+    /// single CREDIT frame when the writer uncorks. A stream of one-way calls then costs
+    /// one frame per batch on the way back, not one per call.
+    pub(super) fn return_credit(&mut self, cx: &mut Context<'_>) -> io::Result<Flushed> {
+        if self.corked && !self.aborted {
+            self.corked_credits += 1;
+            self.queued_credits += 1;
+            return Ok(Flushed::Queued);
+        }
+        let frame = OutFrame::contiguous(lanner_proto::frame::encode_credit(1));
+        self.send(frame, true, When::Now, cx)
     }
 
     /// Writes everything queued now, in one batch (unless a flusher task is on it or the
@@ -172,6 +196,12 @@ impl Writer {
     /// Ends a cork and writes what it held back (see [`Writer::flush`]).
     pub(super) fn uncork(&mut self, cx: &mut Context<'_>) -> io::Result<Flushed> {
         self.corked = false;
+        if self.corked_credits > 0 {
+            let credits = std::mem::take(&mut self.corked_credits);
+            self.frames_sent += 1;
+            let frame = lanner_proto::frame::encode_credit(credits);
+            self.push(OutFrame::contiguous(frame), credits);
+        }
         self.flush(cx)
     }
 
@@ -233,6 +263,7 @@ impl Writer {
     fn clear(&mut self) {
         self.queue.clear();
         self.returns_credit.clear();
+        self.corked_credits = 0;
         self.queued_credits = 0;
     }
 
@@ -278,9 +309,7 @@ impl Writer {
             if let Some(written) = self.queue.pop_front() {
                 written.recycle();
             }
-            if self.returns_credit.pop_front() == Some(true) {
-                self.queued_credits -= 1;
-            }
+            self.queued_credits -= self.returns_credit.pop_front().unwrap_or(0);
         }
     }
 }

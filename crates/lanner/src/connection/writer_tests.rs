@@ -182,3 +182,60 @@ fn an_aborted_writer_drops_its_queue_and_refuses_frames() {
     assert_eq!(writer.flush(&mut cx()).unwrap(), Flushed::Done);
     assert!(writes(&wire).is_empty());
 }
+
+/// The frames of one write, decoded.
+fn decoded_frames(wire: &Arc<Mutex<Wire>>, write: usize) -> Vec<lanner_proto::Frame> {
+    let mut bytes = bytes::BytesMut::from(&wire.lock().unwrap().writes[write].1[..]);
+    let splitter = lanner_proto::FrameSplitter::new(1 << 20);
+    std::iter::from_fn(|| splitter.split(&mut bytes).unwrap())
+        .map(|frame| lanner_proto::Frame::decode(frame).unwrap())
+        .collect()
+}
+
+#[test]
+fn credits_returned_while_corked_go_out_in_one_frame_after_the_rest() {
+    let (mut writer, wire) = writer(Some(0));
+    writer.cork();
+    for _ in 0..3 {
+        assert_eq!(writer.return_credit(&mut cx()).unwrap(), Flushed::Queued);
+    }
+    let other = OutFrame::contiguous(lanner_proto::frame::encode_ping(7));
+    writer.send(other, true, When::Now, &mut cx()).unwrap();
+    assert_eq!(writer.return_credit(&mut cx()).unwrap(), Flushed::Queued);
+    // Counted until written, though not in a frame yet.
+    assert_eq!(writer.queued_credits(), 5);
+    assert_eq!(writer.uncork(&mut cx()).unwrap(), Flushed::StartFlusher);
+    assert_eq!(writer.queued_credits(), 5);
+    assert_eq!(writer.frames_sent(), 2);
+    wire.lock().unwrap().room = None;
+    let flushed = writer.poll_flusher(&mut cx(), || {});
+    assert!(matches!(flushed, Poll::Ready(Ok(()))));
+    assert_eq!(writer.queued_credits(), 0);
+    assert_eq!(wire.lock().unwrap().writes[0].0, 2);
+    let frames = decoded_frames(&wire, 0);
+    assert!(
+        matches!(
+            frames[..],
+            [lanner_proto::Frame::Ping(7), lanner_proto::Frame::Credit(4)]
+        ),
+        "{frames:?}"
+    );
+    // Not corked: a credit goes out at once, in a frame of its own.
+    assert_eq!(writer.return_credit(&mut cx()).unwrap(), Flushed::Done);
+    assert!(matches!(
+        decoded_frames(&wire, 1)[..],
+        [lanner_proto::Frame::Credit(1)]
+    ));
+}
+
+#[test]
+fn an_aborted_writer_forgets_the_credits_it_held_back() {
+    let (mut writer, wire) = writer(None);
+    writer.cork();
+    writer.return_credit(&mut cx()).unwrap();
+    writer.abort();
+    assert_eq!(writer.queued_credits(), 0);
+    assert!(writer.return_credit(&mut cx()).is_err());
+    assert_eq!(writer.uncork(&mut cx()).unwrap(), Flushed::Done);
+    assert!(writes(&wire).is_empty());
+}
