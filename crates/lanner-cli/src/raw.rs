@@ -24,6 +24,10 @@ pub(crate) const ONE_WAY: u32 = 1 << 31;
 /// Bytes of a message's header word.
 pub(crate) const HEADER_LEN: usize = 4;
 
+/// The largest one-way message the baseline batches with others, as Lanner batches one-way
+/// calls up to this size (`BATCHED_ONE_WAY_MAX` in the runtime's calls module).
+pub(crate) const BATCHED_ONE_WAY_MAX: usize = 16 * 1024;
+
 /// Read at least this much at a time (Lanner's stream transport reads as much).
 const MIN_READ: usize = 64 * 1024;
 
@@ -302,6 +306,18 @@ impl RawStream {
     /// Writes a message the server takes without answering.
     pub fn write_one_way(&mut self, payload: &[u8]) -> io::Result<()> {
         self.socket.write_message(payload, ONE_WAY)
+    }
+
+    /// Writes `count` messages of `payload` the server takes without answering, batched
+    /// as Lanner batches a stream of one-way calls: up to [`BATCHED_ONE_WAY_MAX`] bytes
+    /// each, all of them in one write; larger ones with a write each.
+    pub fn write_one_way_burst(&mut self, payload: &[u8], count: usize) -> io::Result<()> {
+        if payload.len() > BATCHED_ONE_WAY_MAX {
+            return (0..count).try_for_each(|_| self.write_one_way(payload));
+        }
+        let mut message = header(payload.len(), ONE_WAY).to_vec();
+        message.extend_from_slice(payload);
+        self.socket.write_all(&message.repeat(count))
     }
 
     /// One round trip: send `payload`, receive the echo; returns the echo's length.

@@ -28,7 +28,9 @@ use lanner_shm::handoff;
 use lanner_shm::region::Side;
 use lanner_shm::{Consumer, Producer};
 
-use crate::raw::{HEADER_LEN, ONE_WAY, SpinBudget, decode_header, header, poll_fd};
+use crate::raw::{
+    BATCHED_ONE_WAY_MAX, HEADER_LEN, ONE_WAY, SpinBudget, decode_header, header, poll_fd,
+};
 
 fn address(name: &str) -> io::Result<SocketAddr> {
     SocketAddr::from_abstract_name(format!("lanner-raw-shm/{name}").as_bytes())
@@ -98,9 +100,17 @@ impl RawShm {
         }
     }
 
-    /// Sends a message the server takes without answering.
-    pub fn send_one_way(&mut self, payload: &[u8]) -> io::Result<()> {
-        self.send(&header(payload.len(), ONE_WAY), payload)
+    /// Sends `count` messages of `payload` the server takes without answering, one record
+    /// each, published as Lanner publishes a batch of one-way calls: records of up to
+    /// [`BATCHED_ONE_WAY_MAX`] bytes together, larger ones each at once.
+    pub fn send_one_way_burst(&mut self, payload: &[u8], count: usize) -> io::Result<()> {
+        let batched = payload.len() <= BATCHED_ONE_WAY_MAX;
+        let head = header(payload.len(), ONE_WAY);
+        for _ in 0..count {
+            self.send_record(&head, payload, !batched)?;
+        }
+        self.publish();
+        Ok(())
     }
 
     /// Sends `head` and `body` as one record, built in place in the ring.

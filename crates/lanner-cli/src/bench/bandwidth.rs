@@ -129,10 +129,8 @@ fn raw_block(raw: &mut RawClient, payload: &[u8]) -> std::io::Result<Transfer> {
     let start = Instant::now();
     let mut sent = 0u64;
     while start.elapsed() < BLOCK {
-        for _ in 0..8 {
-            raw.send_one_way(payload)?;
-            sent += 1;
-        }
+        raw.send_one_way_burst(payload, 8)?;
+        sent += 8;
     }
     raw.round_trip(&[])?;
     Ok(Transfer {

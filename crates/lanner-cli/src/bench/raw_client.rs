@@ -42,11 +42,12 @@ impl RawClient {
         }
     }
 
-    /// Sends `payload` for the server to take without answering.
-    pub fn send_one_way(&mut self, payload: &[u8]) -> io::Result<()> {
+    /// Sends `count` messages of `payload` for the server to take without answering,
+    /// batched as Lanner batches a stream of one-way calls.
+    pub fn send_one_way_burst(&mut self, payload: &[u8], count: usize) -> io::Result<()> {
         match self {
-            RawClient::Stream(stream) => stream.write_one_way(payload),
-            RawClient::Shm(shm) => shm.send_one_way(payload),
+            RawClient::Stream(stream) => stream.write_one_way_burst(payload, count),
+            RawClient::Shm(shm) => shm.send_one_way_burst(payload, count),
         }
     }
 }
