@@ -452,4 +452,23 @@ mod tests {
         assert_eq!(client.round_trip(&[1, 2, 3]).unwrap(), 3);
         assert_eq!(client.round_trip(&[]).unwrap(), 0);
     }
+
+    #[test]
+    fn a_burst_of_one_way_messages_arrives_whole_small_or_large() {
+        let (client, server) = UnixStream::pair().unwrap();
+        let spin = Duration::from_micros(50);
+        let mut client = RawStream::new(Socket::Unix(client), spin).unwrap();
+        let mut server = RawStream::new(Socket::Unix(server), spin).unwrap();
+        let large = vec![9u8; BATCHED_ONE_WAY_MAX + 1];
+        let writer = std::thread::spawn(move || {
+            client.write_one_way_burst(b"small", 3).unwrap();
+            client.write_one_way_burst(&large, 2).unwrap();
+        });
+        for expected in [5, 5, 5, BATCHED_ONE_WAY_MAX + 1, BATCHED_ONE_WAY_MAX + 1] {
+            let (one_way, message) = server.receive().unwrap();
+            assert!(one_way);
+            assert_eq!(message.len(), expected);
+        }
+        writer.join().unwrap();
+    }
 }
