@@ -413,9 +413,9 @@ impl Connection {
         self.send(frame, false, When::Now)
     }
 
-    /// [`Connection::send_frame`] for a frame that returns a credit to the peer (an
-    /// answer, a one-way call's CREDIT): counted until written (see the reader's credit
-    /// check).
+    /// [`Connection::send_frame`] for an answer, which returns a credit to the peer:
+    /// counted until written (see the reader's credit check). A one-way call's credit goes
+    /// back through `Writer::return_credit`.
     pub(crate) fn send_credit_return(self: &Arc<Self>, frame: OutFrame) -> Result<bool, Error> {
         self.send(frame, true, When::Now)
     }
