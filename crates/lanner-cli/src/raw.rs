@@ -425,12 +425,19 @@ impl Drop for RawListener {
 mod tests {
     use super::*;
 
-    #[test]
-    fn small_messages_arrive_together_and_large_ones_in_place() {
+    /// Two ends of a Unix socket pair, spinning 50 us before they sleep.
+    fn connected_pair() -> (RawStream, RawStream) {
         let (client, server) = UnixStream::pair().unwrap();
         let spin = Duration::from_micros(50);
-        let mut client = RawStream::new(Socket::Unix(client), spin).unwrap();
-        let mut server = RawStream::new(Socket::Unix(server), spin).unwrap();
+        (
+            RawStream::new(Socket::Unix(client), spin).unwrap(),
+            RawStream::new(Socket::Unix(server), spin).unwrap(),
+        )
+    }
+
+    #[test]
+    fn small_messages_arrive_together_and_large_ones_in_place() {
+        let (mut client, mut server) = connected_pair();
         client.write_one_way(b"first").unwrap();
         client.socket.write_message(b"", 0).unwrap();
         let large = vec![7u8; 3 * MIN_READ + 5];
@@ -455,10 +462,7 @@ mod tests {
 
     #[test]
     fn a_burst_of_one_way_messages_arrives_whole_small_or_large() {
-        let (client, server) = UnixStream::pair().unwrap();
-        let spin = Duration::from_micros(50);
-        let mut client = RawStream::new(Socket::Unix(client), spin).unwrap();
-        let mut server = RawStream::new(Socket::Unix(server), spin).unwrap();
+        let (mut client, mut server) = connected_pair();
         let large = vec![9u8; BATCHED_ONE_WAY_MAX + 1];
         let writer = std::thread::spawn(move || {
             client.write_one_way_burst(b"small", 3).unwrap();
