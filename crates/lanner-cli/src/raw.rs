@@ -26,7 +26,7 @@ pub(crate) const HEADER_LEN: usize = 4;
 
 /// The largest one-way message the baseline batches with others, as Lanner batches one-way
 /// calls up to this size (`BATCHED_ONE_WAY_MAX` in the runtime's calls module).
-pub(crate) const BATCHED_ONE_WAY_MAX: usize = 16 * 1024;
+pub(crate) const BATCHED_ONE_WAY_MAX: usize = 32 * 1024;
 
 /// Read at least this much at a time (Lanner's stream transport reads as much).
 const MIN_READ: usize = 64 * 1024;
@@ -142,23 +142,15 @@ impl Socket {
         self.write_parts(bytes, &[])
     }
 
-    /// Writes `first`, then `second`, with vectored writes, waiting in poll(2) when the
-    /// socket is full.
-    fn write_parts(&mut self, first: &[u8], second: &[u8]) -> io::Result<()> {
-        let total = first.len() + second.len();
-        let mut written = 0;
-        while written < total {
-            let slices = if written < first.len() {
-                [IoSlice::new(&first[written..]), IoSlice::new(second)]
-            } else {
-                [
-                    IoSlice::new(&second[written - first.len()..]),
-                    IoSlice::new(&[]),
-                ]
-            };
-            match self.write_vectored(&slices) {
+    /// Writes all of `slices` with vectored writes, waiting in poll(2) when the socket is
+    /// full.
+    fn write_all_vectored(&mut self, mut slices: &mut [IoSlice<'_>]) -> io::Result<()> {
+        // Empty slices in front are dropped first: nothing at all to write is done at once.
+        IoSlice::advance_slices(&mut slices, 0);
+        while !slices.is_empty() {
+            match self.write_vectored(slices) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => written += n,
+                Ok(n) => IoSlice::advance_slices(&mut slices, n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     poll_fd(self.fd(), libc::POLLOUT)?
                 }
@@ -167,6 +159,12 @@ impl Socket {
             }
         }
         Ok(())
+    }
+
+    /// Writes `first`, then `second`, with vectored writes, waiting in poll(2) when the
+    /// socket is full.
+    fn write_parts(&mut self, first: &[u8], second: &[u8]) -> io::Result<()> {
+        self.write_all_vectored(&mut [IoSlice::new(first), IoSlice::new(second)])
     }
 }
 
@@ -312,12 +310,15 @@ impl RawStream {
     /// as Lanner batches a stream of one-way calls: up to [`BATCHED_ONE_WAY_MAX`] bytes
     /// each, all of them in one write; larger ones with a write each.
     pub fn write_one_way_burst(&mut self, payload: &[u8], count: usize) -> io::Result<()> {
-        if payload.len() > BATCHED_ONE_WAY_MAX {
+        if HEADER_LEN + payload.len() > BATCHED_ONE_WAY_MAX {
             return (0..count).try_for_each(|_| self.write_one_way(payload));
         }
-        let mut message = header(payload.len(), ONE_WAY).to_vec();
-        message.extend_from_slice(payload);
-        self.socket.write_all(&message.repeat(count))
+        // From the caller's buffer, as Lanner writes a payload: no copy.
+        let head = header(payload.len(), ONE_WAY);
+        let mut slices: Vec<IoSlice<'_>> = (0..count)
+            .flat_map(|_| [IoSlice::new(&head), IoSlice::new(payload)])
+            .collect();
+        self.socket.write_all_vectored(&mut slices)
     }
 
     /// One round trip: send `payload`, receive the echo; returns the echo's length.

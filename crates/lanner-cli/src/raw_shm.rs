@@ -104,7 +104,7 @@ impl RawShm {
     /// each, published as Lanner publishes a batch of one-way calls: records of up to
     /// [`BATCHED_ONE_WAY_MAX`] bytes together, larger ones each at once.
     pub fn send_one_way_burst(&mut self, payload: &[u8], count: usize) -> io::Result<()> {
-        let batched = payload.len() <= BATCHED_ONE_WAY_MAX;
+        let batched = HEADER_LEN + payload.len() <= BATCHED_ONE_WAY_MAX;
         let head = header(payload.len(), ONE_WAY);
         for _ in 0..count {
             self.send_record(&head, payload, !batched)?;
