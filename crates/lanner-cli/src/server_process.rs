@@ -214,9 +214,16 @@ impl ServerProcess {
         })
     }
 
-    /// Kills the server abruptly (SIGKILL) and reaps it.
+    /// Kills the server abruptly (SIGKILL) and reaps it. The socket files of its Unix
+    /// endpoints, which a killed server cannot remove, are removed here (a server that
+    /// stops normally removes its own).
     pub fn kill(&mut self) {
         self.process.kill();
+        for endpoint in [&self.lanner, &self.raw] {
+            if let Some(path) = endpoint.strip_prefix("unix://") {
+                let _ = std::fs::remove_file(path);
+            }
+        }
     }
 
     /// The server's process id.
