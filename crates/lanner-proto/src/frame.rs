@@ -67,6 +67,10 @@ pub const WELCOME_LEN: usize = HEADER_LEN + 20;
 pub const REQUEST_FIXED_LEN: usize = HEADER_LEN + 32;
 /// Size of a RESPONSE frame before its payload.
 pub const RESPONSE_FIXED_LEN: usize = HEADER_LEN + 20;
+/// Where a REQUEST's `inline_len` is, from the start of the frame.
+pub(crate) const REQUEST_INLINE_LEN_AT: usize = 36;
+/// Where a RESPONSE's `inline_len` is, from the start of the frame.
+pub(crate) const RESPONSE_INLINE_LEN_AT: usize = 24;
 /// Total size of a CREDIT frame.
 pub const CREDIT_LEN: usize = HEADER_LEN + 4;
 /// Size of a CLOSE frame before its reason.
@@ -527,7 +531,7 @@ fn decode_request(
     let method = le_u16(&frame, 26);
     let fingerprint = le_u32(&frame, 28);
     let timeout_us = le_u32(&frame, 32);
-    let inline_len = le_u32(&frame, 36);
+    let inline_len = le_u32(&frame, REQUEST_INLINE_LEN_AT);
     let payload = Payload::parse(frame, REQUEST_FIXED_LEN, inline_len, segments, external)?;
     Ok(Request {
         call_id,
@@ -550,7 +554,7 @@ fn decode_response(
     let call_id = le_u64(&frame, 8);
     let status = Status::from_wire(frame[16]);
     let credits = le_u32(&frame, 20);
-    let inline_len = le_u32(&frame, 24);
+    let inline_len = le_u32(&frame, RESPONSE_INLINE_LEN_AT);
     let payload = Payload::parse(frame, RESPONSE_FIXED_LEN, inline_len, segments, external)?;
     Ok(Response {
         call_id,

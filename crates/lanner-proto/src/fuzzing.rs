@@ -22,10 +22,22 @@ use crate::status::Status;
 
 /// `Frame::decode` on arbitrary bytes: never panics, and whatever it accepts is
 /// self-consistent (the length field is the frame's length, a payload accounts for every
-/// byte of its frame, a close reason is within the limit).
+/// byte of its frame, a close reason is within the limit). The same bytes taken as a frame
+/// read in place ([`crate::in_place::copy_structure`], then `Frame::decode_with`) decode
+/// to an equal frame, or fail alike.
 pub fn frame_decode(data: &[u8]) {
     let header = frame::read_header(data);
-    let Ok(decoded) = Frame::decode(Bytes::copy_from_slice(data)) else {
+    let whole = Bytes::copy_from_slice(data);
+    let (structure, apart) = crate::in_place::copy_structure(&whole, Vec::new());
+    let in_place = Frame::decode_with(structure, apart);
+    let decoded = Frame::decode(whole);
+    assert_eq!(
+        decoded.as_ref().ok().map(in_parts),
+        in_place.as_ref().ok().map(in_parts),
+        "a frame read in place decodes differently"
+    );
+    assert_eq!(decoded.is_err(), in_place.is_err());
+    let Ok(decoded) = decoded else {
         return;
     };
     let header = header.expect("a decodable frame has a valid header");
@@ -133,6 +145,19 @@ pub(crate) fn busy_pair() -> Pair {
     pair.client.inject(&out.into_contiguous());
     let _ = pair.client.receive_all();
     pair
+}
+
+/// A frame without its payload, and its payload's inline part and segments: equal for
+/// equal frames, however their bytes were delivered.
+fn in_parts(frame: &Frame) -> (Frame, Vec<u8>, Vec<Bytes>) {
+    let mut frame = frame.clone();
+    let payload = match &mut frame {
+        Frame::Request(request) => std::mem::take(&mut request.payload),
+        Frame::Response(response) => std::mem::take(&mut response.payload),
+        _ => Payload::default(),
+    };
+    let inline = payload.inline_slice().to_vec();
+    (frame, inline, payload.segments().collect())
 }
 
 /// Asserts that a decoded payload accounts for every byte of its frame of `frame_len`

@@ -21,6 +21,7 @@ pub mod connection;
 pub mod error;
 pub mod frame;
 mod head_pool;
+pub mod in_place;
 pub mod limits;
 pub mod out_frame;
 pub mod payload;

@@ -15,6 +15,13 @@ use crate::frame::{check_segment_count, le_u32};
 pub type ExternalSegments = Vec<(u16, Bytes)>;
 
 /// A received payload. Cloning is cheap (reference-counted).
+///
+/// The segment table is read where it was received, each time a segment is asked for,
+/// and that may be memory the sender can still write (a frame read in place from a ring
+/// shared with a hostile process): so every range read from it is checked against the
+/// frame again when it is used. A table changed after [`Payload::parse`] validated it
+/// gives missing or empty segments, or the sender's other bytes, never a panic or a read
+/// outside the frame.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Payload {
     frame: Bytes,
@@ -107,8 +114,9 @@ impl Payload {
     }
 
     /// The bulk segment at `index`, as a slice of the received frame (or the bytes the
-    /// transport delivered for it by reference); `None` if absent. Only the table is read
-    /// to find it: the segments before it are not sliced.
+    /// transport delivered for it by reference); `None` if absent, or if the segment
+    /// table no longer places it inside the frame (see [`Payload`]). Only the table is
+    /// read to find it: the segments before it are not sliced.
     pub fn segment(&self, index: usize) -> Option<Bytes> {
         if index >= self.segment_count() {
             return None;
@@ -116,15 +124,17 @@ impl Payload {
         if let Some(bytes) = self.external_segment(index) {
             return Some(bytes.clone());
         }
+        // At most 2^16 lengths of at most 2^32 each: no overflow in a usize of 64 bits.
         let start = self.bulk_start()
             + (0..index)
                 .filter(|&i| self.external_segment(i).is_none())
                 .map(|i| self.segment_len(i))
                 .sum::<usize>();
-        Some(self.frame.slice(start..start + self.segment_len(index)))
+        self.slice_of_frame(start, self.segment_len(index))
     }
 
-    /// All bulk segments in order.
+    /// All bulk segments in order. A segment the table no longer places inside the frame
+    /// (see [`Payload`]) comes out empty.
     pub fn segments(&self) -> impl Iterator<Item = Bytes> + '_ {
         let mut offset = self.bulk_start();
         (0..self.segment_count()).map(move |i| {
@@ -132,10 +142,18 @@ impl Payload {
                 return bytes.clone();
             }
             let len = self.segment_len(i);
-            let segment = self.frame.slice(offset..offset + len);
+            let segment = self.slice_of_frame(offset, len).unwrap_or_default();
             offset += len;
             segment
         })
+    }
+
+    /// `len` bytes of the frame from `start`, if the frame has them.
+    fn slice_of_frame(&self, start: usize, len: usize) -> Option<Bytes> {
+        let end = start
+            .checked_add(len)
+            .filter(|&end| end <= self.frame.len())?;
+        Some(self.frame.slice(start..end))
     }
 
     /// The bytes delivered by reference for segment `index`, if it was.

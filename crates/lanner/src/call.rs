@@ -45,15 +45,20 @@ impl IncomingCall<'_> {
 
     /// Bulk argument `index`, a slice of the received frame (no copy).
     pub fn segment(&self, index: usize) -> Result<Bytes, Error> {
-        self.request.payload.segment(index).ok_or_else(|| {
-            Error::new(
-                ErrorKind::InvalidArgument,
+        let payload = &self.request.payload;
+        payload.segment(index).ok_or_else(|| {
+            let count = payload.segment_count();
+            let message = if index < count {
+                // Only a sender that rewrote the frame after it arrived (in shared memory)
+                // gets here: the table was checked when the frame was decoded.
+                format!("bulk argument {index} no longer lies within its request")
+            } else {
                 format!(
-                    "the request carries {} bulk arguments, the method expects at least {}",
-                    self.request.payload.segment_count(),
+                    "the request carries {count} bulk arguments, the method expects at least {}",
                     index + 1
-                ),
-            )
+                )
+            };
+            Error::new(ErrorKind::InvalidArgument, message)
         })
     }
 

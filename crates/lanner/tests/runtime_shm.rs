@@ -198,6 +198,45 @@ async fn large_ordinary_payloads_go_through_the_loan_area() {
     );
 }
 
+/// Frames of 16 KiB or more are read in place, their structure (fixed fields, inline
+/// arguments, segment table) copied out of the ring first: requests whose large part is
+/// inline, bulk, or both arrive whole, next to a lent segment and to small ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frames_read_in_place_with_inline_and_bulk_parts_arrive_whole() {
+    let (_server, _listening, url) = serve_shm("in-place").await;
+    let blobs: BlobsProxy = Client::new().connect(&url).await.unwrap();
+    let long_tag = "t".repeat(20_000);
+    let cases = [
+        (long_tag.as_str(), 0usize, 0usize),
+        (long_tag.as_str(), 20_000, 5),
+        ("short", 20_000, 40_000),
+        ("short", 300_000, 3),
+        // Lent (256 KiB or more) next to one in the ring: a lending record read in place.
+        (long_tag.as_str(), 300_000, 20_000),
+    ];
+    for (tag, first_len, second_len) in cases {
+        let first = pattern(first_len, 1);
+        let second = pattern(second_len, 2);
+        let third = pattern(17, 3);
+        let mixed = blobs
+            .mix(
+                tag.into(),
+                first.clone(),
+                b'|',
+                second.clone(),
+                2,
+                third.clone(),
+            )
+            .await
+            .unwrap();
+        assert!(
+            mixed == expected_mix(tag, &first, b'|', &second, 2, &third),
+            "tag of {} bytes, bulk of {first_len} and {second_len}",
+            tag.len()
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loaned_and_ordinary_segments_mix_in_one_call() {
     use lanner::Proxy;

@@ -5,12 +5,13 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
-use lanner_proto::{FrameError, HANDSHAKE_MAX_FRAME_SIZE};
+use lanner_proto::in_place::copy_structure;
+use lanner_proto::{ExternalSegments, FrameError, HANDSHAKE_MAX_FRAME_SIZE};
 use lanner_shm::doorbell::Doorbell;
 use lanner_shm::{Consumer, LoanReceiver, Record};
 
 use super::waiter::Waiter;
-use super::{lent, ring_error};
+use super::{IN_PLACE_MIN, lent, ring_error};
 use crate::transport::{FrameSource, LentFrame, Received, RecvError};
 
 /// While spinning, check that the peer is still alive after this many empty polls (a
@@ -65,8 +66,13 @@ impl ShmSource {
     /// least a kilobyte, and usually much more).
     #[cold]
     #[inline(never)]
-    fn take_lent(&mut self, record: Bytes) -> Result<Received, RecvError> {
+    fn take_lent(&mut self, record: Bytes, in_place: bool) -> Result<Received, RecvError> {
         let (frame, external) = lent::decode(&record, &self.loans).map_err(ring_error)?;
+        let (frame, external) = if in_place {
+            copy_structure(&frame, external)
+        } else {
+            (frame, external)
+        };
         // The frame's length field counts the lent segments: that is its size.
         let announced = frame
             .first_chunk::<4>()
@@ -79,6 +85,20 @@ impl ShmSource {
             segments: external,
         });
         Ok(Received::Loaned)
+    }
+
+    /// A whole frame read in place, which the peer can still write: its structure is
+    /// copied out and its bulk segments stay in place, delivered apart from it (see
+    /// [`lanner_proto::in_place`]). Out of line, like lent frames: small frames are copies.
+    #[cold]
+    #[inline(never)]
+    fn take_in_place(&mut self, frame: Bytes) -> Received {
+        let (frame, segments) = copy_structure(&frame, ExternalSegments::new());
+        if segments.is_empty() {
+            return Received::Frame(frame);
+        }
+        self.lent = Some(LentFrame { frame, segments });
+        Received::Loaned
     }
 
     /// Takes one record: a whole frame (or a record lending payloads, which the caller
@@ -140,9 +160,16 @@ impl ShmSource {
         let mut progress = false;
         while let Some(record) = self.consumer.try_recv().map_err(ring_error)? {
             progress = true;
+            // A whole frame this large is a view of the ring (smaller ones, and frames put
+            // back together from pieces, are copies).
+            let in_place =
+                !record.more && self.assembling.is_none() && record.bytes.len() >= IN_PLACE_MIN;
             if let Some(frame) = self.take(record)? {
                 if lent::is_lent(&frame) {
-                    return self.take_lent(frame).map(Some);
+                    return self.take_lent(frame, in_place).map(Some);
+                }
+                if in_place {
+                    return Ok(Some(self.take_in_place(frame)));
                 }
                 return Ok(Some(Received::Frame(frame)));
             }

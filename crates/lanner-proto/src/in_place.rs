@@ -1,0 +1,200 @@
+//! Frames received in memory their sender can still write.
+//!
+//! A transport that hands over large frames in place (the shared-memory transport: a view
+//! of the ring, which the peer process maps writable) gives the receiver bytes that may
+//! change under it. The decoder reads a frame's structure more than once (the segment
+//! table each time a segment is asked for), and the runtime decodes the inline arguments
+//! (a string is checked for UTF-8, then copied): a peer rewriting those bytes after they
+//! were checked could make the receiver act on values nobody checked. [`copy_structure`]
+//! copies what is read as structure (header, fixed fields, inline part, segment table; a
+//! few bytes to a few hundred, nearly always) into memory of the receiver's own and
+//! leaves only the bulk segments in place, delivered apart from the frame
+//! ([`ExternalSegments`]), as the shared-memory transport's lent segments already are.
+//! Their bytes can still change while the receiver reads them: that is the sender's own
+//! data, which it could as well have sent garbled.
+
+use bytes::Bytes;
+
+use crate::frame::{
+    FrameKind, HEADER_LEN, REQUEST_FIXED_LEN, REQUEST_INLINE_LEN_AT, RESPONSE_FIXED_LEN,
+    RESPONSE_INLINE_LEN_AT, le_u16, le_u32,
+};
+use crate::limits::MAX_BULK_SEGMENTS;
+use crate::payload::ExternalSegments;
+
+/// The frame in `shared` (whose bulk segments listed in `apart`, if any, were delivered
+/// apart from it) as a frame in memory of its own plus its bulk segments apart: decode the
+/// result with [`crate::Frame::decode_with`]. The bulk segments in `shared` stay where they
+/// are (slices of it, no copy); everything else is copied once, and no byte of `shared` is
+/// read twice. A frame without bulk segments in it, or whose structure does not add up (a
+/// length field or segment table that disagrees with its size), is copied whole, with
+/// `apart` unchanged, so that decoding it reports what is wrong.
+pub fn copy_structure(shared: &Bytes, apart: ExternalSegments) -> (Bytes, ExternalSegments) {
+    match structure(shared, &apart) {
+        Some((frame, table_at)) => {
+            let segments = bulk_apart(shared, &frame, table_at, apart);
+            (frame, segments)
+        }
+        None => (Bytes::copy_from_slice(shared), apart),
+    }
+}
+
+/// The frame's structure, copied (and where its segment table starts in the copy), if the
+/// frame is a REQUEST or RESPONSE with bulk segments in it whose lengths account for
+/// every byte after the table.
+fn structure(shared: &Bytes, apart: &ExternalSegments) -> Option<(Bytes, usize)> {
+    // The fixed fields of either kind, read once: every value below comes from a copy.
+    let mut fixed = [0u8; REQUEST_FIXED_LEN];
+    let fixed_read = shared.len().min(fixed.len());
+    fixed[..fixed_read].copy_from_slice(&shared[..fixed_read]);
+    if fixed_read < HEADER_LEN {
+        return None;
+    }
+    let (fixed_len, inline_len_at) = match FrameKind::from_wire(fixed[4]).ok()? {
+        FrameKind::Request => (REQUEST_FIXED_LEN, REQUEST_INLINE_LEN_AT),
+        FrameKind::Response => (RESPONSE_FIXED_LEN, RESPONSE_INLINE_LEN_AT),
+        _ => return None,
+    };
+    let segments = usize::from(le_u16(&fixed, 6));
+    if fixed_read < fixed_len || segments == 0 || segments > usize::from(MAX_BULK_SEGMENTS) {
+        return None;
+    }
+    let inline_len = le_u32(&fixed, inline_len_at) as usize;
+    let table_at = fixed_len.checked_add(inline_len)?;
+    let table_end = table_at.checked_add(segments * 4)?;
+    let mut copy = Vec::with_capacity(table_end);
+    let from_fixed = table_end.min(fixed_read);
+    copy.extend_from_slice(&fixed[..from_fixed]);
+    copy.extend_from_slice(shared.get(from_fixed..table_end)?);
+    if !apart_listed_in_order(apart, segments) {
+        return None;
+    }
+    let in_frame: usize = (0..segments)
+        .filter(|&i| !is_apart(apart, i))
+        .map(|i| le_u32(&copy, table_at + i * 4) as usize)
+        .sum();
+    (in_frame == shared.len() - table_end).then(|| (Bytes::from(copy), table_at))
+}
+
+/// Every bulk segment apart, in index order: those already apart, and those in `shared`
+/// after the table, at the lengths the copied table (`frame`, from `table_at`) gives.
+fn bulk_apart(
+    shared: &Bytes,
+    frame: &Bytes,
+    table_at: usize,
+    apart: ExternalSegments,
+) -> ExternalSegments {
+    let segments = (frame.len() - table_at) / 4;
+    let mut already_apart = apart.into_iter().peekable();
+    let mut offset = frame.len();
+    (0..segments)
+        .map(|i| {
+            if let Some(entry) = already_apart.next_if(|(index, _)| usize::from(*index) == i) {
+                return entry;
+            }
+            let len = le_u32(frame, table_at + i * 4) as usize;
+            let segment = shared.slice(offset..offset + len);
+            offset += len;
+            // At most MAX_BULK_SEGMENTS (1024) segments: `i` fits a u16.
+            (i as u16, segment)
+        })
+        .collect()
+}
+
+/// The segments already apart name segments of the frame, once each, in ascending order.
+fn apart_listed_in_order(apart: &ExternalSegments, segments: usize) -> bool {
+    apart
+        .iter()
+        .all(|(index, _)| usize::from(*index) < segments)
+        && apart.windows(2).all(|pair| pair[0].0 < pair[1].0)
+}
+
+fn is_apart(apart: &ExternalSegments, index: usize) -> bool {
+    apart.iter().any(|(i, _)| usize::from(*i) == index)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::BytesMut;
+
+    use crate::frame::Frame;
+    use crate::{MessageBuilder, Status};
+
+    fn request(inline: &[u8], bulk: &[&[u8]]) -> Bytes {
+        let mut builder = MessageBuilder::request(7, 1, 2, 0xfeed);
+        builder.inline().put_slice(inline);
+        for segment in bulk {
+            builder.push_segment(Bytes::copy_from_slice(segment));
+        }
+        builder.set_call_id(9);
+        builder.finish().into_contiguous()
+    }
+
+    fn within(part: &Bytes, whole: &Bytes) -> bool {
+        let (start, end) = (
+            whole.as_ptr() as usize,
+            whole.as_ptr() as usize + whole.len(),
+        );
+        let at = part.as_ptr() as usize;
+        at >= start && at + part.len() <= end
+    }
+
+    #[test]
+    fn the_structure_is_copied_and_the_bulk_stays_in_place() {
+        let shared = request(b"inline args", &[b"first bulk", b"", b"third"]);
+        let (frame, apart) = copy_structure(&shared, ExternalSegments::new());
+        assert!(!within(&frame, &shared), "the structure is a copy");
+        assert_eq!(apart.len(), 3);
+        for (_, segment) in apart.iter().filter(|(_, s)| !s.is_empty()) {
+            assert!(within(segment, &shared), "a bulk segment was copied");
+        }
+        let Ok(Frame::Request(request)) = Frame::decode_with(frame, apart) else {
+            panic!("the copy does not decode");
+        };
+        assert_eq!((request.call_id, request.object, request.method), (9, 7, 2));
+        assert_eq!(request.payload.inline_slice(), b"inline args");
+        let bulk: Vec<Bytes> = request.payload.segments().collect();
+        assert_eq!(bulk, [&b"first bulk"[..], b"", b"third"]);
+    }
+
+    #[test]
+    fn segments_already_apart_keep_their_places() {
+        let whole = request(b"x", &[b"zero", b"one!", b"two"]);
+        // The same frame with segment 1 delivered apart: cut out of the frame.
+        let one_at = whole.len() - b"two".len() - b"one!".len();
+        let mut shared = BytesMut::from(&whole[..one_at]);
+        shared.extend_from_slice(b"two");
+        let apart = vec![(1u16, Bytes::from_static(b"one!"))];
+        let (frame, apart) = copy_structure(&shared.freeze(), apart);
+        let indexes: Vec<u16> = apart.iter().map(|(i, _)| *i).collect();
+        assert_eq!(indexes, [0, 1, 2]);
+        let Ok(Frame::Request(request)) = Frame::decode_with(frame, apart) else {
+            panic!("the copy does not decode");
+        };
+        let bulk: Vec<Bytes> = request.payload.segments().collect();
+        assert_eq!(bulk, [&b"zero"[..], b"one!", b"two"]);
+    }
+
+    #[test]
+    fn a_frame_without_bulk_or_that_does_not_add_up_is_copied_whole() {
+        let response = {
+            let mut builder = MessageBuilder::response(Status::Ok);
+            builder.inline().put_slice(b"all inline");
+            builder.set_call_id(3);
+            builder.set_credits(1);
+            builder.finish().into_contiguous()
+        };
+        let mut wrong_table = BytesMut::from(&request(b"", &[b"12345678"])[..]);
+        // The table (right after the fixed fields) claims 9 bytes where 8 follow.
+        wrong_table[REQUEST_FIXED_LEN] = 9;
+        let wrong_table = wrong_table.freeze();
+        for shared in [response, wrong_table.clone(), Bytes::from_static(b"\x01")] {
+            let (frame, apart) = copy_structure(&shared, ExternalSegments::new());
+            assert_eq!(frame, shared);
+            assert!(!within(&frame, &shared));
+            assert!(apart.is_empty());
+        }
+        assert!(Frame::decode_with(wrong_table, ExternalSegments::new()).is_err());
+    }
+}
