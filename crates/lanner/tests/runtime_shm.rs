@@ -218,22 +218,7 @@ async fn frames_read_in_place_with_inline_and_bulk_parts_arrive_whole() {
         let first = pattern(first_len, 1);
         let second = pattern(second_len, 2);
         let third = pattern(17, 3);
-        let mixed = blobs
-            .mix(
-                tag.into(),
-                first.clone(),
-                b'|',
-                second.clone(),
-                2,
-                third.clone(),
-            )
-            .await
-            .unwrap();
-        assert!(
-            mixed == expected_mix(tag, &first, b'|', &second, 2, &third),
-            "tag of {} bytes, bulk of {first_len} and {second_len}",
-            tag.len()
-        );
+        assert_mix(&blobs, tag, &first, &second, 2, &third).await;
     }
 }
 
@@ -246,18 +231,7 @@ async fn loaned_and_ordinary_segments_mix_in_one_call() {
     let second = pattern(3000, 2);
     // Too small to be worth lending: copied.
     let third = loaned(&blobs, 10, 3).freeze();
-    let mixed = blobs
-        .mix(
-            "tag".into(),
-            first.clone(),
-            b'|',
-            second.clone(),
-            3,
-            third.clone(),
-        )
-        .await
-        .unwrap();
-    assert!(mixed == expected_mix("tag", &first, b'|', &second, 3, &third));
+    assert_mix(&blobs, "tag", &first, &second, 3, &third).await;
     assert_eq!(blobs.object().traffic().payloads_lent, 1);
     // Once both sides dropped them (the server right after answering), every block is
     // free again: a loan of the whole area is shared.

@@ -245,6 +245,36 @@ pub fn digest(data: &[u8]) -> Digest {
     }
 }
 
+/// Calls `mix` (separator `|`) and asserts its answer is [`expected_mix`]'s.
+pub async fn assert_mix(
+    blobs: &BlobsProxy,
+    tag: &str,
+    first: &Bytes,
+    second: &Bytes,
+    repeat: u32,
+    third: &Bytes,
+) {
+    let mixed = blobs
+        .mix(
+            tag.into(),
+            first.clone(),
+            b'|',
+            second.clone(),
+            repeat,
+            third.clone(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        mixed == expected_mix(tag, first, b'|', second, repeat, third),
+        "tag of {} bytes, bulk of {}, {} and {} bytes",
+        tag.len(),
+        first.len(),
+        second.len(),
+        third.len()
+    );
+}
+
 /// What [`Blobs::mix`] returns for these arguments.
 pub fn expected_mix(
     tag: &str,
