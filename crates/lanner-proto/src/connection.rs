@@ -273,19 +273,18 @@ impl Connection {
         self.handle_decoded(frame, &raw)
     }
 
-    /// [`Connection::handle_frame`] for a frame some of whose bulk segments the transport
-    /// delivered apart from it, by reference (see [`ExternalSegments`]; empty: none).
+    /// [`Connection::handle_frame`] for a frame in memory its sender can still write
+    /// (shared memory), some of whose bulk segments the transport may have delivered apart
+    /// from it, by reference (see [`ExternalSegments`]; empty: none). Decoded with
+    /// [`crate::in_place::decode`], which never reads a byte of it twice.
     pub fn handle_frame_with(
         &mut self,
         bytes: Bytes,
         external: ExternalSegments,
     ) -> Result<Event, ProtocolError> {
-        if external.is_empty() {
-            return self.handle_frame(bytes);
-        }
-        // Only requests and responses carry segments apart, and only on an open
-        // connection: nothing for the handshake's transcript.
-        let frame = Frame::decode_with(bytes, external)?;
+        // Only requests and responses are this large or carry segments apart, and only
+        // on an open connection: nothing for the handshake's transcript.
+        let frame = crate::in_place::decode(bytes, external)?;
         self.handle_decoded(frame, &Bytes::new())
     }
 

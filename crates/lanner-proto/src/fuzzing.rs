@@ -23,14 +23,22 @@ use crate::status::Status;
 /// `Frame::decode` on arbitrary bytes: never panics, and whatever it accepts is
 /// self-consistent (the length field is the frame's length, a payload accounts for every
 /// byte of its frame, a close reason is within the limit). The same bytes taken as a frame
-/// read in place ([`crate::in_place::copy_structure`], then `Frame::decode_with`) decode
-/// to an equal frame, or fail alike.
+/// read in place decode to an equal frame, or fail alike, whether decided there
+/// ([`crate::in_place::decode`]) or from a copy of its structure
+/// ([`crate::in_place::copy_structure`]).
 pub fn frame_decode(data: &[u8]) {
     let header = frame::read_header(data);
     let whole = Bytes::copy_from_slice(data);
     let (structure, apart) = crate::in_place::copy_structure(&whole, Vec::new());
-    let in_place = Frame::decode_with(structure, apart);
+    let copied = Frame::decode_with(structure, apart);
+    let in_place = crate::in_place::decode(whole.clone(), Vec::new());
     let decoded = Frame::decode(whole);
+    assert_eq!(
+        decoded.as_ref().ok().map(in_parts),
+        copied.as_ref().ok().map(in_parts),
+        "a frame decoded from a copy of its structure differs"
+    );
+    assert_eq!(decoded.is_err(), copied.is_err());
     assert_eq!(
         decoded.as_ref().ok().map(in_parts),
         in_place.as_ref().ok().map(in_parts),

@@ -2,25 +2,50 @@
 //!
 //! A transport that hands over large frames in place (the shared-memory transport: a view
 //! of the ring, which the peer process maps writable) gives the receiver bytes that may
-//! change under it. The decoder reads a frame's structure more than once (the segment
-//! table each time a segment is asked for), and the runtime decodes the inline arguments
-//! (a string is checked for UTF-8, then copied): a peer rewriting those bytes after they
-//! were checked could make the receiver act on values nobody checked. [`copy_structure`]
-//! copies what is read as structure (header, fixed fields, inline part, segment table; a
-//! few bytes to a few hundred, nearly always) into memory of the receiver's own and
-//! leaves only the bulk segments in place, delivered apart from the frame
-//! ([`ExternalSegments`]), as the shared-memory transport's lent segments already are.
-//! Their bytes can still change while the receiver reads them: that is the sender's own
-//! data, which it could as well have sent garbled.
+//! change under it. Decoding reads each field once, and [`crate::Payload`] checks every
+//! range it reads from the segment table again when it uses it, so bulk segments can be
+//! taken straight from such a frame. The inline arguments cannot: the runtime decodes
+//! them (a string is checked for UTF-8, then copied), and a peer rewriting them in
+//! between could make the receiver hold values nobody checked. So [`decode`] keeps a
+//! frame where it lies only when its inline part is empty (a call whose arguments are all
+//! bulk, the common case for large frames); otherwise [`copy_structure`] copies what is
+//! read as structure (header, fixed fields, inline part, segment table; a few bytes to a
+//! few hundred, nearly always) into memory of the receiver's own and leaves only the bulk
+//! segments in place, delivered apart from the frame ([`ExternalSegments`]). Bulk bytes
+//! can still change while the receiver reads them: that is the sender's own data, which
+//! it could as well have sent garbled.
 
 use bytes::Bytes;
 
+use crate::error::FrameError;
 use crate::frame::{
-    FrameKind, HEADER_LEN, REQUEST_FIXED_LEN, REQUEST_INLINE_LEN_AT, RESPONSE_FIXED_LEN,
+    Frame, FrameKind, HEADER_LEN, REQUEST_FIXED_LEN, REQUEST_INLINE_LEN_AT, RESPONSE_FIXED_LEN,
     RESPONSE_INLINE_LEN_AT, le_u16, le_u32,
 };
 use crate::limits::MAX_BULK_SEGMENTS;
 use crate::payload::ExternalSegments;
+
+/// Decodes the frame in `shared`, memory its sender can still write, some of whose bulk
+/// segments may have been delivered apart from it (`apart`, as for
+/// [`Frame::decode_with`]; see the module docs). The result never depends on a byte of
+/// `shared` read twice. The same outcome as [`Frame::decode_with`] for bytes that do not
+/// change.
+pub fn decode(shared: Bytes, apart: ExternalSegments) -> Result<Frame, FrameError> {
+    if apart.is_empty() {
+        let frame = Frame::decode(shared.clone())?;
+        let inline_empty = match &frame {
+            Frame::Request(request) => request.payload.inline_slice().is_empty(),
+            Frame::Response(response) => response.payload.inline_slice().is_empty(),
+            // Any other kind this large is malformed or rare: decoded from a copy below.
+            _ => false,
+        };
+        if inline_empty {
+            return Ok(frame);
+        }
+    }
+    let (frame, apart) = copy_structure(&shared, apart);
+    Frame::decode_with(frame, apart)
+}
 
 /// The frame in `shared` (whose bulk segments listed in `apart`, if any, were delivered
 /// apart from it) as a frame in memory of its own plus its bulk segments apart: decode the
@@ -61,7 +86,9 @@ fn structure(shared: &Bytes, apart: &ExternalSegments) -> Option<(Bytes, usize)>
     }
     let inline_len = le_u32(&fixed, inline_len_at) as usize;
     let table_at = fixed_len.checked_add(inline_len)?;
-    let table_end = table_at.checked_add(segments * 4)?;
+    let table_end = table_at
+        .checked_add(segments * 4)
+        .filter(|&table_end| table_end <= shared.len())?;
     let mut copy = Vec::with_capacity(table_end);
     let from_fixed = table_end.min(fixed_read);
     copy.extend_from_slice(&fixed[..from_fixed]);
@@ -118,7 +145,6 @@ mod tests {
     use super::*;
     use bytes::BytesMut;
 
-    use crate::frame::Frame;
     use crate::{MessageBuilder, Status};
 
     fn request(inline: &[u8], bulk: &[&[u8]]) -> Bytes {
@@ -156,6 +182,36 @@ mod tests {
         assert_eq!(request.payload.inline_slice(), b"inline args");
         let bulk: Vec<Bytes> = request.payload.segments().collect();
         assert_eq!(bulk, [&b"first bulk"[..], b"", b"third"]);
+    }
+
+    #[test]
+    fn a_frame_whose_arguments_are_all_bulk_is_decoded_where_it_lies() {
+        let shared = request(b"", &[b"bulk only", b"more"]);
+        let Ok(Frame::Request(request)) = decode(shared.clone(), ExternalSegments::new()) else {
+            panic!("does not decode");
+        };
+        assert_eq!(request.payload.external_count(), 0, "nothing was copied");
+        for segment in request.payload.segments() {
+            assert!(within(&segment, &shared));
+        }
+    }
+
+    #[test]
+    fn a_frame_with_inline_arguments_is_decoded_from_a_copy_of_its_structure() {
+        let shared = request(b"a string", &[b"bulk"]);
+        let Ok(Frame::Request(mixed)) = decode(shared.clone(), ExternalSegments::new()) else {
+            panic!("does not decode");
+        };
+        assert_eq!(mixed.payload.inline_slice(), b"a string");
+        assert!(!within(&mixed.payload.inline(), &shared));
+        assert!(within(&mixed.payload.segment(0).unwrap(), &shared));
+        // Inline only: copied whole.
+        let shared = request(&[7; 100], &[]);
+        let Ok(Frame::Request(inline_only)) = decode(shared.clone(), ExternalSegments::new())
+        else {
+            panic!("does not decode");
+        };
+        assert!(!within(&inline_only.payload.inline(), &shared));
     }
 
     #[test]

@@ -57,7 +57,8 @@ pub fn lent_record(data: &[u8]) {
                 "a lent segment larger than the area"
             );
         }
-        let decoded = lanner_proto::Frame::decode_with(frame, external);
+        // As the runtime decodes it: as memory the peer can still write.
+        let decoded = lanner_proto::in_place::decode(frame, external);
         if let Ok(lanner_proto::Frame::Request(request)) = &decoded {
             let _ = request.payload.segments().count();
         }

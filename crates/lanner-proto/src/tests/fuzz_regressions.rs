@@ -13,6 +13,10 @@
 //! - `stream_split`: a REQUEST and a CLOSE in one read. The harness processes a whole read
 //!   before the runtime reacts, so answering the request finds the connection closed and
 //!   `send_response` refuses with `SendError::NotOpen`; the target expected success.
+//!
+//! One was in the library: `frame_decode` found that copying the structure of a frame
+//! read in place (`in_place::copy_structure`) reserved room for the inline length the
+//! frame claimed (4 GiB) before checking that the frame held that much.
 
 use bytes::Bytes;
 
@@ -109,4 +113,34 @@ fn replaying_malformed_input_reports_the_error() {
             have: 11,
         })
     );
+}
+
+/// `frame_decode` out-of-memory: a RESPONSE of 81 bytes whose inline length claims
+/// 4 GiB - 254, with two segments. Copying its structure for the in-place path reserved
+/// that much before comparing it with the frame's size. (libFuzzer's malloc limit caught
+/// it; here such a reservation would succeed lazily, so this test replays the input and
+/// checks its outcome, while the fuzz target keeps guarding the reservation.)
+const RESPONSE_CLAIMING_4_GIB_INLINE: [u8; 81] = [
+    0x51, 0x00, 0x00, 0x00, 0x04, 0x00, 0x02, 0x00, // RESPONSE header, 81 bytes, 2 segments
+    0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // call id 1
+    0x01, 0x00, 0x00, 0x00, // status, reserved
+    0x01, 0x00, 0x00, 0x00, // credits
+    0x02, 0xff, 0xff, 0xff, // inline length: 0xffffff02
+    b'e', b'r', b'r', b'(', 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, b'x', b'x', b'x', b'x', b'x',
+    b'x', b'x', b'x', b'x', b'x', b'x', b'x', b'x', b'x', b'x', b'x', b'x', b'x', b'x', b'x', b'x',
+    b'x', b'x', b'x', b'x', b'x', b'x', b'x', b'x', b'x', b'x', b'x', b'x', b'x', b'x', b'x', b'x',
+    b'x', b'x', b'x', b'y', b'z',
+];
+
+#[test]
+fn a_frame_claiming_gigabytes_of_inline_data_reserves_nothing_for_them() {
+    frame_decode(&RESPONSE_CLAIMING_4_GIB_INLINE);
+    let shared = Bytes::copy_from_slice(&RESPONSE_CLAIMING_4_GIB_INLINE);
+    let (copy, apart) = crate::in_place::copy_structure(&shared, Vec::new());
+    assert_eq!(copy, shared, "copied whole, as it does not add up");
+    assert!(apart.is_empty());
+    assert!(matches!(
+        crate::in_place::decode(shared, Vec::new()),
+        Err(FrameError::InlineOverflow { .. })
+    ));
 }

@@ -89,10 +89,11 @@ pub trait FrameSink: Send + 'static {
 pub enum Received {
     /// A complete frame.
     Frame(Bytes),
-    /// A complete frame some of whose bulk segments the peer lent from its loan area
-    /// (shared memory), to take with [`FrameSource::take_lent`]: the segments arrive
-    /// apart from the frame, read in place. (Not carried here: the result of every
-    /// receive attempt stays as small as a plain frame.)
+    /// A complete frame in shared memory, to take with [`FrameSource::take_lent`]: read
+    /// in place where the peer can still write it, or some of whose bulk segments the
+    /// peer lent from its loan area (they arrive apart from the frame, read in place).
+    /// Decoded as memory the peer writes (`lanner_proto::in_place::decode`). (Not carried
+    /// here: the result of every receive attempt stays as small as a plain frame.)
     Loaned,
     /// The peer closed cleanly between frames.
     Closed,
@@ -102,12 +103,12 @@ pub enum Received {
     Empty,
 }
 
-/// A frame whose bulk segments the peer lent (see [`Received::Loaned`]).
+/// A frame in shared memory (see [`Received::Loaned`]).
 #[derive(Debug)]
 pub struct LentFrame {
     /// The frame, without the lent segments' bytes.
     pub frame: Bytes,
-    /// The lent segments, by index.
+    /// The lent segments, by index (none for a frame only read in place).
     pub segments: lanner_proto::ExternalSegments,
 }
 

@@ -31,10 +31,9 @@
 //!
 //! Received frames of at least [`IN_PLACE_MIN`] bytes are handed to the runtime in place,
 //! as a `Bytes` that keeps the frame's ring space until dropped; smaller frames are copied
-//! out (a copy of a small frame costs less than tracking it). Of a frame read in place,
-//! only the bulk segments stay in the ring: its structure (header, inline arguments,
-//! segment table) is copied out first, since the peer can still write the ring and the
-//! decoder must not read a value twice (see [`lanner_proto::in_place`]). A receiver that keeps such
+//! out (a copy of a small frame costs less than tracking it). The peer can still write a
+//! frame read in place, so the runtime decodes it as such (see [`lanner_proto::in_place`]):
+//! nothing in it is read twice, and inline arguments are decoded from a copy. A receiver that keeps such
 //! a payload for long holds back the ring behind it, so the sender waits once the ring
 //! has come round: copy payloads you keep for long (those of 256 KiB or more come through
 //! the loan area, unless it is full, and hold only their block).

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
-use lanner_proto::in_place::copy_structure;
 use lanner_proto::{ExternalSegments, FrameError, HANDSHAKE_MAX_FRAME_SIZE};
 use lanner_shm::doorbell::Doorbell;
 use lanner_shm::{Consumer, LoanReceiver, Record};
@@ -66,14 +65,10 @@ impl ShmSource {
     /// least a kilobyte, and usually much more).
     #[cold]
     #[inline(never)]
-    fn take_lent(&mut self, record: Bytes, in_place: bool) -> Result<Received, RecvError> {
+    fn take_lent(&mut self, record: Bytes) -> Result<Received, RecvError> {
         let (frame, external) = lent::decode(&record, &self.loans).map_err(ring_error)?;
-        let (frame, external) = if in_place {
-            copy_structure(&frame, external)
-        } else {
-            (frame, external)
-        };
-        // The frame's length field counts the lent segments: that is its size.
+        // The frame's length field counts the lent segments: that is its size. (Read here
+        // only to refuse a frame too large early; the decoder checks the length it reads.)
         let announced = frame
             .first_chunk::<4>()
             .map_or(0, |len| u32::from_le_bytes(*len) as usize);
@@ -87,17 +82,17 @@ impl ShmSource {
         Ok(Received::Loaned)
     }
 
-    /// A whole frame read in place, which the peer can still write: its structure is
-    /// copied out and its bulk segments stay in place, delivered apart from it (see
-    /// [`lanner_proto::in_place`]). Out of line, like lent frames: small frames are copies.
+    /// A whole frame read in place, which the peer can still write: announced like a lent
+    /// one (with no segment lent), so that the runtime decodes it as memory the peer
+    /// writes ([`lanner_proto::in_place::decode`]). Out of line, like lent frames: small
+    /// frames are copies.
     #[cold]
     #[inline(never)]
     fn take_in_place(&mut self, frame: Bytes) -> Received {
-        let (frame, segments) = copy_structure(&frame, ExternalSegments::new());
-        if segments.is_empty() {
-            return Received::Frame(frame);
-        }
-        self.lent = Some(LentFrame { frame, segments });
+        self.lent = Some(LentFrame {
+            frame,
+            segments: ExternalSegments::new(),
+        });
         Received::Loaned
     }
 
@@ -166,7 +161,7 @@ impl ShmSource {
                 !record.more && self.assembling.is_none() && record.bytes.len() >= IN_PLACE_MIN;
             if let Some(frame) = self.take(record)? {
                 if lent::is_lent(&frame) {
-                    return self.take_lent(frame, in_place).map(Some);
+                    return self.take_lent(frame).map(Some);
                 }
                 if in_place {
                     return Ok(Some(self.take_in_place(frame)));
