@@ -19,7 +19,7 @@ pub type ExternalSegments = Vec<(u16, Bytes)>;
 /// The segment table is read where it was received, each time a segment is asked for,
 /// and that may be memory the sender can still write (a frame read in place from a ring
 /// shared with a hostile process): so every range read from it is checked against the
-/// frame again when it is used. A table changed after [`Payload::parse`] validated it
+/// frame again when it is used. A table changed after decoding validated it
 /// gives missing or empty segments, or the sender's other bytes, never a panic or a read
 /// outside the frame.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
