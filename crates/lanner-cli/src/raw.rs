@@ -1,12 +1,12 @@
 //! The raw baseline: the same payload ping-ponged over the same socket with no Lanner code.
 //!
 //! Written with the same care as Lanner: `TCP_NODELAY`, one vectored write per message
-//! (4-byte header word + payload), reads of at least [`MIN_READ`] bytes into a buffer kept
+//! (4-byte header word + payload), reads of at least `MIN_READ` bytes into a buffer kept
 //! across messages (so a small message arrives whole in one system call and a large one is
 //! read straight into place, as Lanner's stream transport does), and the same wait strategy
 //! (poll the non-blocking socket for the spin budget, then sleep in `poll(2)`).
 //!
-//! A message's header word is its payload length; one with [`ONE_WAY`] set is taken
+//! A message's header word is its payload length; one with `ONE_WAY` set is taken
 //! without an answer (the bandwidth benchmark streams those, then one ordinary message to
 //! learn that all arrived). The shared-memory baseline uses the same header word.
 
@@ -35,7 +35,7 @@ const MIN_READ: usize = 64 * 1024;
 /// tries as well).
 const POLLS_PER_CLOCK_READ: u32 = 8;
 
-/// The header word of a message of `len` payload bytes; `flags` is 0 or [`ONE_WAY`].
+/// The header word of a message of `len` payload bytes; `flags` is 0 or `ONE_WAY`.
 pub(crate) fn header(len: usize, flags: u32) -> [u8; HEADER_LEN] {
     (len as u32 | flags).to_le_bytes()
 }
@@ -216,7 +216,7 @@ impl Inbox {
             .is_some_and(|&word| !decode_header(word).1)
     }
 
-    /// Makes room for a message of `need` bytes from `start`, and at least [`MIN_READ`].
+    /// Makes room for a message of `need` bytes from `start`, and at least `MIN_READ`.
     /// Moves the received part of the message only when it does not fit where it is.
     fn make_room(&mut self, need: usize) {
         if self.start == self.end {
@@ -307,7 +307,7 @@ impl RawStream {
     }
 
     /// Writes `count` messages of `payload` the server takes without answering, batched
-    /// as Lanner batches a stream of one-way calls: up to [`BATCHED_ONE_WAY_MAX`] bytes
+    /// as Lanner batches a stream of one-way calls: up to `BATCHED_ONE_WAY_MAX` bytes
     /// each, all of them in one write; larger ones with a write each.
     pub fn write_one_way_burst(&mut self, payload: &[u8], count: usize) -> io::Result<()> {
         if HEADER_LEN + payload.len() > BATCHED_ONE_WAY_MAX {
@@ -329,7 +329,7 @@ impl RawStream {
     }
 
     /// Serves one echo connection until the peer goes away (an error then). Requests that arrived
-    /// together are answered together, with one write (see [`RawStream::echo_batch`]).
+    /// together are answered together, with one write (see `RawStream::echo_batch`).
     pub fn serve_echo(mut self) -> io::Result<()> {
         loop {
             let (one_way, request) = self.receive()?;

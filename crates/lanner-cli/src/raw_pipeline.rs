@@ -5,7 +5,7 @@
 //! them all with one write, then, each time echoes arrive, takes every echo that one read
 //! brought in and writes that many new messages with one write. The echo server answers
 //! requests that arrived together with one write of the very bytes it received (see
-//! [`RawStream::echo_batch`]). Over shared memory every message is one ring record, as
+//! `RawStream::echo_batch`). Over shared memory every message is one ring record, as
 //! each Lanner frame is: the client publishes a burst of records with one store of the
 //! ring's position (as Lanner publishes a batch), and the server drains every record that
 //! has arrived before it echoes them, published together too.

@@ -9,7 +9,7 @@
 //! the ring (for a record, or for room) for the spin budget, then announce sleep on the
 //! ring's flag and wait in `poll(2)` on the doorbell until the peer rings.
 //!
-//! A message whose header word has [`ONE_WAY`] set is taken without an answer (the
+//! A message whose header word has `ONE_WAY` set is taken without an answer (the
 //! bandwidth benchmark streams those, then one ordinary message to learn that all
 //! arrived). The flag is in the record, not the ring's `more` flag: `lanner-shm` copies
 //! every `more` record out, which would make the server copy what Lanner reads in place.
@@ -102,7 +102,7 @@ impl RawShm {
 
     /// Sends `count` messages of `payload` the server takes without answering, one record
     /// each, published as Lanner publishes a batch of one-way calls: records of up to
-    /// [`BATCHED_ONE_WAY_MAX`] bytes together, larger ones each at once.
+    /// `BATCHED_ONE_WAY_MAX` bytes together, larger ones each at once.
     pub fn send_one_way_burst(&mut self, payload: &[u8], count: usize) -> io::Result<()> {
         let batched = HEADER_LEN + payload.len() <= BATCHED_ONE_WAY_MAX;
         let head = header(payload.len(), ONE_WAY);

@@ -4,7 +4,7 @@
 //! asking the server how many bytes its method was given; the raw baseline streams
 //! `size`-byte one-way messages over the same medium and ends each block with one round
 //! trip, so that it counts only what arrived. Alternating blocks give both the same
-//! conditions. Each row also reports request-reply calls with [`WINDOW`] in flight
+//! conditions. Each row also reports request-reply calls with `WINDOW` in flight
 //! (`calls_mb_s`), for a service whose bulk method answers.
 
 use std::time::{Duration, Instant};
@@ -36,7 +36,7 @@ pub struct Row {
     pub raw_mb_s: f64,
     /// `rpc_mb_s / raw_mb_s`.
     pub ratio: f64,
-    /// Lanner throughput with request-reply calls, [`WINDOW`] in flight, MB/s.
+    /// Lanner throughput with request-reply calls, `WINDOW` in flight, MB/s.
     pub calls_mb_s: f64,
 }
 
@@ -156,8 +156,8 @@ async fn one_way_block(echo: &EchoProxy, payload: &Bytes) -> Result<Transfer, la
     })
 }
 
-/// Keeps [`WINDOW`] calls in flight for a block, then waits for the last ones: each of
-/// [`WINDOW`] callers, all driven from this task, makes its next call as soon as its last
+/// Keeps `WINDOW` calls in flight for a block, then waits for the last ones: each of
+/// `WINDOW` callers, all driven from this task, makes its next call as soon as its last
 /// one returns (as the throughput benchmark's callers do).
 async fn rpc_block(echo: &EchoProxy, payload: &Bytes) -> Result<Transfer, lanner::Error> {
     let start = Instant::now();

@@ -162,7 +162,7 @@ pub type BlockResult = Result<(), Box<dyn std::error::Error>>;
 
 /// Measures two sides in alternating blocks (`first`, then `second`, again and again)
 /// until each has `iters` samples, so that both see the same machine conditions: blocks
-/// of at most [`BLOCK`] iterations and at least 16 blocks per side. A side is called with
+/// of at most `BLOCK` iterations and at least 16 blocks per side. A side is called with
 /// the block's length and its samples, and pushes one time per iteration. Returns the
 /// samples of (`first`, `second`).
 pub fn alternate(
