@@ -16,6 +16,10 @@ trait Recorder {
     async fn gather(&self, peers: u32) -> Result<u32, Error>;
     /// Enters, yields to the runtime a few times, records `seq`, leaves.
     async fn record(&self, seq: u32) -> Result<(), Error>;
+    /// Like `gather`, but spins on its thread without ever yielding to the runtime (for
+    /// at most two seconds): only calls running on other threads at the same time can
+    /// come in while it waits. Returns whether `peers` calls were inside at once.
+    async fn gather_spinning(&self, peers: u32) -> Result<bool, Error>;
 }
 
 #[derive(Default)]
@@ -51,6 +55,20 @@ impl Recorder for Overlap {
         Ok(self.most.load(Ordering::SeqCst))
     }
 
+    async fn gather_spinning(&self, peers: u32) -> Result<bool, Error> {
+        self.enter();
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        let mut met = false;
+        // The most ever inside at once, not the number inside now: the last to come in
+        // sees them all and may leave before the others look again.
+        while !met && std::time::Instant::now() < give_up {
+            met = self.most.load(Ordering::SeqCst) >= peers;
+            std::hint::spin_loop();
+        }
+        self.leave();
+        Ok(met)
+    }
+
     async fn record(&self, seq: u32) -> Result<(), Error> {
         self.enter();
         for _ in 0..3 {
@@ -81,6 +99,52 @@ async fn serve(
         .await
         .unwrap();
     (listening, overlap, proxy)
+}
+
+/// Truly in parallel, not only interleaved at awaits: two calls that never yield meet
+/// inside the object, each on one of the server's two worker threads (with one worker,
+/// each waits alone and gives up). They come from two clients on two threads of their
+/// own, on two connections: a connection's reader runs the calls it receives, so a
+/// method that computes without awaiting holds back the calls behind it on the same
+/// connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_free_threaded_object_runs_calls_in_parallel_on_the_servers_threads() {
+    let server_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let path = std::env::temp_dir().join(format!("lanner-parallel-{}.sock", std::process::id()));
+    let endpoint = format!("unix://{}", path.display());
+    let listening = server_runtime
+        .spawn(async move {
+            let server = Server::new();
+            let overlap = Arc::new(Overlap::default());
+            server.publish("recorder", Object::new(RecorderStub::new(overlap)));
+            server.listen(&endpoint).await.unwrap()
+        })
+        .await
+        .unwrap();
+    let url = listening.endpoint().object_url("recorder");
+    let callers: Vec<_> = (0..2)
+        .map(|_| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                runtime.block_on(async {
+                    let recorder: RecorderProxy = Client::new().connect(&url).await.unwrap();
+                    recorder.gather_spinning(2).await
+                })
+            })
+        })
+        .collect();
+    let results: Vec<_> = callers.into_iter().map(|c| c.join().unwrap()).collect();
+    assert_eq!(results, [Ok(true), Ok(true)]);
+    drop(listening);
+    server_runtime.shutdown_background();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
