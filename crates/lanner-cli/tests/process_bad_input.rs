@@ -284,6 +284,44 @@ fn bad_calls_get_error_replies_and_the_connection_stays_usable() {
     }
 }
 
+/// Handles are capabilities of the connection they were handed to: another connection
+/// that names one, and the connection that held it once it released it, get exactly the
+/// answer a handle that never existed gets.
+#[test]
+fn a_handle_is_callable_only_where_it_was_handed_over_and_until_released() {
+    // The refusal, with the handle it names taken out.
+    fn refusal(stream: &mut dyn Stream, buffer: &mut BytesMut, handle: u64) -> String {
+        let message = expect_response(stream, buffer, Status::NotFound);
+        String::from_utf8_lossy(&message).replace(&format!("{handle:#x}"), "HANDLE")
+    }
+    let add = &<CalculatorProxy as Proxy>::METHODS[0];
+    let args = postcard::to_allocvec(&(20i64, 22i64)).unwrap();
+    let call = |handle| request(handle, 0, add.ordinal, add.fingerprint, &args);
+    for transport in STREAM_TRANSPORTS {
+        let server = server(transport);
+        let (mut holder, mut holder_buffer) = handshaken(&server.lanner);
+        let calc = resolve(holder.as_mut(), &mut holder_buffer, "calc");
+        holder.write_all(&call(calc)).unwrap();
+        let sum = expect_response(holder.as_mut(), &mut holder_buffer, Status::Ok);
+        assert_eq!(postcard::from_bytes::<i64>(&sum).unwrap(), 42);
+
+        let (mut other, mut other_buffer) = handshaken(&server.lanner);
+        other.write_all(&call(0xdead_beef)).unwrap();
+        let never_existed = refusal(other.as_mut(), &mut other_buffer, 0xdead_beef);
+        assert!(never_existed.contains("no object with handle HANDLE"));
+        other.write_all(&call(calc)).unwrap();
+        let elsewhere = refusal(other.as_mut(), &mut other_buffer, calc);
+        assert_eq!(elsewhere, never_existed, "a handle of another connection");
+
+        holder.write_all(&frame::encode_release(&[calc])).unwrap();
+        holder.write_all(&call(calc)).unwrap();
+        let released = refusal(holder.as_mut(), &mut holder_buffer, calc);
+        assert_eq!(released, never_existed, "a released handle");
+
+        still_serving(&server);
+    }
+}
+
 /// A fake server for client-side tests: runs `behave` on the first accepted connection.
 fn fake_server(
     behave: impl FnOnce(UnixStream) + Send + 'static,
