@@ -25,8 +25,8 @@ use lanner_shm::doorbell::Doorbell;
 use lanner_shm::handoff;
 use lanner_shm::{Consumer, Producer, Side};
 use support::{
-    PATIENCE, connect, garbage, hello, hello_with, payload, request, runtime, server, signal,
-    still_serving,
+    PATIENCE, connect, connect_with, garbage, hello, hello_with, payload, request, runtime, server,
+    signal, still_serving,
 };
 
 /// Where ring 0 (client → server) lives in the region (see `lanner_shm::region`).
@@ -229,6 +229,32 @@ async fn a_call_to_the_dead_server_fails_fast(echo: &EchoProxy) {
         "a call to a dead server took {:?}",
         start.elapsed()
     );
+}
+
+/// Busy-poll mode (readers never sleep; a spinning side looks for the peer's death every
+/// few thousand empty polls): calls of every size work, and the server's death fails the
+/// next call with `Unavailable` promptly, as in the default mode.
+#[test]
+fn a_busy_polling_client_calls_and_notices_the_servers_death() {
+    let mut server = server(TransportArg::Shm);
+    runtime().block_on(async {
+        let options = lanner::ConnectionOptions::default().busy_poll();
+        let echo: EchoProxy = connect_with(&server.lanner, "echo", options)
+            .await
+            .expect("a busy-polling client connects");
+        for (seed, len) in [0usize, 1, 100, 20_000, 100_000, 5 << 20]
+            .into_iter()
+            .enumerate()
+        {
+            let sent = payload(len, seed);
+            assert!(
+                echo.echo(sent.clone()).await.expect("an echo") == sent,
+                "{len} bytes"
+            );
+        }
+        server.kill();
+        a_call_to_the_dead_server_fails_fast(&echo).await;
+    });
 }
 
 #[test]
