@@ -69,6 +69,10 @@ pub struct Traffic {
     /// than through the ring: those built in loans (see [`crate::Loan`]), never copied,
     /// and those of 256 KiB or more copied there once instead of into the ring.
     pub payloads_lent: u64,
+    /// Replies received by the call waiting for them, polling the connection itself
+    /// while nothing else was outstanding (the "private socket" path: no hand-off from
+    /// the connection's reader to the caller's thread).
+    pub replies_to_their_caller: u64,
 }
 
 /// Where calls through a reference go: a connection and the object's handle on it.

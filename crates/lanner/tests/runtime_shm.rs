@@ -276,3 +276,38 @@ async fn a_loan_on_another_transport_is_ordinary_memory() {
     assert_eq!(seen, digest(&pattern(5000, 4)));
     assert_eq!(blobs.object().traffic().payloads_lent, 0);
 }
+
+/// The "private socket": a caller waiting alone on an idle connection takes its reply
+/// from the ring itself, with no hand-off from the connection's reader. The client runs
+/// on one thread (as latency-sensitive clients do), the server on a runtime of its own.
+#[test]
+fn a_lone_caller_receives_its_reply_itself() {
+    use lanner::Proxy;
+    let server_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (_server, _listening, url) = server_runtime.block_on(serve_shm("private"));
+    let client_runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let traffic = client_runtime.block_on(async {
+        // A spin budget no reply takes longer than, even on a loaded machine.
+        let options = lanner::ConnectionOptions::default().with_spin(Duration::from_secs(1));
+        let calc: CalculatorProxy = Client::with_options(options).connect(&url).await.unwrap();
+        for i in 0..200 {
+            assert_eq!(calc.add(i, 1).await, Ok(i + 1));
+        }
+        calc.object().traffic()
+    });
+    // All but the first few (a caller new to the connection yields once before it spins).
+    assert!(
+        traffic.replies_to_their_caller >= 190,
+        "only {} replies reached their caller directly (200 calls and the lookup)",
+        traffic.replies_to_their_caller
+    );
+    drop(client_runtime);
+    server_runtime.shutdown_background();
+}

@@ -87,6 +87,8 @@ pub(crate) struct Connection {
     frames_received: AtomicU64,
     /// Whole frames received so far (see [`crate::Traffic`]).
     messages_received: AtomicU64,
+    /// Replies the waiting caller received itself (see [`crate::Traffic`]).
+    replies_to_their_caller: AtomicU64,
     /// Handles of the peer's objects whose last reference here was dropped, to be sent
     /// in the next RELEASE frame.
     releases: Mutex<Vec<u64>>,
@@ -245,6 +247,7 @@ impl Connection {
                 call_timeout: options.call_timeout,
                 frames_received: AtomicU64::new(0),
                 messages_received: AtomicU64::new(0),
+                replies_to_their_caller: AtomicU64::new(0),
                 releases: Mutex::new(Vec::new()),
                 call_limit,
                 names,
@@ -391,6 +394,7 @@ impl Connection {
                 .loans
                 .as_ref()
                 .map_or(0, lanner_shm::LoanArea::lendings),
+            replies_to_their_caller: self.replies_to_their_caller.load(Ordering::Relaxed),
         }
     }
 

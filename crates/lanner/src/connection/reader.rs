@@ -235,7 +235,13 @@ impl Connection {
         self.messages_received
             .store(received + 1, Ordering::Relaxed);
         match self.handle_frame(frame, lent, mine) {
-            Ok(Handled::Mine(response)) => Ok(Progress::Mine(response)),
+            Ok(Handled::Mine(response)) => {
+                // Under the receive lock too.
+                let mine = self.replies_to_their_caller.load(Ordering::Relaxed);
+                self.replies_to_their_caller
+                    .store(mine + 1, Ordering::Relaxed);
+                Ok(Progress::Mine(response))
+            }
             Ok(Handled::Delivered) => Ok(Progress::Delivered),
             Ok(Handled::Event(Event::Response(_))) => {
                 Err(Error::protocol("response not delivered"))
