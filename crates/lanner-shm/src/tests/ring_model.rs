@@ -55,7 +55,6 @@ proptest! {
                         // and unread, or held, the consumer gives back what it read (lazily:
                         // at its next look) and then the record must fit.
                         prop_assert_eq!(consumer.try_recv().unwrap(), None);
-                        drop(reservation);
                         reservation = producer.try_reserve(len).unwrap();
                         prop_assert!(reservation.is_some(), "an empty ring refused {} bytes", len);
                     }
