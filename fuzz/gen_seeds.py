@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes the seed inputs in fuzz/seeds/<target>/: valid frames of every kind, alone and
-as streams, so the fuzzer starts from inputs that get past the length checks. run.sh
+as streams, records lending payloads, and encoded values, so the fuzzer starts from
+inputs that get past the length checks. run.sh
 passes these directories to libFuzzer read-only; new inputs go to fuzz/corpus/."""
 
 import os
@@ -157,3 +158,31 @@ LENT = {
 }
 for name, record in LENT.items():
     write("lent_record", name, record)
+
+
+def varint(n):
+    out = b""
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out += bytes([byte | 0x80])
+        else:
+            return out + bytes([byte])
+
+
+def text(s):
+    return varint(len(s)) + s.encode()
+
+
+# Postcard encodings of values lanner::fuzzing::value_decode decodes: enum variants and
+# sequences are varint-prefixed, so the fuzzer starts past the first tag and length.
+VALUES = {
+    "tree_leaf": varint(0) + varint(5),
+    "tree_node": varint(1) + varint(0) + varint(1) + varint(1) + varint(0) + varint(2),
+    "tree_named": varint(2) + varint(1) + text("a") + varint(0) + varint(1),
+    "tuple": text("hi") + varint(2) + varint(1) + varint(300) + b"\x01\x01",
+    "nested_bytes": varint(2) + varint(1) + varint(2) + b"\x01\x02" + varint(0),
+}
+for name, value in VALUES.items():
+    write("value_decode", name, value)
