@@ -295,6 +295,9 @@ impl<P: Proxy> Serialize for ObjRef<P> {
                             connection.peer(),
                             crate::connection::MAX_EXPORTS
                         ),
+                        Denied::Closed => {
+                            format!("the connection to {} is closed", connection.peer())
+                        }
                     })
                 })?;
                 WireObjRef {

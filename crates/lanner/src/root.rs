@@ -182,6 +182,10 @@ fn hand_out(
                 crate::connection::MAX_EXPORTS
             ),
         )),
+        Err(Denied::Closed) => Err(Error::new(
+            ErrorKind::Unavailable,
+            "the connection is closed",
+        )),
     }
 }
 

@@ -541,9 +541,14 @@ const CHILD_FACTORY: &str = "LANNER_TEST_CHILD_FACTORY";
 /// How many counters the child process holds when it is killed.
 const CHILD_COUNTERS: i64 = 1000;
 
+/// Set (to anything) for the child to be in the middle of a call when it is killed: the
+/// factory has made the counter it will answer with, and answers 300 ms later, to nobody.
+const CHILD_MID_CALL: &str = "LANNER_TEST_CHILD_MID_CALL";
+
 /// A client process holding counters (and a callback the server keeps) is killed with
-/// SIGKILL: its connection ends without a RELEASE, and the server lets go of everything.
-async fn a_killed_client_process_leaks_nothing(endpoint: &str) {
+/// SIGKILL: its connection ends without a RELEASE, and the server lets go of everything,
+/// including (`mid_call`) the counter a call in flight then answers with.
+async fn a_killed_client_process_leaks_nothing(endpoint: &str, mid_call: bool) {
     use std::io::BufRead;
     let (_listening, factory, live) = serve_counted(endpoint).await;
     let url = format!("{}/factory", factory.object().peer());
@@ -554,6 +559,7 @@ async fn a_killed_client_process_leaks_nothing(endpoint: &str) {
             "--nocapture",
         ])
         .env(CHILD_FACTORY, url)
+        .envs(mid_call.then_some((CHILD_MID_CALL, "1")))
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -570,7 +576,17 @@ async fn a_killed_client_process_leaks_nothing(endpoint: &str) {
         ready.as_deref(),
         Some(format!("holding {CHILD_COUNTERS}").as_str())
     );
-    assert_eq!(live.load(Ordering::Relaxed), CHILD_COUNTERS);
+    if mid_call {
+        // The call's counter exists: the call is in flight.
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            until_live(&live, CHILD_COUNTERS + 1),
+        )
+        .await
+        .expect("the child's call reaches the server");
+    } else {
+        assert_eq!(live.load(Ordering::Relaxed), CHILD_COUNTERS);
+    }
     child.kill().unwrap();
     child.wait().unwrap();
     assert_eq!(
@@ -594,15 +610,29 @@ async fn a_killed_client_process_leaks_nothing(endpoint: &str) {
 
 #[tokio::test]
 async fn a_killed_client_process_leaks_nothing_over_unix() {
-    a_killed_client_process_leaks_nothing(&unix("killed")).await;
+    a_killed_client_process_leaks_nothing(&unix("killed"), false).await;
 }
 
 #[tokio::test]
 async fn a_killed_client_process_leaks_nothing_over_shm() {
-    a_killed_client_process_leaks_nothing(&format!(
-        "shm://lanner-refs-killed-{}",
-        std::process::id()
-    ))
+    a_killed_client_process_leaks_nothing(
+        &format!("shm://lanner-refs-killed-{}", std::process::id()),
+        false,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_client_process_killed_mid_call_leaks_nothing_over_unix() {
+    a_killed_client_process_leaks_nothing(&unix("killed-mid-call"), true).await;
+}
+
+#[tokio::test]
+async fn a_client_process_killed_mid_call_leaks_nothing_over_shm() {
+    a_killed_client_process_leaks_nothing(
+        &format!("shm://lanner-refs-killed-mid-call-{}", std::process::id()),
+        true,
+    )
     .await;
 }
 
@@ -623,6 +653,10 @@ async fn child_holds_counters_until_killed() {
         .subscribe(ObjRef::new(Object::new(ListenerStub::new(heard))))
         .await
         .unwrap();
+    if std::env::var_os(CHILD_MID_CALL).is_some() {
+        let factory = factory.clone();
+        tokio::spawn(async move { factory.counter_later(300).await });
+    }
     println!("holding {}", counters.len());
     // Bounded: the parent kills this process long before.
     tokio::time::sleep(Duration::from_secs(60)).await;

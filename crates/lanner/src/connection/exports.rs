@@ -106,6 +106,8 @@ pub(crate) struct ExportTable {
     /// Exported objects the peer could not find again if the connection closed (results,
     /// callbacks, created instances): while there are any, the connection is in use.
     unresolvable: usize,
+    /// The connection ended ([`ExportTable::close`]): nothing is exported any more.
+    closed: bool,
 }
 
 /// Why an object was not exported.
@@ -115,6 +117,8 @@ pub(crate) enum Denied {
     Nothing,
     /// The connection has [`MAX_EXPORTS`] objects exported.
     Full,
+    /// The connection ended: nobody will call through the handle.
+    Closed,
 }
 
 impl ExportTable {
@@ -125,6 +129,7 @@ impl ExportTable {
             free: Vec::new(),
             by_identity: HashMap::default(),
             unresolvable: 0,
+            closed: false,
         }
     }
 
@@ -193,6 +198,11 @@ impl ExportTable {
         resolvable: bool,
         peer: &PeerIdentity,
     ) -> Result<u64, Denied> {
+        if self.closed {
+            // Kept, the object would live as long as the dead connection's memory: a
+            // method that finishes after its caller went away must not leak its result.
+            return Err(Denied::Closed);
+        }
         let key = (object.identity(), name.map(str::to_owned));
         if let Some(handle) = self.by_identity.get(&key).copied() {
             if let Some(index) = self.index_of(handle) {
@@ -266,9 +276,10 @@ impl ExportTable {
         self.unresolvable > 0
     }
 
-    /// Unexports everything (the connection ended); returns the objects, to be dropped
-    /// outside the table's lock.
-    pub(crate) fn clear(&mut self) -> Vec<Object> {
+    /// Unexports everything and refuses exports from now on (the connection ended);
+    /// returns the objects, to be dropped outside the table's lock.
+    pub(crate) fn close(&mut self) -> Vec<Object> {
+        self.closed = true;
         self.by_identity.clear();
         self.free.clear();
         self.unresolvable = 0;
@@ -327,6 +338,20 @@ mod tests {
     }
 
     #[test]
+    fn a_closed_table_gives_back_what_it_held_and_keeps_nothing_new() {
+        let mut table = ExportTable::new();
+        let peer = anyone();
+        let before = table.export(&object(), None, false, &peer).unwrap();
+        assert_eq!(table.close().len(), 1);
+        assert!(table.slot(before, 0).is_err());
+        assert_eq!(
+            table.export(&object(), None, false, &peer),
+            Err(Denied::Closed)
+        );
+        assert!(table.close().is_empty(), "an object was kept after closing");
+    }
+
+    #[test]
     fn handles_are_counted_per_reference_and_never_the_root() {
         let mut table = ExportTable::new();
         let peer = anyone();
@@ -356,6 +381,6 @@ mod tests {
             "{error}"
         );
         assert!(table.release(ROOT_HANDLE).is_none());
-        assert_eq!(table.clear().len(), 1);
+        assert_eq!(table.close().len(), 1);
     }
 }

@@ -682,7 +682,7 @@ impl Connection {
         }
         // The peer can call nothing any more: its references are gone. (Dropped outside
         // the table's lock: an object's drop may drop references of its own.)
-        let unexported = self.exports().clear();
+        let unexported = self.exports().close();
         drop(unexported);
         // Nothing more will be received: the reader stops (with the flusher, the last
         // holder of a server-side connection).
