@@ -145,6 +145,7 @@ mod tests {
     use super::*;
     use bytes::BytesMut;
 
+    use crate::tests::is_within as within;
     use crate::{MessageBuilder, Status};
 
     fn request(inline: &[u8], bulk: &[&[u8]]) -> Bytes {
@@ -155,15 +156,6 @@ mod tests {
         }
         builder.set_call_id(9);
         builder.finish().into_contiguous()
-    }
-
-    fn within(part: &Bytes, whole: &Bytes) -> bool {
-        let (start, end) = (
-            whole.as_ptr() as usize,
-            whole.as_ptr() as usize + whole.len(),
-        );
-        let at = part.as_ptr() as usize;
-        at >= start && at + part.len() <= end
     }
 
     #[test]
