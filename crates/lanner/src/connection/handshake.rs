@@ -234,8 +234,8 @@ async fn receive(
     })?;
     match received {
         Ok(Received::Frame(frame)) => Ok(Ok(frame)),
-        Ok(Received::Loaned) => Ok(Err(lanner_proto::FrameError::BadExternal(
-            "lent payloads during the handshake",
+        Ok(Received::Shared) => Ok(Err(lanner_proto::FrameError::BadExternal(
+            "a frame in shared memory during the handshake",
         )
         .into())),
         Ok(_) => Err(Error::unavailable(format!(

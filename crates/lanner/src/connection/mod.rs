@@ -605,14 +605,16 @@ impl Connection {
     /// Feeds a received frame to the state machine. A response is delivered under the same
     /// lock: handed straight back if it answers `mine` (the caller receiving), else put in
     /// its call's slot, or (its caller gone) disposed of after the lock is let go.
+    /// `shared`: the frame is in shared memory, with these segments lent apart from it
+    /// (see [`crate::transport::Received::Shared`]).
     fn handle_frame(
         self: &Arc<Self>,
         frame: bytes::Bytes,
-        lent: Option<lanner_proto::ExternalSegments>,
+        shared: Option<lanner_proto::ExternalSegments>,
         mine: Option<u64>,
     ) -> Result<Handled, lanner_proto::ProtocolError> {
         let mut state = self.state();
-        let event = match lent {
+        let event = match shared {
             None => state.proto.handle_frame(frame)?,
             Some(segments) => state.proto.handle_frame_with(frame, segments)?,
         };

@@ -98,7 +98,7 @@ impl Connection {
         let result = loop {
             let (frame, external) = match source.try_recv() {
                 Ok(Received::Frame(frame)) => (frame, None),
-                Ok(Received::Loaned) => match lent_frame(&mut **source) {
+                Ok(Received::Shared) => match shared_frame(&mut **source) {
                     Ok((frame, segments)) => (frame, Some(segments)),
                     Err(error) => break Err(error),
                 },
@@ -163,8 +163,8 @@ impl Connection {
             Poll::Ready(Ok(Received::Frame(frame))) => {
                 Poll::Ready(self.process(frame, None, cx, None))
             }
-            Poll::Ready(Ok(Received::Loaned)) => Poll::Ready(
-                lent_frame(&mut **source)
+            Poll::Ready(Ok(Received::Shared)) => Poll::Ready(
+                shared_frame(&mut **source)
                     .and_then(|(frame, segments)| self.process(frame, Some(segments), cx, None)),
             ),
             Poll::Ready(Ok(Received::Partial | Received::Empty)) => {
@@ -225,7 +225,7 @@ impl Connection {
     fn process(
         self: &Arc<Self>,
         frame: Bytes,
-        lent: Option<ExternalSegments>,
+        shared: Option<ExternalSegments>,
         cx: &mut Context<'_>,
         mine: Option<u64>,
     ) -> Result<Progress, Error> {
@@ -234,7 +234,7 @@ impl Connection {
         let received = self.messages_received.load(Ordering::Relaxed);
         self.messages_received
             .store(received + 1, Ordering::Relaxed);
-        match self.handle_frame(frame, lent, mine) {
+        match self.handle_frame(frame, shared, mine) {
             Ok(Handled::Mine(response)) => {
                 // Under the receive lock too.
                 let mine = self.replies_to_their_caller.load(Ordering::Relaxed);
@@ -334,12 +334,12 @@ impl Connection {
     }
 }
 
-/// The frame a receive attempt announced as [`Received::Loaned`], and its lent segments.
-fn lent_frame(source: &mut dyn FrameSource) -> Result<(Bytes, ExternalSegments), Error> {
+/// The frame a receive attempt announced as [`Received::Shared`], and its lent segments.
+fn shared_frame(source: &mut dyn FrameSource) -> Result<(Bytes, ExternalSegments), Error> {
     source
-        .take_lent()
-        .map(|lent| (lent.frame, lent.segments))
-        .ok_or_else(|| Error::protocol("a lent frame announced but not there"))
+        .take_shared()
+        .map(|shared| (shared.frame, shared.segments))
+        .ok_or_else(|| Error::protocol("a frame in shared memory announced but not there"))
 }
 
 enum Holder {

@@ -89,12 +89,12 @@ pub trait FrameSink: Send + 'static {
 pub enum Received {
     /// A complete frame.
     Frame(Bytes),
-    /// A complete frame in shared memory, to take with [`FrameSource::take_lent`]: read
+    /// A complete frame in shared memory, to take with [`FrameSource::take_shared`]: read
     /// in place where the peer can still write it, or some of whose bulk segments the
     /// peer lent from its loan area (they arrive apart from the frame, read in place).
     /// Decoded as memory the peer writes (`lanner_proto::in_place::decode`). (Not carried
     /// here: the result of every receive attempt stays as small as a plain frame.)
-    Loaned,
+    Shared,
     /// The peer closed cleanly between frames.
     Closed,
     /// Bytes arrived but no complete frame yet (a large frame is on its way).
@@ -103,10 +103,10 @@ pub enum Received {
     Empty,
 }
 
-/// A frame in shared memory (see [`Received::Loaned`]).
+/// A frame in shared memory (see [`Received::Shared`]).
 #[derive(Debug)]
-pub struct LentFrame {
-    /// The frame, without the lent segments' bytes.
+pub struct SharedFrame {
+    /// The frame, without the bytes of the segments lent apart from it.
     pub frame: Bytes,
     /// The lent segments, by index (none for a frame only read in place).
     pub segments: lanner_proto::ExternalSegments,
@@ -146,9 +146,9 @@ pub trait FrameSource: Send + 'static {
     /// [`FrameError::TooLarge`] before any memory is reserved for them.
     fn set_max_frame_size(&mut self, max_frame_size: u32);
 
-    /// The frame a receive attempt announced as [`Received::Loaned`], once. Transports
-    /// without loans never announce one.
-    fn take_lent(&mut self) -> Option<LentFrame> {
+    /// The frame a receive attempt announced as [`Received::Shared`], once. Transports
+    /// without shared memory never announce one.
+    fn take_shared(&mut self) -> Option<SharedFrame> {
         None
     }
 

@@ -11,7 +11,7 @@ use lanner_shm::{Consumer, LoanReceiver, Record};
 
 use super::waiter::Waiter;
 use super::{IN_PLACE_MIN, lent, ring_error};
-use crate::transport::{FrameSource, LentFrame, Received, RecvError};
+use crate::transport::{FrameSource, Received, RecvError, SharedFrame};
 
 /// While spinning, check that the peer is still alive after this many empty polls (a
 /// system call, so not on every poll).
@@ -30,8 +30,8 @@ pub(super) struct ShmSource {
     doorbells: [Arc<Doorbell>; 2],
     /// The peer's loan area: payloads it lends are read there in place.
     loans: LoanReceiver,
-    /// The frame announced as [`Received::Loaned`], until taken.
-    lent: Option<LentFrame>,
+    /// The frame announced as [`Received::Shared`], until taken.
+    shared: Option<SharedFrame>,
 }
 
 impl ShmSource {
@@ -49,7 +49,7 @@ impl ShmSource {
             empty_polls: 0,
             doorbells,
             loans,
-            lent: None,
+            shared: None,
         }
     }
 
@@ -75,11 +75,11 @@ impl ShmSource {
         if announced > self.max_frame_size as usize {
             return Err(self.too_large(announced));
         }
-        self.lent = Some(LentFrame {
+        self.shared = Some(SharedFrame {
             frame,
             segments: external,
         });
-        Ok(Received::Loaned)
+        Ok(Received::Shared)
     }
 
     /// A whole frame read in place, which the peer can still write: announced like a lent
@@ -89,11 +89,11 @@ impl ShmSource {
     #[cold]
     #[inline(never)]
     fn take_in_place(&mut self, frame: Bytes) -> Received {
-        self.lent = Some(LentFrame {
+        self.shared = Some(SharedFrame {
             frame,
             segments: ExternalSegments::new(),
         });
-        Received::Loaned
+        Received::Shared
     }
 
     /// Takes one record: a whole frame (or a record lending payloads, which the caller
@@ -222,7 +222,7 @@ impl FrameSource for ShmSource {
         self.max_frame_size = max_frame_size;
     }
 
-    fn take_lent(&mut self) -> Option<LentFrame> {
-        self.lent.take()
+    fn take_shared(&mut self) -> Option<SharedFrame> {
+        self.shared.take()
     }
 }
