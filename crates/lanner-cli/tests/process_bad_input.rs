@@ -11,13 +11,13 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use lanner::Proxy;
-use lanner_cli::services::{CalculatorProxy, EchoProxy};
+use lanner_cli::services::{CalculatorProxy, Echo, EchoProxy};
 use lanner_cli::transport_arg::TransportArg;
 use lanner_proto::frame::{self, Frame};
 use lanner_proto::{FrameSplitter, Hello, Limits, Mechanism, Status};
 use support::{
-    STREAM_TRANSPORTS, client, garbage, hello, plain_mechanism, request, runtime, server,
-    still_serving, welcome,
+    PATIENCE, STREAM_TRANSPORTS, client, connect, garbage, hello, plain_mechanism, request,
+    runtime, server, still_serving, welcome,
 };
 
 trait Stream: Read + Write {}
@@ -399,10 +399,22 @@ fn resident_bytes(pid: u32) -> u64 {
 
 /// An echo REQUEST with call id `call_id` carrying `payload` as its bulk argument.
 fn echo_request(handle: u64, call_id: u64, payload: &Bytes) -> Vec<u8> {
-    let method = &<EchoProxy as Proxy>::METHODS[0];
+    bulk_request(handle, "echo", call_id, payload)
+}
+
+/// A REQUEST of the Echo method `name` (one-way if the method is) with call id `call_id`,
+/// carrying `payload` as its bulk argument.
+fn bulk_request(handle: u64, name: &str, call_id: u64, payload: &Bytes) -> Vec<u8> {
+    let method = <EchoProxy as Proxy>::METHODS
+        .iter()
+        .find(|method| method.name == name)
+        .expect("an Echo method");
     let mut message =
         lanner_proto::MessageBuilder::request(handle, 0, method.ordinal, method.fingerprint);
     message.push_segment(payload.clone());
+    if name == "sink" {
+        message.set_one_way();
+    }
     let (mut conn, _) = lanner_proto::Connection::client(Limits::default());
     conn.handle_frame(welcome(lanner_proto::PROTOCOL_VERSION, Mechanism::None))
         .unwrap();
@@ -410,6 +422,53 @@ fn echo_request(handle: u64, call_id: u64, payload: &Bytes) -> Vec<u8> {
     let mut frame = out.into_contiguous().to_vec();
     frame[8..16].copy_from_slice(&call_id.to_le_bytes());
     frame
+}
+
+/// A client that shuts its reading side and goes on sending one-way calls: the server's
+/// writes to it fail (the calls' credits cannot go back), so it stops writing to that
+/// connection, but it still runs every call that arrives, and serves everyone else.
+#[test]
+fn a_client_that_stops_reading_still_has_its_one_way_calls_run() {
+    const CALLS: u64 = 8;
+    const BYTES: usize = 1000;
+    let server = server(TransportArg::Unix);
+    let mut stream = UnixStream::connect(server.lanner.strip_prefix("unix://").unwrap()).unwrap();
+    stream.set_read_timeout(Some(PATIENCE)).unwrap();
+    stream.write_all(&hello(&server.lanner)).unwrap();
+    let mut buffer = BytesMut::new();
+    assert!(matches!(
+        read_frame(&mut stream, &mut buffer),
+        Some(Frame::Welcome(_))
+    ));
+    let echo = resolve(&mut stream, &mut buffer, "echo");
+    stream.shutdown(std::net::Shutdown::Read).unwrap();
+    let payload = Bytes::from(vec![7u8; BYTES]);
+    for call in 0..CALLS {
+        stream
+            .write_all(&bulk_request(echo, "sink", call + 10, &payload))
+            .unwrap();
+        // Apart, so that the server's first failed write comes before the later calls.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Another client sees what they did.
+    let sunk = runtime().block_on(async {
+        let echo: EchoProxy = connect(&server, "echo").await;
+        let deadline = std::time::Instant::now() + PATIENCE;
+        loop {
+            let sunk = echo.sunk().await.unwrap();
+            if sunk >= CALLS * BYTES as u64 || std::time::Instant::now() > deadline {
+                return sunk;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    assert_eq!(
+        sunk,
+        CALLS * BYTES as u64,
+        "calls sent after the client stopped reading"
+    );
+    drop(stream);
+    still_serving(&server);
 }
 
 #[test]
