@@ -281,6 +281,9 @@ pub struct Record {
     pub bytes: Bytes,
     /// A fragment: the next record continues the same message.
     pub more: bool,
+    /// `bytes` is a view of the ring, which the producer's process can still write (not a
+    /// copy): a value read from it twice may differ.
+    pub in_place: bool,
 }
 
 /// The fraction of the ring (1/`LAZY_RELEASE`) that consumed records may occupy before the
@@ -514,7 +517,8 @@ impl Consumer {
             let len = len as usize;
             let more = flags & FLAG_MORE != 0;
             self.read += size;
-            let bytes = if len >= self.in_place_min && !more {
+            let in_place = len >= self.in_place_min && !more;
+            let bytes = if in_place {
                 let seq = self.releases.hold(self.read);
                 let ptr = self.memory().range_ptr(start, len);
                 let release = HeldRecord {
@@ -527,7 +531,11 @@ impl Consumer {
                 self.releases.release_consumed(self.read);
                 copy
             };
-            return Ok(Some(Record { bytes, more }));
+            return Ok(Some(Record {
+                bytes,
+                more,
+                in_place,
+            }));
         }
     }
 

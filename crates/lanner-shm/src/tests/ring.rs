@@ -36,9 +36,11 @@ fn fragments_carry_the_more_flag_and_are_copied() {
     send(&mut producer, b"last piece", false);
     let first = consumer.try_recv().unwrap().unwrap();
     assert!(first.more);
+    assert!(!first.in_place, "a fragment is a copy");
     assert_eq!(first.bytes, &b"first piece"[..]);
     let last = consumer.try_recv().unwrap().unwrap();
     assert!(!last.more);
+    assert!(last.in_place);
     drop(last); // the last piece is held in place (in_place_min is 1): let it go
     // Fragments are copied out, so holding them does not pin the ring.
     let mut held = Vec::new();
@@ -62,6 +64,11 @@ fn records_wrap_around_the_end_through_padding() {
         send_to_idle(&mut producer, &mut consumer, &pattern(len, seed), false);
         let record = consumer.try_recv().unwrap().expect("a record");
         assert_eq!(record.bytes, pattern(len, seed), "round {round}");
+        assert_eq!(
+            record.in_place,
+            len >= 16,
+            "round {round}: in place from 16 bytes"
+        );
         seed = seed.wrapping_add(1);
     }
 }

@@ -10,7 +10,7 @@ use lanner_shm::doorbell::Doorbell;
 use lanner_shm::{Consumer, LoanReceiver, Record};
 
 use super::waiter::Waiter;
-use super::{IN_PLACE_MIN, lent, ring_error};
+use super::{lent, ring_error};
 use crate::transport::{FrameSource, Received, RecvError, SharedFrame};
 
 /// While spinning, check that the peer is still alive after this many empty polls (a
@@ -84,10 +84,7 @@ impl ShmSource {
 
     /// A whole frame read in place, which the peer can still write: announced like a lent
     /// one (with no segment lent), so that the runtime decodes it as memory the peer
-    /// writes ([`lanner_proto::in_place::decode`]). Out of line, like lent frames: small
-    /// frames are copies.
-    #[cold]
-    #[inline(never)]
+    /// writes ([`lanner_proto::in_place::decode`]).
     fn take_in_place(&mut self, frame: Bytes) -> Received {
         self.shared = Some(SharedFrame {
             frame,
@@ -155,10 +152,8 @@ impl ShmSource {
         let mut progress = false;
         while let Some(record) = self.consumer.try_recv().map_err(ring_error)? {
             progress = true;
-            // A whole frame this large is a view of the ring (smaller ones, and frames put
-            // back together from pieces, are copies).
-            let in_place =
-                !record.more && self.assembling.is_none() && record.bytes.len() >= IN_PLACE_MIN;
+            // A frame put back together from pieces is a copy, even if its last piece was not.
+            let in_place = record.in_place && self.assembling.is_none();
             if let Some(frame) = self.take(record)? {
                 if lent::is_lent(&frame) {
                     return self.take_lent(frame).map(Some);
