@@ -399,12 +399,12 @@ fn resident_bytes(pid: u32) -> u64 {
 
 /// An echo REQUEST with call id `call_id` carrying `payload` as its bulk argument.
 fn echo_request(handle: u64, call_id: u64, payload: &Bytes) -> Vec<u8> {
-    bulk_request(handle, "echo", call_id, payload)
+    bulk_request(handle, "echo", false, call_id, payload)
 }
 
-/// A REQUEST of the Echo method `name` (one-way if the method is) with call id `call_id`,
-/// carrying `payload` as its bulk argument.
-fn bulk_request(handle: u64, name: &str, call_id: u64, payload: &Bytes) -> Vec<u8> {
+/// A REQUEST of the Echo method `name` (`one_way`, as that method is declared, or not)
+/// with call id `call_id`, carrying `payload` as its bulk argument.
+fn bulk_request(handle: u64, name: &str, one_way: bool, call_id: u64, payload: &Bytes) -> Vec<u8> {
     let method = <EchoProxy as Proxy>::METHODS
         .iter()
         .find(|method| method.name == name)
@@ -412,7 +412,7 @@ fn bulk_request(handle: u64, name: &str, call_id: u64, payload: &Bytes) -> Vec<u
     let mut message =
         lanner_proto::MessageBuilder::request(handle, 0, method.ordinal, method.fingerprint);
     message.push_segment(payload.clone());
-    if name == "sink" {
+    if one_way {
         message.set_one_way();
     }
     let (mut conn, _) = lanner_proto::Connection::client(Limits::default());
@@ -445,7 +445,7 @@ fn a_client_that_stops_reading_still_has_its_one_way_calls_run() {
     let payload = Bytes::from(vec![7u8; BYTES]);
     for call in 0..CALLS {
         stream
-            .write_all(&bulk_request(echo, "sink", call + 10, &payload))
+            .write_all(&bulk_request(echo, "sink", true, call + 10, &payload))
             .unwrap();
         // Apart, so that the server's first failed write comes before the later calls.
         std::thread::sleep(Duration::from_millis(20));
