@@ -96,8 +96,13 @@ fn structure(shared: &Bytes, apart: &ExternalSegments) -> Option<(Bytes, usize)>
     if !apart_listed_in_order(apart, segments) {
         return None;
     }
+    // One walk over both (`apart` is in ascending order): linear in the segment count.
+    let mut apart_indexes = apart
+        .iter()
+        .map(|(index, _)| usize::from(*index))
+        .peekable();
     let in_frame: usize = (0..segments)
-        .filter(|&i| !is_apart(apart, i))
+        .filter(|&i| apart_indexes.next_if_eq(&i).is_none())
         .map(|i| le_u32(&copy, table_at + i * 4) as usize)
         .sum();
     (in_frame == shared.len() - table_end).then(|| (Bytes::from(copy), table_at))
@@ -134,10 +139,6 @@ fn apart_listed_in_order(apart: &ExternalSegments, segments: usize) -> bool {
         .iter()
         .all(|(index, _)| usize::from(*index) < segments)
         && apart.windows(2).all(|pair| pair[0].0 < pair[1].0)
-}
-
-fn is_apart(apart: &ExternalSegments, index: usize) -> bool {
-    apart.iter().any(|(i, _)| usize::from(*i) == index)
 }
 
 #[cfg(test)]
