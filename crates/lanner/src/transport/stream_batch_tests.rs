@@ -47,10 +47,10 @@ impl tokio::io::AsyncWrite for Recorder {
     }
 }
 
-fn frames(texts: &[&'static str]) -> Vec<OutFrame> {
+fn frames(texts: &[&str]) -> Vec<OutFrame> {
     texts
         .iter()
-        .map(|text| OutFrame::contiguous(Bytes::from_static(text.as_bytes())))
+        .map(|text| OutFrame::contiguous(Bytes::copy_from_slice(text.as_bytes())))
         .collect()
 }
 
@@ -100,8 +100,8 @@ fn more_segments_than_one_write_holds_take_several_writes() {
 fn small_frames_are_gathered_into_one_segment_large_ones_are_not() {
     let small = send_recording(usize::MAX, &mut frames(&["one", "two", "three"]));
     assert_eq!(small.segments, [1], "gathered");
-    let half: &'static str = "x".repeat(COALESCE_MAX / 2 + 1).leak();
-    let large = send_recording(usize::MAX, &mut frames(&[half, half]));
+    let half = "x".repeat(COALESCE_MAX / 2 + 1);
+    let large = send_recording(usize::MAX, &mut frames(&[&half, &half]));
     assert_eq!(large.segments, [2], "written from the frames, not copied");
     assert_eq!(large.writes.concat().len(), 2 * half.len());
 }
