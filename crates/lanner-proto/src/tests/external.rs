@@ -14,6 +14,11 @@ use crate::payload::ExternalSegments;
 /// The wire bytes of a request with `bulk` segments, without the segments whose bit is set
 /// in `apart`, and those segments apart.
 fn split_frame(bulk: &[Vec<u8>], apart: u32) -> (Bytes, ExternalSegments) {
+    split_frame_where(bulk, |index| apart & (1 << index) != 0)
+}
+
+/// [`split_frame`] with the segments `apart` says delivered apart.
+fn split_frame_where(bulk: &[Vec<u8>], apart: impl Fn(usize) -> bool) -> (Bytes, ExternalSegments) {
     let segments: Vec<&[u8]> = bulk.iter().map(Vec::as_slice).collect();
     let mut builder = request(3, 1, 2, 0xfeed, b"inline", &segments);
     builder.set_call_id(9);
@@ -22,7 +27,7 @@ fn split_frame(bulk: &[Vec<u8>], apart: u32) -> (Bytes, ExternalSegments) {
     let mut in_frame = BytesMut::from(head);
     let mut external = ExternalSegments::new();
     for (index, segment) in parts.iter().enumerate() {
-        if apart & (1 << index) != 0 {
+        if apart(index) {
             external.push((index as u16, segment.clone()));
         } else {
             in_frame.extend_from_slice(segment);
@@ -54,6 +59,30 @@ proptest! {
         for (segment, expected) in all.iter().zip(&bulk) {
             prop_assert_eq!(&segment[..], &expected[..]);
         }
+    }
+}
+
+#[test]
+fn the_most_segments_decode_with_any_of_them_apart() {
+    let bulk: Vec<Vec<u8>> = (0..crate::limits::MAX_BULK_SEGMENTS)
+        .map(|index| index.to_le_bytes().repeat(usize::from(index % 3)))
+        .collect();
+    for apart in [|_| true, |index| index % 3 == 1, |index| index >= 1000] {
+        let (frame, external) = split_frame_where(&bulk, apart);
+        let apart_count = external.len();
+        let Ok(Frame::Request(request)) = Frame::decode_with(frame, external) else {
+            panic!("the split frame does not decode");
+        };
+        assert_eq!(request.payload.external_count(), apart_count);
+        for (index, expected) in bulk.iter().enumerate() {
+            assert_eq!(&request.payload.segment(index).unwrap()[..], &expected[..]);
+        }
+        assert!(
+            request
+                .payload
+                .segments()
+                .eq(bulk.iter().map(|b| Bytes::from(b.clone())))
+        );
     }
 }
 
