@@ -417,6 +417,59 @@ fn lent_records_naming_bytes_outside_the_area_close_only_that_connection() {
     still_serving(&server);
 }
 
+/// A record lending `segments` payloads, each `len` bytes from the start of the client's
+/// loan area (lendings may overlap), for a request whose length field counts only the
+/// frame's own bytes, not the lent ones.
+fn lending_record_understating_its_size(segments: u16, len: u32) -> Vec<u8> {
+    let (mut conn, _) = lanner_proto::Connection::client(lanner_proto::Limits::default());
+    conn.handle_frame(support::welcome(
+        lanner_proto::PROTOCOL_VERSION,
+        Mechanism::None,
+    ))
+    .unwrap();
+    let mut message = lanner_proto::MessageBuilder::request(1, 0, 0, 0);
+    for _ in 0..segments {
+        message.push_segment(Bytes::from_static(b"x"));
+    }
+    let (_, out) = conn.send_request(message).map_err(|(e, _)| e).unwrap();
+    // The frame's own bytes end with its segment table: each entry becomes `len`.
+    let mut frame = out.parts().0.to_vec();
+    let own_bytes = frame.len();
+    for entry in frame[own_bytes - 4 * usize::from(segments)..].chunks_exact_mut(4) {
+        entry.copy_from_slice(&len.to_le_bytes());
+    }
+    frame[..4].copy_from_slice(&(own_bytes as u32).to_le_bytes());
+    // A zero word, the count, then one descriptor per segment (see lanner's
+    // transport/shm/lent.rs): index, two bytes of padding, length, offset.
+    let mut record = vec![0; 4];
+    record.extend_from_slice(&u32::from(segments).to_le_bytes());
+    for index in 0..segments {
+        record.extend_from_slice(&index.to_le_bytes());
+        record.extend_from_slice(&[0; 2]);
+        record.extend_from_slice(&len.to_le_bytes());
+        record.extend_from_slice(&0u64.to_le_bytes());
+    }
+    record.extend_from_slice(&frame);
+    record
+}
+
+#[test]
+fn a_lent_frame_over_the_size_limit_is_refused_whatever_its_length_field_says() {
+    let server = server(TransportArg::Shm);
+    // 32 lendings of 1 MiB: a 32 MiB request, twice the default limit. Its length field
+    // claims only the frame's own bytes, as a peer rewriting it while the frame is read in
+    // place could show the receiver's first look: the size that counts is what arrived.
+    let mut hostile = Hostile::connect(&server);
+    hostile.handshake();
+    hostile.send_record(&lending_record_understating_its_size(32, 1 << 20), false);
+    assert_closed_with(
+        hostile.expect_hang_up(),
+        Status::Protocol,
+        "exceeds the maximum frame size",
+    );
+    still_serving(&server);
+}
+
 #[test]
 fn loaned_payloads_cross_to_the_server_process_by_reference() {
     let server = server(TransportArg::Shm);

@@ -67,13 +67,16 @@ impl ShmSource {
     #[inline(never)]
     fn take_lent(&mut self, record: Bytes) -> Result<Received, RecvError> {
         let (frame, external) = lent::decode(&record, &self.loans).map_err(ring_error)?;
-        // The frame's length field counts the lent segments: that is its size. (Read here
-        // only to refuse a frame too large early; the decoder checks the length it reads.)
-        let announced = frame
-            .first_chunk::<4>()
-            .map_or(0, |len| u32::from_le_bytes(*len) as usize);
-        if announced > self.max_frame_size as usize {
-            return Err(self.too_large(announced));
+        // The frame's size is its own bytes and the segments lent for it: lengths fixed
+        // when the record was taken. Not the frame's length field, which the peer can
+        // still rewrite when the frame is read in place: the decoder reads that field
+        // again and refuses a frame whose field and size differ, so a frame this check
+        // passes cannot be decoded as a larger one.
+        let size = external.iter().fold(frame.len(), |size, (_, bytes)| {
+            size.saturating_add(bytes.len())
+        });
+        if size > self.max_frame_size as usize {
+            return Err(self.too_large(size));
         }
         self.shared = Some(SharedFrame {
             frame,
