@@ -37,6 +37,9 @@ pub fn decode(shared: Bytes, apart: ExternalSegments) -> Result<Frame, FrameErro
             Frame::Request(request) => request.payload.inline_slice().is_empty(),
             Frame::Response(response) => response.payload.inline_slice().is_empty(),
             // Any other kind this large is malformed or rare: decoded from a copy below.
+            // It must be: only these two kinds' decoders read each byte once (a CLOSE's
+            // reason, for one, is checked for UTF-8 and then copied, two reads), so no
+            // other frame decoded in place may be kept.
             _ => false,
         };
         if inline_empty {

@@ -15,6 +15,12 @@
 //!
 //! See [`frame`] for the wire layout.
 
+// The bounds checks on what a peer sends rely on it: lengths a peer declares (up to 2^16 segments of up to 2^32 bytes each) are added up in `usize` without
+// checked arithmetic, which cannot overflow only with 64 bits. On a narrower target a
+// hostile peer could make that arithmetic overflow (a panic, or a wrong bound).
+#[cfg(not(target_pointer_width = "64"))]
+compile_error!("lanner-proto supports 64-bit targets only (see the comment above this line)");
+
 pub mod auth;
 pub mod builder;
 pub mod connection;

@@ -18,6 +18,12 @@
 //! values this side owns; a value is never read twice. The worst a hostile peer can do is
 //! break its own connection (a [`RingError`]) or hand us garbage payload bytes.
 
+// The bounds checks on what a peer sends rely on it: record sizes and offsets up to a ring of 2 GiB plus a header are computed in `usize` without
+// checked arithmetic, which cannot overflow only with 64 bits. On a narrower target a
+// hostile peer could make that arithmetic overflow (a panic, or a wrong bound).
+#[cfg(not(target_pointer_width = "64"))]
+compile_error!("lanner-shm supports 64-bit targets only (see the comment above this line)");
+
 #[cfg(not(loom))]
 pub mod doorbell;
 /// The fuzz driver of the ring's consumer (`fuzz/`, and regression tests).
