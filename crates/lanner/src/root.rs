@@ -5,11 +5,11 @@
 
 use std::sync::Arc;
 
-use lanner_proto::{MessageBuilder, Status};
+use lanner_proto::{MessageBuilder, Response, Status};
 use serde::{Deserialize, Serialize};
 
 use crate::call::{IncomingCall, Reply};
-use crate::connection::{Connection, Denied};
+use crate::connection::{Connection, Denied, Discard};
 use crate::error::{Error, ErrorKind};
 use crate::handoff::Token;
 use crate::id::{ClassId, InterfaceId, MethodInfo, method_fingerprint};
@@ -217,7 +217,7 @@ pub(crate) async fn redeem(connection: &Arc<Connection>, token: Token) -> Result
 /// Calls `method` of the peer's root object with `args`; it answers with a reference.
 async fn call_root(
     connection: &Arc<Connection>,
-    method: &MethodInfo,
+    method: &'static MethodInfo,
     args: &impl Serialize,
 ) -> Result<ObjectRef, Error> {
     let mut request = MessageBuilder::request(
@@ -229,7 +229,21 @@ async fn call_root(
     postcard::to_io(args, request.inline())
         .map_err(|e| Error::new(ErrorKind::InvalidArgument, format!("{}: {e}", method.name)))?;
     let deadline = marshal::set_deadline(&mut request, connection.call_timeout());
-    let response = connection.clone().call(request, deadline).await?;
+    let mut pending = connection.clone().call(request, deadline);
+    // The peer counted the reference it answers with: if this call is given up (its
+    // deadline passed, its future was dropped), the answer is still decoded when it
+    // comes, and the reference dropped, so that it is released. Otherwise the object
+    // would stay exported as long as the connection, and a hand-off token spent on it.
+    pending.discard_with(Discard {
+        run: discard_reference,
+        method,
+    });
+    let response = pending.await?;
+    reference_in(connection, &response)
+}
+
+/// The reference a root method answered with, or the error it answered with.
+fn reference_in(connection: &Arc<Connection>, response: &Response) -> Result<ObjectRef, Error> {
     let wire: WireRef = match response.status {
         Status::Ok => marshal::decode_inline(response.payload.inline_slice())?,
         Status::AppError => {
@@ -244,4 +258,14 @@ async fn call_root(
         wire.handle,
         wire.interfaces,
     ))
+}
+
+/// Disposes of the answer to a root call its caller gave up on: the reference in it is
+/// dropped, which releases it.
+fn discard_reference(
+    connection: &Arc<Connection>,
+    _method: &'static MethodInfo,
+    response: Response,
+) {
+    drop(reference_in(connection, &response));
 }

@@ -398,6 +398,39 @@ async fn a_client_creates_instances_of_a_registered_class() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_instance_of_an_abandoned_activation_is_released() {
+    let live = Arc::new(AtomicI64::new(0));
+    let server = Server::new();
+    let counted = live.clone();
+    server.register_class(COUNTER_CLASS, move || {
+        // Slow: the caller gives up first, and the answer comes after.
+        std::thread::sleep(Duration::from_millis(200));
+        counted.fetch_add(1, Ordering::Relaxed);
+        let counter = CounterImpl(AtomicU64::new(0), Some(counted.clone()));
+        Object::new(CounterStub::new(Arc::new(counter)))
+    });
+    let listening = server.listen("mem://refs-classes-abandoned").await.unwrap();
+    let endpoint = listening.endpoint().to_string();
+    let client = Client::new();
+    let gave_up = tokio::time::timeout(
+        Duration::from_millis(50),
+        client.create::<CounterProxy>(&endpoint, COUNTER_CLASS),
+    )
+    .await;
+    assert!(gave_up.is_err(), "the activation finished in time");
+    let made = tokio::time::timeout(Duration::from_secs(5), until_live(&live, 1)).await;
+    assert!(made.is_ok(), "the factory made no instance");
+    assert_eq!(
+        settle(&live).await,
+        0,
+        "the abandoned activation's instance leaked"
+    );
+    // The connection still creates instances.
+    let counter: CounterProxy = client.create(&endpoint, COUNTER_CLASS).await.unwrap();
+    assert_eq!(counter.increment().await, Ok(1));
+}
+
 #[tokio::test]
 async fn an_activation_the_policy_refuses_never_runs_the_factory() {
     let made = Arc::new(AtomicI64::new(0));
