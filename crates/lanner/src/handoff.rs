@@ -61,6 +61,9 @@ struct Parked {
     object: Object,
     /// The count of tokens the granting principal has waiting.
     from: Arc<AtomicUsize>,
+    /// The task that ends the lease: stopped when the token is taken, so that the tasks
+    /// alive are never more than the tokens waiting.
+    expiry: tokio::task::AbortHandle,
 }
 
 struct Settings {
@@ -120,14 +123,15 @@ impl Handoffs {
             .unwrap_or_else(|| Client::global().clone())
     }
 
-    /// The count of waiting tokens `principal` granted, shared by all its connections.
+    /// The count of waiting tokens `principal` granted, shared by all its connections
+    /// (and all its processes: a local user is one principal whatever its pid).
     pub(crate) fn quota(&self, principal: &lanner_proto::Principal) -> Arc<AtomicUsize> {
-        self.quotas
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(principal.to_string())
-            .or_default()
-            .clone()
+        let mut quotas = self.quotas.lock().unwrap_or_else(|e| e.into_inner());
+        // Counts no connection holds and no token uses are forgotten: the map holds the
+        // principals connected or with tokens waiting, not every one ever seen.
+        quotas.retain(|_, count| Arc::strong_count(count) > 1 || count.load(Ordering::Relaxed) > 0);
+        let key = principal.names().swap_remove(0);
+        quotas.entry(key).or_default().clone()
     }
 
     /// Keeps `object` for whoever redeems `token` within the lease; `from` counts the
@@ -148,17 +152,18 @@ impl Handoffs {
                 return Err(Refused::TooMany);
             }
             from.fetch_add(1, Ordering::Relaxed);
+            // Spawned under the lock: the task takes the token only after it is parked.
+            let expiry = tokio::spawn(expire(Arc::downgrade(self), token, lease));
             parked.insert(
                 token,
                 Parked {
                     object,
                     from: from.clone(),
+                    expiry: expiry.abort_handle(),
                 },
             );
         }
         self.arrived.notify_waiters();
-        let handoffs = Arc::downgrade(self);
-        tokio::spawn(expire(handoffs, token, lease));
         Ok(())
     }
 
@@ -185,6 +190,7 @@ impl Handoffs {
     fn take(&self, token: &Token) -> Option<Object> {
         let parked = self.parked().remove(token)?;
         parked.from.fetch_sub(1, Ordering::Relaxed);
+        parked.expiry.abort();
         Some(parked.object)
     }
 
@@ -297,5 +303,48 @@ mod tests {
             &first,
             &handoffs.quota(&lanner_proto::Principal::Anonymous)
         ));
+    }
+
+    #[test]
+    fn a_local_user_has_one_quota_over_all_its_processes_and_unused_ones_are_forgotten() {
+        let handoffs = Handoffs::default();
+        let process = |pid| lanner_proto::Principal::Process {
+            uid: 1000,
+            gid: 1000,
+            pid,
+        };
+        let first = handoffs.quota(&process(1));
+        assert!(Arc::ptr_eq(&first, &handoffs.quota(&process(2))));
+        for pid in 3..100 {
+            drop(handoffs.quota(&lanner_proto::Principal::Key(format!("key{pid}"))));
+        }
+        // The short-lived principals' counts went with them; the one still held stays.
+        let remembered = handoffs.quotas.lock().unwrap().len();
+        assert!(remembered <= 2, "{remembered} quotas remembered");
+        assert!(Arc::ptr_eq(&first, &handoffs.quota(&process(3))));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_redeemed_token_stops_its_lease_timer() {
+        let handoffs = Arc::new(Handoffs::default());
+        let from = Arc::new(AtomicUsize::new(0));
+        let tasks = || {
+            tokio::runtime::Handle::current()
+                .metrics()
+                .num_alive_tasks()
+        };
+        let before = tasks();
+        let tokens: Vec<Token> = (0..10).map(|_| new_token()).collect();
+        for token in &tokens {
+            handoffs.park(*token, object(), &from).unwrap();
+        }
+        assert_eq!(tasks(), before + 10);
+        for token in &tokens {
+            assert!(handoffs.redeem(*token).await.is_some());
+        }
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(tasks(), before, "lease timers outlived their tokens");
     }
 }
