@@ -381,7 +381,7 @@ where
     E: Serialize,
 {
     let collecting = objref::Collecting::start();
-    let encoded = match result {
+    let (encoded, exported) = objref::tracking_exports(|| match result {
         Ok(value) => {
             let mut message = MessageBuilder::response(Status::Ok);
             C::encode(value, &mut message)
@@ -394,8 +394,15 @@ where
                 .map(|()| message)
                 .map_err(|e| ("error", e))
         }
-    };
+    });
     let handed_back = collecting.finish();
+    if encoded.is_err() {
+        // The reply becomes an error: what the result exported before failing will not
+        // reach the peer, which could never release it.
+        if let Some(connection) = crate::context::CallContext::current_connection() {
+            objref::unexport(&connection, &exported);
+        }
+    }
     match encoded {
         Ok(message) => Reply {
             message,

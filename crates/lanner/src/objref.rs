@@ -47,6 +47,40 @@ thread_local! {
 
     /// Set while a method's result is encoded (see [`collecting`]).
     static COLLECTING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+
+    /// Handles of this side's objects exported (and counted) by the message being encoded
+    /// (see [`tracking_exports`]): if the message fails to encode, nobody will release
+    /// them.
+    static EXPORTED: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+
+    /// Whether `EXPORTED` holds any (checked first, as for `HANDED_BACK`).
+    static ANY_EXPORTED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f`, which encodes a message, and returns the handles it exported. Those an
+/// enclosing encoding exported before stay its own.
+pub(crate) fn tracking_exports<R>(f: impl FnOnce() -> R) -> (R, Vec<u64>) {
+    let take = || EXPORTED.with(|exported| std::mem::take(&mut *exported.borrow_mut()));
+    let enclosing = ANY_EXPORTED.replace(false).then(take);
+    let result = f();
+    let mine = if ANY_EXPORTED.replace(false) {
+        take()
+    } else {
+        Vec::new()
+    };
+    if let Some(enclosing) = enclosing {
+        EXPORTED.with(|exported| *exported.borrow_mut() = enclosing);
+        ANY_EXPORTED.set(true);
+    }
+    (result, mine)
+}
+
+/// A message that exported `handles` (see [`tracking_exports`]) will not be sent: the
+/// counts it added go, and objects nobody else holds are dropped.
+pub(crate) fn unexport(connection: &Connection, handles: &[u64]) {
+    if !handles.is_empty() {
+        connection.released(handles);
+    }
 }
 
 /// The references handed back since the last call (see `HANDED_BACK`).
@@ -88,12 +122,16 @@ pub(crate) fn decoding<R>(connection: &Arc<Connection>, f: impl FnOnce() -> R) -
 }
 
 /// Runs `f`, which encodes a message to send on `connection`; also returns the references
-/// `f` handed back to the peer (to keep alive until the message is out).
-pub(crate) fn encoding<R>(
+/// `f` handed back to the peer (to keep alive until the message is out). If `f` fails,
+/// the objects it exported before failing are unexported: the message will not go.
+pub(crate) fn encoding<T, E>(
     connection: &Arc<Connection>,
-    f: impl FnOnce() -> R,
-) -> (R, Vec<ObjectRef>) {
-    let result = CONNECTION.set(connection, f);
+    f: impl FnOnce() -> Result<T, E>,
+) -> (Result<T, E>, Vec<ObjectRef>) {
+    let (result, exported) = tracking_exports(|| CONNECTION.set(connection, f));
+    if result.is_err() {
+        unexport(connection, &exported);
+    }
     (result, take_handed_back())
 }
 
@@ -135,6 +173,12 @@ fn marshalling_connection() -> Option<Arc<Connection>> {
     }
     // A method's result is encoded inside the call it answers.
     CallContext::current_connection()
+}
+
+/// Remembers that the message being encoded exported `handle` (see [`tracking_exports`]).
+fn note_exported(handle: u64) {
+    EXPORTED.with(|exported| exported.borrow_mut().push(handle));
+    ANY_EXPORTED.set(true);
 }
 
 /// Keeps `reference` alive until the message being encoded is out (if it is encoded in a
@@ -300,6 +344,7 @@ impl<P: Proxy> Serialize for ObjRef<P> {
                         }
                     })
                 })?;
+                note_exported(handle);
                 WireObjRef {
                     holder: Holder::Sender,
                     handle,

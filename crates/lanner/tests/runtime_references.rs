@@ -401,11 +401,14 @@ async fn a_client_creates_instances_of_a_registered_class() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_instance_of_an_abandoned_activation_is_released() {
     let live = Arc::new(AtomicI64::new(0));
+    let made = Arc::new(AtomicI64::new(0));
     let server = Server::new();
     let counted = live.clone();
+    let making = made.clone();
     server.register_class(COUNTER_CLASS, move || {
         // Slow: the caller gives up first, and the answer comes after.
         std::thread::sleep(Duration::from_millis(200));
+        making.fetch_add(1, Ordering::Relaxed);
         counted.fetch_add(1, Ordering::Relaxed);
         let counter = CounterImpl(AtomicU64::new(0), Some(counted.clone()));
         Object::new(CounterStub::new(Arc::new(counter)))
@@ -419,8 +422,9 @@ async fn the_instance_of_an_abandoned_activation_is_released() {
     )
     .await;
     assert!(gave_up.is_err(), "the activation finished in time");
-    let made = tokio::time::timeout(Duration::from_secs(5), until_live(&live, 1)).await;
-    assert!(made.is_ok(), "the factory made no instance");
+    // (Counted apart from those alive: the instance may come and go between two looks.)
+    let instance_made = tokio::time::timeout(Duration::from_secs(5), until_live(&made, 1)).await;
+    assert!(instance_made.is_ok(), "the factory made no instance");
     assert_eq!(
         settle(&live).await,
         0,
@@ -693,4 +697,118 @@ async fn child_holds_counters_until_killed() {
     println!("holding {}", counters.len());
     // Bounded: the parent kills this process long before.
     tokio::time::sleep(Duration::from_secs(60)).await;
+}
+
+/// Hands out and takes pairs of counters, where the second of a pair may not be sent.
+#[lanner::interface]
+trait Pairs {
+    /// A new counter and `second` (which this peer may be refused).
+    async fn two(&self) -> Result<(ObjRef<CounterProxy>, ObjRef<CounterProxy>), Error>;
+    /// Takes two counters and drops them.
+    async fn take(&self, a: ObjRef<CounterProxy>, b: ObjRef<CounterProxy>) -> Result<(), Error>;
+}
+
+struct PairsImpl {
+    live: Arc<AtomicI64>,
+    second: Object,
+}
+
+fn live_counter(live: &Arc<AtomicI64>) -> Object {
+    live.fetch_add(1, Ordering::Relaxed);
+    Object::new(CounterStub::new(Arc::new(CounterImpl(
+        AtomicU64::new(0),
+        Some(live.clone()),
+    ))))
+}
+
+impl Pairs for PairsImpl {
+    async fn two(&self) -> Result<(ObjRef<CounterProxy>, ObjRef<CounterProxy>), Error> {
+        Ok((
+            ObjRef::new(live_counter(&self.live)),
+            ObjRef::new(self.second.clone()),
+        ))
+    }
+
+    async fn take(&self, _a: ObjRef<CounterProxy>, _b: ObjRef<CounterProxy>) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+/// A result that fails to encode after a reference in it was exported becomes an error
+/// reply, and the exported object is unexported: the peer never got a handle to release.
+#[tokio::test]
+async fn a_result_that_fails_to_encode_unexports_what_it_exported() {
+    let live = Arc::new(AtomicI64::new(0));
+    let secret = Object::new(CounterStub::new(Arc::new(CounterImpl(
+        AtomicU64::new(0),
+        None,
+    ))));
+    let server = Server::new().with_access(
+        lanner::AccessPolicy::allow_by_default().deny(lanner::Target::object("secret"), ["*"]),
+    );
+    server.publish("secret", secret.clone());
+    server.publish(
+        "pairs",
+        Object::new(PairsStub::new(Arc::new(PairsImpl {
+            live: live.clone(),
+            second: secret,
+        }))),
+    );
+    let listening = server.listen("mem://refs-failed-result").await.unwrap();
+    let pairs: PairsProxy = Client::new()
+        .connect(&listening.endpoint().object_url("pairs"))
+        .await
+        .unwrap();
+    for _ in 0..10 {
+        let error = pairs.two().await.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Internal, "{error}");
+        assert!(error.message().contains("could not be encoded"), "{error}");
+    }
+    assert_eq!(
+        settle(&live).await,
+        0,
+        "the failed results' counters leaked"
+    );
+}
+
+/// Arguments that fail to encode after a reference among them was exported: the call
+/// fails before sending, and the exported object is unexported.
+#[tokio::test]
+async fn arguments_that_fail_to_encode_unexport_what_they_exported() {
+    let unused = Arc::new(AtomicI64::new(0));
+    let server = Server::new();
+    server.publish(
+        "pairs",
+        Object::new(PairsStub::new(Arc::new(PairsImpl {
+            live: unused.clone(),
+            second: live_counter(&unused),
+        }))),
+    );
+    let listening = server.listen("mem://refs-failed-arguments").await.unwrap();
+    let pairs: PairsProxy = Client::new()
+        .connect(&listening.endpoint().object_url("pairs"))
+        .await
+        .unwrap();
+    let live = Arc::new(AtomicI64::new(0));
+    // The second is not a counter: encoding fails after the first was exported.
+    let listener = Object::new(ListenerStub::new(Arc::new(Heard::default())));
+    let error = pairs
+        .take(ObjRef::new(live_counter(&live)), ObjRef::new(listener))
+        .await
+        .unwrap_err();
+    assert!(error.message().contains("does not implement"), "{error}");
+    assert_eq!(
+        settle(&live).await,
+        0,
+        "the first argument's counter leaked"
+    );
+    // The connection still works.
+    pairs
+        .take(
+            ObjRef::new(live_counter(&live)),
+            ObjRef::new(live_counter(&live)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(settle(&live).await, 0);
 }

@@ -56,7 +56,7 @@ impl Connection {
     }
 
     /// The peer dropped its references to these objects of ours.
-    pub(super) fn released(&self, handles: &[u64]) {
+    pub(crate) fn released(&self, handles: &[u64]) {
         let unexported: Vec<_> = {
             let mut exports = self.exports();
             handles.iter().filter_map(|h| exports.release(*h)).collect()
