@@ -127,9 +127,11 @@ fn unexpected_bytes(count: usize) -> String {
 /// A request built by [`request`], not sent yet.
 pub struct OutgoingRequest {
     message: MessageBuilder,
-    /// References to the peer's objects handed back in the arguments: held until the
-    /// call ends, so that their release cannot reach the peer before the request does.
-    _handed_back: Vec<crate::reference::ObjectRef>,
+    /// References to the peer's objects handed back in the arguments (held until the
+    /// call ends, so that their release cannot reach the peer before the request does),
+    /// and this side's objects the arguments exported (unexported if the request is
+    /// never sent).
+    encoded: objref::Encoded,
 }
 
 /// Where a call through a proxy goes: the proxy's interface on the object at `target`,
@@ -185,15 +187,15 @@ pub fn request<A: Serialize>(
 ) -> Result<OutgoingRequest, Error> {
     let mut message = start_request(to, method);
     // Object references among the arguments are handed to the connection the call goes on.
-    let (encoded, handed_back) =
+    let (result, encoded) =
         objref::encoding(&to.target.connection, || encode_inline(args, &mut message));
-    encoded.map_err(|e| {
+    result.map_err(|e| {
         Error::new(
             e.kind(),
             format!("arguments of {}: {}", method.name, e.message()),
         )
     })?;
-    Ok(with_segments(message, segments, handed_back))
+    Ok(with_segments(message, segments, encoded))
 }
 
 /// [`request`] for a method without inline arguments (bulk ones only, or none at all):
@@ -206,7 +208,7 @@ pub fn request_without_inline(
     Ok(with_segments(
         start_request(to, method),
         segments,
-        Vec::new(),
+        objref::Encoded::default(),
     ))
 }
 
@@ -214,15 +216,12 @@ pub fn request_without_inline(
 fn with_segments(
     mut message: MessageBuilder,
     segments: impl IntoIterator<Item = Bytes>,
-    handed_back: Vec<crate::reference::ObjectRef>,
+    encoded: objref::Encoded,
 ) -> OutgoingRequest {
     for segment in segments {
         message.push_segment(segment);
     }
-    OutgoingRequest {
-        message,
-        _handed_back: handed_back,
-    }
+    OutgoingRequest { message, encoded }
 }
 
 /// A request's header: the destination's object and interface, the method, the timeout.
@@ -256,12 +255,14 @@ where
     E: DeserializeOwned + From<Error>,
 {
     let started = request.map(|request| {
-        let mut pending = to.target.connection.call(request.message, to.deadline);
+        let OutgoingRequest { message, encoded } = request;
+        let mut pending = to.target.connection.call(message, to.deadline);
         pending.discard_with(Discard {
             run: discard_reply::<C, E>,
             method,
         });
-        (pending, request._handed_back)
+        pending.unexport_unless_sent(encoded.exported);
+        (pending, encoded.handed_back)
     });
     async move {
         // The references handed back stay held until the call ends.
@@ -310,14 +311,20 @@ where
 {
     let OutgoingRequest {
         mut message,
-        _handed_back,
+        encoded,
     } = request?;
     message.set_one_way();
-    to.target
+    let sent = to
+        .target
         .connection
         .send_one_way(message, to.deadline)
-        .await
-        .map_err(E::from)
+        .await;
+    if sent.is_err() {
+        // Not sent: nobody will release what the arguments exported.
+        objref::unexport(&to.target.connection, &encoded.exported);
+    }
+    drop(encoded.handed_back);
+    sent.map_err(E::from)
 }
 
 fn decode_response<C, E>(method: &MethodInfo, response: &Response) -> Result<C::Value, E>

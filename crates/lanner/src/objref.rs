@@ -121,18 +121,36 @@ pub(crate) fn decoding<R>(connection: &Arc<Connection>, f: impl FnOnce() -> R) -
     CONNECTION.set(connection, f)
 }
 
-/// Runs `f`, which encodes a message to send on `connection`; also returns the references
-/// `f` handed back to the peer (to keep alive until the message is out). If `f` fails,
-/// the objects it exported before failing are unexported: the message will not go.
+/// What encoding a message on a connection produced besides the message (see
+/// [`encoding`]).
+#[derive(Default)]
+pub(crate) struct Encoded {
+    /// References to the peer's objects handed back: to keep alive until the message is
+    /// out, so that their release cannot overtake it.
+    pub(crate) handed_back: Vec<ObjectRef>,
+    /// Handles of this side's objects the message exported: to unexport if it is never
+    /// sent (see [`unexport`]).
+    pub(crate) exported: Vec<u64>,
+}
+
+/// Runs `f`, which encodes a message to send on `connection`. If `f` fails, the objects
+/// it exported before failing are unexported at once: the message will not go.
 pub(crate) fn encoding<T, E>(
     connection: &Arc<Connection>,
     f: impl FnOnce() -> Result<T, E>,
-) -> (Result<T, E>, Vec<ObjectRef>) {
-    let (result, exported) = tracking_exports(|| CONNECTION.set(connection, f));
+) -> (Result<T, E>, Encoded) {
+    let (result, mut exported) = tracking_exports(|| CONNECTION.set(connection, f));
     if result.is_err() {
-        unexport(connection, &exported);
+        unexport(connection, &std::mem::take(&mut exported));
     }
-    (result, take_handed_back())
+    let handed_back = take_handed_back();
+    (
+        result,
+        Encoded {
+            handed_back,
+            exported,
+        },
+    )
 }
 
 /// While a method's result is encoded (on the call's connection, found through the call

@@ -706,6 +706,8 @@ trait Pairs {
     async fn two(&self) -> Result<(ObjRef<CounterProxy>, ObjRef<CounterProxy>), Error>;
     /// Takes two counters and drops them.
     async fn take(&self, a: ObjRef<CounterProxy>, b: ObjRef<CounterProxy>) -> Result<(), Error>;
+    /// Answers after `millis` milliseconds.
+    async fn nap(&self, millis: u64) -> Result<(), Error>;
 }
 
 struct PairsImpl {
@@ -730,6 +732,11 @@ impl Pairs for PairsImpl {
     }
 
     async fn take(&self, _a: ObjRef<CounterProxy>, _b: ObjRef<CounterProxy>) -> Result<(), Error> {
+        Ok(())
+    }
+
+    async fn nap(&self, millis: u64) -> Result<(), Error> {
+        tokio::time::sleep(Duration::from_millis(millis)).await;
         Ok(())
     }
 }
@@ -811,4 +818,55 @@ async fn arguments_that_fail_to_encode_unexport_what_they_exported() {
         .await
         .unwrap();
     assert_eq!(settle(&live).await, 0);
+}
+
+/// A request whose arguments exported a reference but which never got a credit (its
+/// deadline passed first, or it was dropped) unexports it: it was never sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_never_sent_for_want_of_a_credit_unexports_what_it_exported() {
+    let unused = Arc::new(AtomicI64::new(0));
+    let server = Server::with_options(lanner::ConnectionOptions::default().with_credits(1));
+    server.publish(
+        "pairs",
+        Object::new(PairsStub::new(Arc::new(PairsImpl {
+            live: unused.clone(),
+            second: live_counter(&unused),
+        }))),
+    );
+    let listening = server.listen("mem://refs-no-credit").await.unwrap();
+    let pairs: PairsProxy = Client::new()
+        .connect(&listening.endpoint().object_url("pairs"))
+        .await
+        .unwrap();
+    let live = Arc::new(AtomicI64::new(0));
+    // The one credit is taken by a napping call; each request below waits for it.
+    let napping = tokio::spawn({
+        let pairs = pairs.clone();
+        async move { pairs.nap(500).await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let hurried = pairs.with_timeout(Duration::from_millis(50));
+    let error = hurried
+        .take(
+            ObjRef::new(live_counter(&live)),
+            ObjRef::new(live_counter(&live)),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::DeadlineExceeded, "{error}");
+    let dropped = tokio::time::timeout(
+        Duration::from_millis(50),
+        pairs.take(
+            ObjRef::new(live_counter(&live)),
+            ObjRef::new(live_counter(&live)),
+        ),
+    )
+    .await;
+    assert!(dropped.is_err(), "the call got a credit");
+    napping.await.unwrap().unwrap();
+    assert_eq!(
+        settle(&live).await,
+        0,
+        "the unsent requests' counters leaked"
+    );
 }

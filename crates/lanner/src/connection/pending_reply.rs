@@ -63,6 +63,9 @@ pub(crate) struct PendingReply {
     discard: Option<Discard>,
     /// What the last look for the reply under the lock saw (see `delivery_marks`).
     last_look: Option<LastLook>,
+    /// This side's objects the request exported while it waits for a credit: unexported
+    /// if it is never sent (see [`PendingReply::unexport_unless_sent`]).
+    unsent_exports: Option<Box<[u64]>>,
 }
 
 impl Connection {
@@ -89,6 +92,7 @@ impl Connection {
             timer: None,
             discard: None,
             last_look: None,
+            unsent_exports: None,
         };
         match pending.connection.try_begin(request, false) {
             Ok(Ok(begun)) => pending.send(begun),
@@ -105,6 +109,20 @@ impl Connection {
 }
 
 impl PendingReply {
+    /// The request exported `handles` of this side's objects: if it is never sent (it
+    /// could not start, or it is given up while it waits for a credit), they are
+    /// unexported, since the peer will never release them.
+    pub(crate) fn unexport_unless_sent(&mut self, handles: Vec<u64>) {
+        if handles.is_empty() {
+            return;
+        }
+        match self.phase {
+            Phase::Failed(_) => crate::objref::unexport(&self.connection, &handles),
+            Phase::Credit(_) => self.unsent_exports = Some(handles.into_boxed_slice()),
+            _ => {}
+        }
+    }
+
     /// If the call is abandoned, its reply is to be disposed of with `discard` rather
     /// than dropped undecoded (see [`Discard`]).
     pub(crate) fn discard_with(&mut self, discard: Discard) {
@@ -243,9 +261,13 @@ impl Future for PendingReply {
                     Poll::Pending => return Poll::Pending,
                     Poll::Ready(Err(error)) => {
                         this.phase = Phase::Failed(None);
+                        this.unexport_unsent();
                         return Poll::Ready(Err(error));
                     }
-                    Poll::Ready(Ok(begun)) => this.send(begun),
+                    Poll::Ready(Ok(begun)) => {
+                        this.unsent_exports = None;
+                        this.send(begun);
+                    }
                 },
                 Phase::Alone | Phase::Yielded => return this.spin_or_wait(cx),
                 Phase::Deferred => return this.not_alone(cx),
@@ -255,10 +277,19 @@ impl Future for PendingReply {
     }
 }
 
+impl PendingReply {
+    fn unexport_unsent(&mut self) {
+        if let Some(handles) = self.unsent_exports.take() {
+            crate::objref::unexport(&self.connection, &handles);
+        }
+    }
+}
+
 impl Drop for PendingReply {
     fn drop(&mut self) {
         if self.armed {
             self.connection.abandon(self.call_id, self.discard);
         }
+        self.unexport_unsent();
     }
 }
