@@ -531,8 +531,8 @@ impl Door for DoorTo {
     }
 }
 
-#[tokio::test]
-async fn a_published_object_handed_out_as_a_result_obeys_its_names_rules() {
+/// A server that publishes a counter as `secret` and lets nobody use it; the counter.
+fn server_with_a_secret() -> (Server, Object) {
     let secret = Object::new(CounterStub::new(Arc::new(CounterImpl(
         AtomicU64::new(0),
         None,
@@ -541,6 +541,12 @@ async fn a_published_object_handed_out_as_a_result_obeys_its_names_rules() {
         lanner::AccessPolicy::allow_by_default().deny(lanner::Target::object("secret"), ["*"]),
     );
     server.publish("secret", secret.clone());
+    (server, secret)
+}
+
+#[tokio::test]
+async fn a_published_object_handed_out_as_a_result_obeys_its_names_rules() {
+    let (server, secret) = server_with_a_secret();
     server.publish("door", Object::new(DoorStub::new(Arc::new(DoorTo(secret)))));
     let listening = server.listen("mem://refs-policy").await.unwrap();
     let door: DoorProxy = Client::new()
@@ -741,31 +747,36 @@ impl Pairs for PairsImpl {
     }
 }
 
+/// Publishes a [`Pairs`] object (whose second counter is `second`, and whose new
+/// counters count themselves in `live`) on `server` at `endpoint`; a proxy for it.
+async fn serve_pairs(
+    server: Server,
+    endpoint: &str,
+    live: &Arc<AtomicI64>,
+    second: Object,
+) -> (lanner::Listening, PairsProxy) {
+    server.publish(
+        "pairs",
+        Object::new(PairsStub::new(Arc::new(PairsImpl {
+            live: live.clone(),
+            second,
+        }))),
+    );
+    let listening = server.listen(endpoint).await.unwrap();
+    let pairs = Client::new()
+        .connect(&listening.endpoint().object_url("pairs"))
+        .await
+        .unwrap();
+    (listening, pairs)
+}
+
 /// A result that fails to encode after a reference in it was exported becomes an error
 /// reply, and the exported object is unexported: the peer never got a handle to release.
 #[tokio::test]
 async fn a_result_that_fails_to_encode_unexports_what_it_exported() {
     let live = Arc::new(AtomicI64::new(0));
-    let secret = Object::new(CounterStub::new(Arc::new(CounterImpl(
-        AtomicU64::new(0),
-        None,
-    ))));
-    let server = Server::new().with_access(
-        lanner::AccessPolicy::allow_by_default().deny(lanner::Target::object("secret"), ["*"]),
-    );
-    server.publish("secret", secret.clone());
-    server.publish(
-        "pairs",
-        Object::new(PairsStub::new(Arc::new(PairsImpl {
-            live: live.clone(),
-            second: secret,
-        }))),
-    );
-    let listening = server.listen("mem://refs-failed-result").await.unwrap();
-    let pairs: PairsProxy = Client::new()
-        .connect(&listening.endpoint().object_url("pairs"))
-        .await
-        .unwrap();
+    let (server, secret) = server_with_a_secret();
+    let (_listening, pairs) = serve_pairs(server, "mem://refs-failed-result", &live, secret).await;
     for _ in 0..10 {
         let error = pairs.two().await.unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Internal, "{error}");
@@ -784,18 +795,9 @@ async fn a_result_that_fails_to_encode_unexports_what_it_exported() {
 async fn arguments_that_fail_to_encode_unexport_what_they_exported() {
     let unused = Arc::new(AtomicI64::new(0));
     let server = Server::new();
-    server.publish(
-        "pairs",
-        Object::new(PairsStub::new(Arc::new(PairsImpl {
-            live: unused.clone(),
-            second: live_counter(&unused),
-        }))),
-    );
-    let listening = server.listen("mem://refs-failed-arguments").await.unwrap();
-    let pairs: PairsProxy = Client::new()
-        .connect(&listening.endpoint().object_url("pairs"))
-        .await
-        .unwrap();
+    let second = live_counter(&unused);
+    let (_listening, pairs) =
+        serve_pairs(server, "mem://refs-failed-arguments", &unused, second).await;
     let live = Arc::new(AtomicI64::new(0));
     // The second is not a counter: encoding fails after the first was exported.
     let listener = Object::new(ListenerStub::new(Arc::new(Heard::default())));
@@ -826,18 +828,8 @@ async fn arguments_that_fail_to_encode_unexport_what_they_exported() {
 async fn a_request_never_sent_for_want_of_a_credit_unexports_what_it_exported() {
     let unused = Arc::new(AtomicI64::new(0));
     let server = Server::with_options(lanner::ConnectionOptions::default().with_credits(1));
-    server.publish(
-        "pairs",
-        Object::new(PairsStub::new(Arc::new(PairsImpl {
-            live: unused.clone(),
-            second: live_counter(&unused),
-        }))),
-    );
-    let listening = server.listen("mem://refs-no-credit").await.unwrap();
-    let pairs: PairsProxy = Client::new()
-        .connect(&listening.endpoint().object_url("pairs"))
-        .await
-        .unwrap();
+    let second = live_counter(&unused);
+    let (_listening, pairs) = serve_pairs(server, "mem://refs-no-credit", &unused, second).await;
     let live = Arc::new(AtomicI64::new(0));
     // The one credit is taken by a napping call; each request below waits for it.
     let napping = tokio::spawn({
