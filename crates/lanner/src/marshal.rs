@@ -130,7 +130,7 @@ pub struct OutgoingRequest {
     /// References to the peer's objects handed back in the arguments (held until the
     /// call ends, so that their release cannot reach the peer before the request does),
     /// and this side's objects the arguments exported (unexported if the request is
-    /// never sent).
+    /// dropped unsent).
     encoded: objref::Encoded,
 }
 
@@ -187,6 +187,7 @@ pub fn request<A: Serialize>(
 ) -> Result<OutgoingRequest, Error> {
     let mut message = start_request(to, method);
     // Object references among the arguments are handed to the connection the call goes on.
+    // (On failure `encoded` is dropped, which undoes what they exported.)
     let (result, encoded) =
         objref::encoding(&to.target.connection, || encode_inline(args, &mut message));
     result.map_err(|e| {
@@ -261,7 +262,7 @@ where
             run: discard_reply::<C, E>,
             method,
         });
-        pending.unexport_unless_sent(encoded.exported);
+        pending.unless_sent(encoded.unsent);
         (pending, encoded.handed_back)
     });
     async move {
@@ -319,11 +320,9 @@ where
         .connection
         .send_one_way(message, to.deadline)
         .await;
-    if sent.is_err() {
-        // Not sent: nobody will release what the arguments exported.
-        objref::unexport(&to.target.connection, &encoded.exported);
+    if sent.is_ok() {
+        encoded.unsent.sent();
     }
-    drop(encoded.handed_back);
     sent.map_err(E::from)
 }
 

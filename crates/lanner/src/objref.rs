@@ -76,7 +76,8 @@ pub(crate) fn tracking_exports<R>(f: impl FnOnce() -> R) -> (R, Vec<u64>) {
 }
 
 /// A message that exported `handles` (see [`tracking_exports`]) will not be sent: the
-/// counts it added go, and objects nobody else holds are dropped.
+/// counts it added go, and objects nobody else holds are dropped. (Mostly through
+/// [`UnsentExports`].)
 pub(crate) fn unexport(connection: &Connection, handles: &[u64]) {
     if !handles.is_empty() {
         connection.released(handles);
@@ -128,29 +129,57 @@ pub(crate) struct Encoded {
     /// References to the peer's objects handed back: to keep alive until the message is
     /// out, so that their release cannot overtake it.
     pub(crate) handed_back: Vec<ObjectRef>,
-    /// Handles of this side's objects the message exported: to unexport if it is never
-    /// sent (see [`unexport`]).
-    pub(crate) exported: Vec<u64>,
+    /// This side's objects the message exported: unexported unless it is sent.
+    pub(crate) unsent: UnsentExports,
 }
 
-/// Runs `f`, which encodes a message to send on `connection`. If `f` fails, the objects
-/// it exported before failing are unexported at once: the message will not go.
+/// This side's objects a message exported (and counted) while it was encoded. Unless the
+/// message is sent ([`UnsentExports::sent`]), dropping this unexports them: the peer never
+/// got their handles, so it could never release them. Whoever drops an unsent message
+/// (a failed encoding, a call given up while it waited for a credit, a refused send)
+/// drops this with it.
+#[derive(Default)]
+pub(crate) struct UnsentExports {
+    /// `None` for nearly every message (it exported nothing): nothing held, nothing to do.
+    exports: Option<Box<(Arc<Connection>, Vec<u64>)>>,
+}
+
+impl UnsentExports {
+    fn new(connection: &Arc<Connection>, handles: Vec<u64>) -> UnsentExports {
+        UnsentExports {
+            exports: (!handles.is_empty()).then(|| Box::new((connection.clone(), handles))),
+        }
+    }
+
+    /// The message went out: the peer holds the handles now, and releases them itself.
+    pub(crate) fn sent(mut self) {
+        self.exports = None;
+    }
+}
+
+impl Drop for UnsentExports {
+    fn drop(&mut self) {
+        if let Some(exports) = self.exports.take() {
+            let (connection, handles) = *exports;
+            unexport(&connection, &handles);
+        }
+    }
+}
+
+/// Runs `f`, which encodes a message to send on `connection`. What it exported is
+/// unexported when the result is dropped, unless the message is sent (see
+/// [`UnsentExports`]): a message that failed to encode undoes its exports as it is
+/// dropped.
 pub(crate) fn encoding<T, E>(
     connection: &Arc<Connection>,
     f: impl FnOnce() -> Result<T, E>,
 ) -> (Result<T, E>, Encoded) {
-    let (result, mut exported) = tracking_exports(|| CONNECTION.set(connection, f));
-    if result.is_err() {
-        unexport(connection, &std::mem::take(&mut exported));
-    }
-    let handed_back = take_handed_back();
-    (
-        result,
-        Encoded {
-            handed_back,
-            exported,
-        },
-    )
+    let (result, exported) = tracking_exports(|| CONNECTION.set(connection, f));
+    let encoded = Encoded {
+        handed_back: take_handed_back(),
+        unsent: UnsentExports::new(connection, exported),
+    };
+    (result, encoded)
 }
 
 /// While a method's result is encoded (on the call's connection, found through the call

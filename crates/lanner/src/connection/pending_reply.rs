@@ -23,6 +23,7 @@ use super::Connection;
 use super::calls::{Begun, Discard};
 use super::delivery_marks::LastLook;
 use crate::error::{Error, ErrorKind};
+use crate::objref::UnsentExports;
 
 /// Waiting for a credit, boxed: the rare case, kept out of every call's future.
 type CreditWait = Pin<Box<dyn Future<Output = Result<Begun, Error>> + Send>>;
@@ -63,9 +64,9 @@ pub(crate) struct PendingReply {
     discard: Option<Discard>,
     /// What the last look for the reply under the lock saw (see `delivery_marks`).
     last_look: Option<LastLook>,
-    /// This side's objects the request exported while it waits for a credit: unexported
-    /// if it is never sent (see [`PendingReply::unexport_unless_sent`]).
-    unsent_exports: Option<Box<[u64]>>,
+    /// This side's objects the request exported, while it waits for a credit: unexported
+    /// if it is dropped unsent (see [`PendingReply::unless_sent`]).
+    unsent: UnsentExports,
 }
 
 impl Connection {
@@ -92,7 +93,7 @@ impl Connection {
             timer: None,
             discard: None,
             last_look: None,
-            unsent_exports: None,
+            unsent: UnsentExports::default(),
         };
         match pending.connection.try_begin(request, false) {
             Ok(Ok(begun)) => pending.send(begun),
@@ -109,17 +110,14 @@ impl Connection {
 }
 
 impl PendingReply {
-    /// The request exported `handles` of this side's objects: if it is never sent (it
-    /// could not start, or it is given up while it waits for a credit), they are
-    /// unexported, since the peer will never release them.
-    pub(crate) fn unexport_unless_sent(&mut self, handles: Vec<u64>) {
-        if handles.is_empty() {
-            return;
-        }
+    /// What the request exported, to undo if it is never sent: it is kept while the
+    /// request waits for a credit (and dropped, undoing it, if the call is given up or
+    /// fails meanwhile), dropped at once if the call could not start.
+    pub(crate) fn unless_sent(&mut self, unsent: UnsentExports) {
         match self.phase {
-            Phase::Failed(_) => crate::objref::unexport(&self.connection, &handles),
-            Phase::Credit(_) => self.unsent_exports = Some(handles.into_boxed_slice()),
-            _ => {}
+            Phase::Failed(_) => drop(unsent),
+            Phase::Credit(_) => self.unsent = unsent,
+            _ => unsent.sent(),
         }
     }
 
@@ -261,11 +259,11 @@ impl Future for PendingReply {
                     Poll::Pending => return Poll::Pending,
                     Poll::Ready(Err(error)) => {
                         this.phase = Phase::Failed(None);
-                        this.unexport_unsent();
+                        drop(std::mem::take(&mut this.unsent));
                         return Poll::Ready(Err(error));
                     }
                     Poll::Ready(Ok(begun)) => {
-                        this.unsent_exports = None;
+                        std::mem::take(&mut this.unsent).sent();
                         this.send(begun);
                     }
                 },
@@ -277,19 +275,10 @@ impl Future for PendingReply {
     }
 }
 
-impl PendingReply {
-    fn unexport_unsent(&mut self) {
-        if let Some(handles) = self.unsent_exports.take() {
-            crate::objref::unexport(&self.connection, &handles);
-        }
-    }
-}
-
 impl Drop for PendingReply {
     fn drop(&mut self) {
         if self.armed {
             self.connection.abandon(self.call_id, self.discard);
         }
-        self.unexport_unsent();
     }
 }
