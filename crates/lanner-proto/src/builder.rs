@@ -9,7 +9,9 @@ use bytes::{BufMut, Bytes, BytesMut};
 use smallvec::SmallVec;
 
 use crate::error::SendError;
-use crate::frame::{FLAG_ONE_WAY, FrameKind, REQUEST_FIXED_LEN, RESPONSE_FIXED_LEN};
+use crate::frame::{
+    FLAG_ARGUMENTS_UNREAD, FLAG_ONE_WAY, FrameKind, REQUEST_FIXED_LEN, RESPONSE_FIXED_LEN,
+};
 use crate::limits::MAX_BULK_SEGMENTS;
 use crate::out_frame::OutFrame;
 use crate::status::Status;
@@ -25,7 +27,8 @@ pub struct MessageBuilder {
     kind: FrameKind,
     buf: BytesMut,
     bulk: Segments,
-    one_way: bool,
+    /// The header's flag bits (see [`crate::frame`]).
+    flags: u8,
 }
 
 impl MessageBuilder {
@@ -57,7 +60,7 @@ impl MessageBuilder {
             kind,
             buf,
             bulk: Segments::new(),
-            one_way: false,
+            flags: 0,
         }
     }
 
@@ -120,12 +123,22 @@ impl MessageBuilder {
     /// Makes a request one-way: the callee will send no answer (see
     /// [`crate::frame::FLAG_ONE_WAY`]). Does nothing to a response.
     pub fn set_one_way(&mut self) {
-        self.one_way = self.kind == FrameKind::Request;
+        if self.kind == FrameKind::Request {
+            self.flags |= FLAG_ONE_WAY;
+        }
     }
 
     /// Whether this is a one-way request.
     pub fn is_one_way(&self) -> bool {
-        self.one_way
+        self.kind == FrameKind::Request && self.flags & FLAG_ONE_WAY != 0
+    }
+
+    /// Marks a response as answering a call whose arguments were never decoded (see
+    /// [`crate::frame::FLAG_ARGUMENTS_UNREAD`]). Does nothing to a request.
+    pub fn set_arguments_unread(&mut self) {
+        if self.kind == FrameKind::Response {
+            self.flags |= FLAG_ARGUMENTS_UNREAD;
+        }
     }
 
     /// Sets how long the caller will wait for the answer (a request's `timeout_us`;
@@ -179,7 +192,7 @@ impl MessageBuilder {
         }
         let total = self.buf.len() as u64 + bulk_len;
         let segments = self.bulk.len() as u16;
-        let flags = if self.one_way { FLAG_ONE_WAY } else { 0 };
+        let flags = self.flags;
         let fixed = &mut self.buf[..fixed_len];
         fixed[0..4].copy_from_slice(&(total as u32).to_le_bytes());
         fixed[4] = self.kind as u8;

@@ -7,7 +7,9 @@
 //! 4     kind  u8   HELLO=1 WELCOME=2 REQUEST=3 RESPONSE=4 CREDIT=5 CLOSE=6 CANCEL=7
 //!                  PING=8 PONG=9 GOAWAY=10 AUTH=11 RELEASE=12 GRANT=13
 //! 5     flags u8   REQUEST: bit 0 ONE_WAY (no RESPONSE; the callee returns the credit with
-//!                  a CREDIT frame). Other bits, and flags of other kinds, are ignored.
+//!                  a CREDIT frame). RESPONSE: bit 0 ARGUMENTS_UNREAD (the callee never
+//!                  decoded the request's arguments). Other bits, and flags of other kinds,
+//!                  are ignored.
 //! 6..8  segs  u16  number of bulk segments (REQUEST and RESPONSE only, else 0)
 //! ```
 //!
@@ -77,6 +79,10 @@ pub const CREDIT_LEN: usize = HEADER_LEN + 4;
 pub const CLOSE_FIXED_LEN: usize = HEADER_LEN + 4;
 /// The REQUEST flag of a one-way call: the callee sends no RESPONSE, only the credit back.
 pub const FLAG_ONE_WAY: u8 = 1;
+/// The RESPONSE flag of a call whose arguments the callee never decoded (it had no such
+/// object, or no such method): object references among them were not taken, so the caller
+/// takes back what it counted for them.
+pub const FLAG_ARGUMENTS_UNREAD: u8 = 1;
 /// Total size of a CANCEL frame.
 pub const CANCEL_LEN: usize = HEADER_LEN + 8;
 /// Total size of a PING or PONG frame.
@@ -221,6 +227,8 @@ pub struct Response {
     pub status: Status,
     /// Request credits returned to the caller (piggybacked flow control).
     pub credits: u32,
+    /// The callee never decoded the request's arguments (see [`FLAG_ARGUMENTS_UNREAD`]).
+    pub arguments_unread: bool,
     /// The encoded result, application error, or error message.
     pub payload: Payload,
 }
@@ -345,9 +353,7 @@ impl Frame {
                 let one_way = header.flags & FLAG_ONE_WAY != 0;
                 decode_request(frame, header.segments, one_way, None).map(Frame::Request)
             }
-            FrameKind::Response => {
-                decode_response(frame, header.segments, None).map(Frame::Response)
-            }
+            FrameKind::Response => decode_response(frame, header, None).map(Frame::Response),
             FrameKind::Credit => {
                 need(&frame, FrameKind::Credit, CREDIT_LEN)?;
                 Ok(Frame::Credit(le_u32(&frame, HEADER_LEN)))
@@ -430,9 +436,7 @@ fn decode_with_external(
             let one_way = header.flags & FLAG_ONE_WAY != 0;
             decode_request(frame, header.segments, one_way, Some(external)).map(Frame::Request)
         }
-        FrameKind::Response => {
-            decode_response(frame, header.segments, Some(external)).map(Frame::Response)
-        }
+        FrameKind::Response => decode_response(frame, header, Some(external)).map(Frame::Response),
         _ => Err(FrameError::BadExternal(
             "only requests and responses carry bulk segments",
         )),
@@ -547,7 +551,7 @@ fn decode_request(
 
 fn decode_response(
     frame: Bytes,
-    segments: u16,
+    header: Header,
     external: Option<Box<ExternalSegments>>,
 ) -> Result<Response, FrameError> {
     need(&frame, FrameKind::Response, RESPONSE_FIXED_LEN)?;
@@ -555,11 +559,18 @@ fn decode_response(
     let status = Status::from_wire(frame[16]);
     let credits = le_u32(&frame, 20);
     let inline_len = le_u32(&frame, RESPONSE_INLINE_LEN_AT);
-    let payload = Payload::parse(frame, RESPONSE_FIXED_LEN, inline_len, segments, external)?;
+    let payload = Payload::parse(
+        frame,
+        RESPONSE_FIXED_LEN,
+        inline_len,
+        header.segments,
+        external,
+    )?;
     Ok(Response {
         call_id,
         status,
         credits,
+        arguments_unread: header.flags & FLAG_ARGUMENTS_UNREAD != 0,
         payload,
     })
 }

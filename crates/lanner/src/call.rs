@@ -116,7 +116,7 @@ impl IncomingCall<'_> {
                 methods.len()
             ),
         };
-        Err(Reply::error(&Error::new(ErrorKind::Unimplemented, detail)))
+        Err(Reply::error(&Error::new(ErrorKind::Unimplemented, detail)).arguments_unread())
     }
 }
 
@@ -142,6 +142,9 @@ pub struct Reply {
     /// (nearly always): a reply travels as the error of `Result`s and is moved often.
     #[allow(clippy::box_collection)]
     pub(crate) handed_back: Option<Box<Vec<crate::reference::ObjectRef>>>,
+    /// This side's objects the result exported: unexported unless the reply reaches the
+    /// caller as it is (see [`crate::objref::UnsentExports`]).
+    pub(crate) exported: crate::objref::UnsentExports,
 }
 
 impl Reply {
@@ -149,7 +152,17 @@ impl Reply {
         Reply {
             message,
             handed_back: None,
+            exported: crate::objref::UnsentExports::default(),
         }
+    }
+
+    /// Tells the caller that its arguments were never decoded (no such object or method,
+    /// or refused before decoding): the references among them were not taken, so the
+    /// caller takes back what it counted for them (see
+    /// [`lanner_proto::frame::FLAG_ARGUMENTS_UNREAD`]).
+    pub(crate) fn arguments_unread(mut self) -> Reply {
+        self.message.set_arguments_unread();
+        self
     }
 
     /// A reply reporting `error` to the caller (its kind becomes the wire status).
@@ -167,6 +180,7 @@ impl Reply {
             Status::Unimplemented,
             &format!("no method with ordinal {ordinal}"),
         )
+        .arguments_unread()
     }
 
     pub(crate) fn status(status: Status, message: &str) -> Reply {

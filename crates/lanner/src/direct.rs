@@ -58,7 +58,8 @@ impl Direct {
             let reply = Reply::error(&Error::new(
                 ErrorKind::Internal,
                 "the object's stub serves another type than the object's",
-            ));
+            ))
+            .arguments_unread();
             Box::pin(std::future::ready(reply)) as DispatchFuture
         })
     }
@@ -68,7 +69,7 @@ impl Direct {
 fn through_stub(target: Implementation, call: IncomingCall<'_>) -> DispatchFuture {
     // A hand-written stub may not route: the refusal is made here for it.
     if let Some(limit) = call.overloaded {
-        return Box::pin(std::future::ready(limit.refusal()));
+        return Box::pin(std::future::ready(limit.refusal().arguments_unread()));
     }
     match Direct::downcast::<Arc<dyn Stub>>(target) {
         Ok(stub) => stub.dispatch(call),

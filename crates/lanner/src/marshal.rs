@@ -402,17 +402,15 @@ where
         }
     });
     let handed_back = collecting.finish();
-    if encoded.is_err() {
-        // The reply becomes an error: what the result exported before failing will not
-        // reach the peer, which could never release it.
-        if let Some(connection) = crate::context::CallContext::current_connection() {
-            objref::unexport(&connection, &exported);
-        }
-    }
+    // Unexported unless the reply reaches the caller as it is: a result that fails to
+    // encode becomes an error, and so does one over the caller's frame limit (see
+    // `Connection::stamp_response`); the caller could never release what they exported.
+    let exported = objref::UnsentExports::of_this_call(exported);
     match encoded {
         Ok(message) => Reply {
             message,
             handed_back: (!handed_back.is_empty()).then(|| Box::new(handed_back)),
+            exported,
         },
         Err((what, e)) => Reply::status(
             Status::Internal,

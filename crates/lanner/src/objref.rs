@@ -151,9 +151,46 @@ impl UnsentExports {
         }
     }
 
+    /// The handles a method's result exported (see [`tracking_exports`]), on the
+    /// connection of the call being served.
+    pub(crate) fn of_this_call(handles: Vec<u64>) -> UnsentExports {
+        if handles.is_empty() {
+            return UnsentExports::default();
+        }
+        match crate::context::CallContext::current_connection() {
+            Some(connection) => UnsentExports::new(&connection, handles),
+            // Closed and dropped: its table, and what it counted, went with it.
+            None => UnsentExports::default(),
+        }
+    }
+
+    /// Whether the message exported nothing.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.exports.is_none()
+    }
+
     /// The message went out: the peer holds the handles now, and releases them itself.
     pub(crate) fn sent(mut self) {
         self.exports = None;
+    }
+
+    /// The request went out and its answer came: the peer holds the handles, unless it
+    /// says it never decoded the arguments (`arguments_unread`), in which case nobody
+    /// will release them and they are unexported.
+    pub(crate) fn answered(self, arguments_unread: bool) {
+        if !arguments_unread {
+            self.sent();
+        }
+    }
+}
+
+impl fmt::Debug for UnsentExports {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let handles = self
+            .exports
+            .as_ref()
+            .map_or(&[][..], |exports| &exports.1[..]);
+        f.debug_tuple("UnsentExports").field(&handles).finish()
     }
 }
 

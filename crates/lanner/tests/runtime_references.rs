@@ -862,3 +862,126 @@ async fn a_request_never_sent_for_want_of_a_credit_unexports_what_it_exported() 
         "the unsent requests' counters leaked"
     );
 }
+
+/// Two versions of one interface (same id) whose `keep` differs in signature: a client
+/// of the newer calls a server of the older.
+mod keeper {
+    use super::*;
+
+    pub(super) mod old {
+        use super::*;
+
+        /// Keeps counters.
+        #[lanner::interface(id = "3c1e5a2b-7d44-4f0e-9a61-2b8c0d9e4f17")]
+        pub trait Keeper {
+            /// Takes `counter`.
+            async fn keep(&self, counter: ObjRef<CounterProxy>) -> Result<(), Error>;
+        }
+    }
+
+    pub(super) mod new {
+        use super::*;
+
+        /// Keeps counters, several times.
+        #[lanner::interface(id = "3c1e5a2b-7d44-4f0e-9a61-2b8c0d9e4f17")]
+        pub trait Keeper {
+            /// Takes `counter`, `times` times.
+            async fn keep(&self, counter: ObjRef<CounterProxy>, times: u64) -> Result<(), Error>;
+        }
+    }
+
+    pub(super) struct OldKeeper;
+
+    impl old::Keeper for OldKeeper {
+        async fn keep(&self, _counter: ObjRef<CounterProxy>) -> Result<(), Error> {
+            Ok(())
+        }
+    }
+}
+
+/// A call the server refuses without decoding its arguments (an incompatible method)
+/// answers so: the caller takes back the reference it exported for them, which nobody
+/// on the server will ever release.
+#[tokio::test]
+async fn references_among_arguments_the_server_never_decoded_are_taken_back() {
+    let server = Server::new();
+    server.publish(
+        "keeper",
+        Object::new(keeper::old::KeeperStub::new(Arc::new(keeper::OldKeeper))),
+    );
+    let listening = server.listen("mem://refs-unread-arguments").await.unwrap();
+    let url = listening.endpoint().object_url("keeper");
+    let newer: keeper::new::KeeperProxy = Client::new().connect(&url).await.unwrap();
+    let live = Arc::new(AtomicI64::new(0));
+    for _ in 0..10 {
+        let error = keeper::new::Keeper::keep(&newer, ObjRef::new(live_counter(&live)), 2)
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Unimplemented, "{error}");
+    }
+    assert_eq!(
+        settle(&live).await,
+        0,
+        "the unread arguments' counters leaked"
+    );
+
+    // A compatible call still hands its reference over, and it is released as usual.
+    let older: keeper::old::KeeperProxy = Client::new().connect(&url).await.unwrap();
+    keeper::old::Keeper::keep(&older, ObjRef::new(live_counter(&live)))
+        .await
+        .unwrap();
+    assert_eq!(settle(&live).await, 0);
+}
+
+/// Hands out a counter with a payload of a chosen size.
+#[lanner::interface]
+trait Bulky {
+    /// A new counter, with `len` bytes.
+    async fn counter_with(&self, len: u64) -> Result<(ObjRef<CounterProxy>, Vec<u8>), Error>;
+}
+
+struct BulkyImpl(Arc<AtomicI64>);
+
+impl Bulky for BulkyImpl {
+    async fn counter_with(&self, len: u64) -> Result<(ObjRef<CounterProxy>, Vec<u8>), Error> {
+        let len =
+            usize::try_from(len).map_err(|_| Error::new(ErrorKind::InvalidArgument, "too long"))?;
+        Ok((ObjRef::new(live_counter(&self.0)), vec![7; len]))
+    }
+}
+
+/// A result larger than the caller accepts goes as an error, and what it exported is
+/// unexported: the caller never got the handle to release.
+#[tokio::test]
+async fn a_result_over_the_callers_frame_limit_unexports_what_it_exported() {
+    let live = Arc::new(AtomicI64::new(0));
+    let server = Server::new();
+    server.publish(
+        "bulky",
+        Object::new(BulkyStub::new(Arc::new(BulkyImpl(live.clone())))),
+    );
+    let listening = server.listen("mem://refs-result-too-large").await.unwrap();
+    let client =
+        Client::with_options(lanner::ConnectionOptions::default().with_max_frame_size(64 * 1024));
+    let bulky: BulkyProxy = client
+        .connect(&listening.endpoint().object_url("bulky"))
+        .await
+        .unwrap();
+    for _ in 0..10 {
+        let error = bulky.counter_with(128 * 1024).await.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Internal, "{error}");
+        assert!(error.message().contains("could not be sent"), "{error}");
+    }
+    assert_eq!(
+        settle(&live).await,
+        0,
+        "the refused results' counters leaked"
+    );
+
+    // One that fits arrives, and its counter lives while the caller holds it.
+    let (counter, bytes) = bulky.counter_with(1024).await.unwrap();
+    assert_eq!(bytes.len(), 1024);
+    assert_eq!(live.load(Ordering::Relaxed), 1);
+    drop(counter);
+    assert_eq!(settle(&live).await, 0);
+}

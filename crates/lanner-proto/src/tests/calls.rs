@@ -516,6 +516,37 @@ fn a_cancelled_call_still_holds_its_credit_until_answered() {
 }
 
 #[test]
+fn a_response_says_whether_the_arguments_were_left_unread() {
+    let mut pair = Pair::connected();
+    pair.client_call(request(1, 0, 2, 9, b"x", &[])).unwrap();
+    pair.client_call(request(1, 0, 3, 9, b"y", &[])).unwrap();
+    let requests: Vec<u64> = all_ok(pair.server.receive_all())
+        .into_iter()
+        .map(|event| match event {
+            Event::Request(request) => request.call_id,
+            other => panic!("expected a request, got {other:?}"),
+        })
+        .collect();
+    let mut unread = response(Status::NotFound, b"no such object", &[]);
+    unread.set_arguments_unread();
+    pair.server_respond(requests[0], unread).unwrap();
+    pair.server_respond(requests[1], response(Status::NotFound, b"", &[]))
+        .unwrap();
+    let flags: Vec<bool> = all_ok(pair.client.receive_all())
+        .into_iter()
+        .map(|event| match event {
+            Event::Response(response) => response.arguments_unread,
+            other => panic!("expected a response, got {other:?}"),
+        })
+        .collect();
+    assert_eq!(flags, vec![true, false]);
+    // The flag belongs to responses: a request ignores it, and its one-way bit is not it.
+    let mut message = request(1, 0, 2, 9, b"x", &[]);
+    message.set_arguments_unread();
+    assert!(!message.is_one_way());
+}
+
+#[test]
 fn a_cancel_before_the_connection_opens_is_not_sent() {
     let pair = Pair::new(Limits::default(), Limits::default());
     assert_eq!(pair.client.conn.cancel(1), None);

@@ -11,6 +11,7 @@ use std::time::Instant;
 use lanner_proto::{MessageBuilder, OutFrame, Response, SendError};
 
 use crate::id::MethodInfo;
+use crate::objref::UnsentExports;
 
 use super::Connection;
 use crate::error::{Error, ErrorKind};
@@ -24,6 +25,9 @@ pub(super) struct PendingCall {
     /// Set when the caller gave up on the call: its reply is decoded and dropped when it
     /// comes (see [`Discard`]).
     discard: Option<Discard>,
+    /// With `discard`: what the request exported, settled by the reply (see
+    /// [`UnsentExports::answered`]).
+    exported: UnsentExports,
 }
 
 /// How to dispose of the reply of a call nobody waits for any more. A reply may carry
@@ -71,7 +75,15 @@ pub(super) type PendingCalls = HashMap<u64, PendingCall, IdBuildHasher>;
 /// Fails every outstanding call with `error`; returns the wakers to wake (outside the lock).
 /// Calls their callers gave up on are forgotten: no answer will come for them.
 pub(super) fn fail_all(pending: &mut PendingCalls, error: &Error) -> Vec<Waker> {
-    pending.retain(|_, call| call.discard.is_none());
+    pending.retain(|_, call| {
+        if call.discard.is_none() {
+            return true;
+        }
+        // The connection is closing: its table goes, with what these calls exported
+        // (and no object is dropped here, under the state's lock).
+        std::mem::take(&mut call.exported).sent();
+        false
+    });
     pending
         .values_mut()
         .filter_map(|call| {
@@ -123,35 +135,48 @@ impl Connection {
 
     /// Gives up on the call `call_id` and tells the peer, which may stop working on it.
     /// Its answer is dropped, or with `discard` decoded and dropped (now if it is here
-    /// already, else when it comes).
-    pub(super) fn abandon(self: &Arc<Self>, call_id: u64, discard: Option<Discard>) {
-        let (cancel, arrived) = {
+    /// already, else when it comes); `exported` (what its request exported) is settled
+    /// by the answer when it is decoded, else counted as taken.
+    pub(super) fn abandon(
+        self: &Arc<Self>,
+        call_id: u64,
+        discard: Option<Discard>,
+        exported: UnsentExports,
+    ) {
+        let (cancel, arrived, exported) = {
             let mut state = self.state();
             // On a closed connection no answer will come: nothing to wait for.
             let discard = discard.filter(|_| state.closed.is_none());
-            let arrived = match state.pending.entry(call_id) {
+            let (arrived, exported) = match state.pending.entry(call_id) {
                 Entry::Occupied(mut entry) => match (discard, entry.get_mut().reply.take()) {
                     (Some(discard), None) => {
                         let call = entry.get_mut();
                         call.discard = Some(discard);
                         call.waker = None;
-                        None
+                        call.exported = exported;
+                        (None, None)
                     }
                     (discard, reply) => {
                         entry.remove();
-                        discard.zip(reply.and_then(Result::ok))
+                        (discard.zip(reply.and_then(Result::ok)), Some(exported))
                     }
                 },
-                Entry::Vacant(_) => None,
+                Entry::Vacant(_) => (None, Some(exported)),
             };
             let cancel = match state.closed {
                 Some(_) => None,
                 None => state.proto.cancel(call_id),
             };
-            (cancel, arrived)
+            (cancel, arrived, exported)
         };
         if let Some(cancel) = cancel {
             let _ = self.send_frame(OutFrame::contiguous(cancel));
+        }
+        if let Some(exported) = exported {
+            let unread = arrived
+                .as_ref()
+                .is_some_and(|(_, response)| response.arguments_unread);
+            exported.answered(unread);
         }
         if let Some((discard, response)) = arrived {
             discard.apply(self, response);
@@ -277,8 +302,9 @@ pub(super) enum Delivered {
     Mine(Response),
     /// Stored in its call's slot; wake this waiter.
     Stored(Option<Waker>),
-    /// Its caller gave up on it: to be disposed of (outside the state's lock).
-    Discarded(Discard, Response),
+    /// Its caller gave up on it: to be disposed of, with what its request exported
+    /// (outside the state's lock).
+    Discarded(Discard, Response, UnsentExports),
 }
 
 impl Delivered {
@@ -293,7 +319,8 @@ impl Delivered {
                 }
                 None
             }
-            Delivered::Discarded(discard, response) => {
+            Delivered::Discarded(discard, response, exported) => {
+                exported.answered(response.arguments_unread);
                 discard.apply(connection, response);
                 None
             }
@@ -316,8 +343,9 @@ pub(super) fn deliver(
     match pending.get_mut(&call_id) {
         Some(call) => {
             if let Some(discard) = call.discard {
+                let exported = std::mem::take(&mut call.exported);
                 pending.remove(&call_id);
-                return Delivered::Discarded(discard, response);
+                return Delivered::Discarded(discard, response, exported);
             }
             call.reply = Some(Ok(response));
             Delivered::Stored(call.waker.take())

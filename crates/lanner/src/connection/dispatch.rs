@@ -39,7 +39,7 @@ impl Connection {
         } = match slot {
             Ok(slot) => slot,
             Err(message) => {
-                let reply = Reply::status(Status::NotFound, &message);
+                let reply = Reply::status(Status::NotFound, &message).arguments_unread();
                 return self.answer(call_id, one_way, reply);
             }
         };
@@ -113,11 +113,14 @@ impl Connection {
         let Reply {
             message,
             handed_back,
+            exported,
         } = reply;
         if one_way {
             self.finish_one_way(call_id, &message);
+            // The result goes nowhere: what it exported is unexported.
+            drop(exported);
         } else {
-            self.respond(call_id, message);
+            self.respond(call_id, message, exported);
         }
         // The reply is written or queued: a release sent from now on follows it.
         drop(handed_back);

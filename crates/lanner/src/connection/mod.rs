@@ -27,6 +27,7 @@ use crate::access::PeerIdentity;
 use crate::error::Error;
 use crate::id_hasher::IdBuildHasher;
 use crate::object::Object;
+use crate::objref::UnsentExports;
 use crate::server::{CallLimit, NameRegistry};
 use crate::transport::{FrameSink, FrameSource};
 
@@ -553,13 +554,31 @@ impl Connection {
         }
     }
 
-    fn stamp_response(&self, call_id: u64, reply: MessageBuilder) -> Option<OutFrame> {
-        match self.with_open_proto(|proto| proto.send_response(call_id, reply))? {
-            Ok(frame) => Some(frame),
-            Err(error) => {
+    /// Stamps the answer to the peer's call `call_id`. A result over the peer's frame
+    /// limit goes as an error instead (see [`lanner_proto::Connection::send_response`]):
+    /// the references it exported never reach the peer, so they are unexported.
+    fn stamp_response(
+        &self,
+        call_id: u64,
+        reply: MessageBuilder,
+        exported: UnsentExports,
+    ) -> Option<OutFrame> {
+        let stamped = self.with_open_proto(|proto| {
+            let whole =
+                exported.is_empty() || reply.check(proto.peer_limits().max_frame_size).is_ok();
+            (proto.send_response(call_id, reply), whole)
+        });
+        match stamped {
+            Some((Ok(frame), true)) => {
+                exported.sent();
+                Some(frame)
+            }
+            Some((Ok(frame), false)) => Some(frame),
+            Some((Err(error), _)) => {
                 tracing::warn!(peer = %self.peer, %error, "response not sent");
                 None
             }
+            None => None,
         }
     }
 
@@ -584,8 +603,14 @@ impl Connection {
 
     /// Answers the peer's call `call_id`, then has the reader spin for the peer's next
     /// request (as the raw baseline does after replying).
-    pub(crate) fn respond(self: &Arc<Self>, call_id: u64, reply: MessageBuilder) {
-        if let Some(frame) = self.stamp_response(call_id, reply) {
+    /// `exported`: this side's objects the reply exported (see [`Connection::stamp_response`]).
+    pub(crate) fn respond(
+        self: &Arc<Self>,
+        call_id: u64,
+        reply: MessageBuilder,
+        exported: UnsentExports,
+    ) {
+        if let Some(frame) = self.stamp_response(call_id, reply, exported) {
             let _ = self.send_credit_return(frame);
         }
         self.signal.kick();

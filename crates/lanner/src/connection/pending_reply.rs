@@ -64,8 +64,8 @@ pub(crate) struct PendingReply {
     discard: Option<Discard>,
     /// What the last look for the reply under the lock saw (see `delivery_marks`).
     last_look: Option<LastLook>,
-    /// This side's objects the request exported, while it waits for a credit: unexported
-    /// if it is dropped unsent (see [`PendingReply::unless_sent`]).
+    /// This side's objects the request exported: unexported if it is dropped unsent, or
+    /// if the answer says the peer never decoded them (see [`PendingReply::unless_sent`]).
     unsent: UnsentExports,
 }
 
@@ -110,14 +110,16 @@ impl Connection {
 }
 
 impl PendingReply {
-    /// What the request exported, to undo if it is never sent: it is kept while the
-    /// request waits for a credit (and dropped, undoing it, if the call is given up or
-    /// fails meanwhile), dropped at once if the call could not start.
+    /// What the request exported, to undo if the peer never takes it: dropped at once
+    /// (undoing it) if the call could not start; else kept while the request waits for a
+    /// credit (undone if the call is given up or fails meanwhile) and then for the answer,
+    /// which says whether the peer decoded the arguments (see
+    /// [`UnsentExports::answered`]). A call given up after its request went out leaves
+    /// it with the call's [`Discard`], if any, else counts it as taken.
     pub(crate) fn unless_sent(&mut self, unsent: UnsentExports) {
         match self.phase {
             Phase::Failed(_) => drop(unsent),
-            Phase::Credit(_) => self.unsent = unsent,
-            _ => unsent.sent(),
+            _ => self.unsent = unsent,
         }
     }
 
@@ -138,7 +140,11 @@ impl PendingReply {
         self.armed = true;
         self.phase = match self.write(frame, alone) {
             Ok(phase) => phase,
-            Err(error) => Phase::Failed(Some(error.after_sending())),
+            Err(error) => {
+                // The write failed: the peer did not get the handles.
+                drop(std::mem::take(&mut self.unsent));
+                Phase::Failed(Some(error.after_sending()))
+            }
         };
     }
 
@@ -248,8 +254,24 @@ impl Future for PendingReply {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
+        let outcome = this.poll_phase(cx);
+        // Answered (a call still armed, past its deadline, leaves it to `abandon`). The
+        // request went out: what was never sent was undone where it failed.
+        if let Poll::Ready(outcome) = &outcome
+            && !this.armed
+            && !this.unsent.is_empty()
+        {
+            let unread = outcome.as_ref().is_ok_and(|answer| answer.arguments_unread);
+            std::mem::take(&mut this.unsent).answered(unread);
+        }
+        outcome
+    }
+}
+
+impl PendingReply {
+    fn poll_phase(&mut self, cx: &mut Context<'_>) -> Poll<Result<Response, Error>> {
         loop {
-            match &mut this.phase {
+            match &mut self.phase {
                 Phase::Failed(error) => {
                     return Poll::Ready(Err(error.take().unwrap_or_else(|| {
                         Error::protocol("a failed call was polled after it finished")
@@ -258,18 +280,15 @@ impl Future for PendingReply {
                 Phase::Credit(waiting) => match waiting.as_mut().poll(cx) {
                     Poll::Pending => return Poll::Pending,
                     Poll::Ready(Err(error)) => {
-                        this.phase = Phase::Failed(None);
-                        drop(std::mem::take(&mut this.unsent));
+                        self.phase = Phase::Failed(None);
+                        drop(std::mem::take(&mut self.unsent));
                         return Poll::Ready(Err(error));
                     }
-                    Poll::Ready(Ok(begun)) => {
-                        std::mem::take(&mut this.unsent).sent();
-                        this.send(begun);
-                    }
+                    Poll::Ready(Ok(begun)) => self.send(begun),
                 },
-                Phase::Alone | Phase::Yielded => return this.spin_or_wait(cx),
-                Phase::Deferred => return this.not_alone(cx),
-                Phase::Wait => return this.wait(cx),
+                Phase::Alone | Phase::Yielded => return self.spin_or_wait(cx),
+                Phase::Deferred => return self.not_alone(cx),
+                Phase::Wait => return self.wait(cx),
             }
         }
     }
@@ -278,7 +297,8 @@ impl Future for PendingReply {
 impl Drop for PendingReply {
     fn drop(&mut self) {
         if self.armed {
-            self.connection.abandon(self.call_id, self.discard);
+            let unsent = std::mem::take(&mut self.unsent);
+            self.connection.abandon(self.call_id, self.discard, unsent);
         }
     }
 }
