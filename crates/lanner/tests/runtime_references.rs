@@ -876,6 +876,8 @@ mod keeper {
         pub trait Keeper {
             /// Takes `counter`.
             async fn keep(&self, counter: ObjRef<CounterProxy>) -> Result<(), Error>;
+            /// Answers after `millis` milliseconds.
+            async fn nap(&self, millis: u64) -> Result<(), Error>;
         }
     }
 
@@ -887,6 +889,8 @@ mod keeper {
         pub trait Keeper {
             /// Takes `counter`, `times` times.
             async fn keep(&self, counter: ObjRef<CounterProxy>, times: u64) -> Result<(), Error>;
+            /// Answers after `millis` milliseconds.
+            async fn nap(&self, millis: u64) -> Result<(), Error>;
         }
     }
 
@@ -894,6 +898,11 @@ mod keeper {
 
     impl old::Keeper for OldKeeper {
         async fn keep(&self, _counter: ObjRef<CounterProxy>) -> Result<(), Error> {
+            Ok(())
+        }
+
+        async fn nap(&self, millis: u64) -> Result<(), Error> {
+            tokio::time::sleep(Duration::from_millis(millis)).await;
             Ok(())
         }
     }
@@ -931,6 +940,43 @@ async fn references_among_arguments_the_server_never_decoded_are_taken_back() {
         .await
         .unwrap();
     assert_eq!(settle(&live).await, 0);
+}
+
+/// The same when the caller gave up before the answer came: the answer settles the
+/// exports when it arrives. (The object is in an apartment, so the refusal waits behind
+/// a nap.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unread_arguments_of_an_abandoned_call_are_taken_back_when_its_answer_comes() {
+    let server = Server::new();
+    server.publish(
+        "keeper",
+        Object::new(keeper::old::KeeperStub::new(Arc::new(keeper::OldKeeper))).in_apartment(),
+    );
+    let listening = server.listen("mem://refs-unread-abandoned").await.unwrap();
+    let url = listening.endpoint().object_url("keeper");
+    let newer: keeper::new::KeeperProxy = Client::new().connect(&url).await.unwrap();
+    let napping = tokio::spawn({
+        let newer = newer.clone();
+        async move { keeper::new::Keeper::nap(&newer, 300).await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let live = Arc::new(AtomicI64::new(0));
+    let hurried = newer.with_timeout(Duration::from_millis(50));
+    let error = keeper::new::Keeper::keep(&hurried, ObjRef::new(live_counter(&live)), 2)
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::DeadlineExceeded, "{error}");
+    assert_eq!(
+        live.load(Ordering::Relaxed),
+        1,
+        "released before the answer came"
+    );
+    napping.await.unwrap().unwrap();
+    assert_eq!(
+        settle(&live).await,
+        0,
+        "the abandoned call's counter leaked"
+    );
 }
 
 /// Hands out a counter with a payload of a chosen size.
