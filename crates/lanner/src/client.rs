@@ -44,8 +44,13 @@ pub struct Client {
 struct ClientInner {
     options: ConnectionOptions,
     auth: ClientAuth,
+    /// Where references handed over by third parties may lead (`None`: anywhere).
+    handoff_filter: Option<HandoffFilter>,
     connections: tokio::sync::Mutex<HashMap<Endpoint, Arc<Connection>>>,
 }
+
+/// See [`Client::with_handoff_filter`].
+type HandoffFilter = Arc<dyn Fn(&Endpoint) -> bool + Send + Sync>;
 
 /// A [`Client`] that does not keep it alive: what a connection remembers of the client
 /// that opened it (the client holds its connections).
@@ -75,14 +80,19 @@ impl Client {
 
     /// A client whose connections use `options`.
     pub fn with_options(options: ConnectionOptions) -> Client {
-        Client::build(options, ClientAuth::default())
+        Client::build(options, ClientAuth::default(), None)
     }
 
-    fn build(options: ConnectionOptions, auth: ClientAuth) -> Client {
+    fn build(
+        options: ConnectionOptions,
+        auth: ClientAuth,
+        handoff_filter: Option<HandoffFilter>,
+    ) -> Client {
         Client {
             inner: Arc::new(ClientInner {
                 options,
                 auth,
+                handoff_filter,
                 connections: tokio::sync::Mutex::new(HashMap::new()),
             }),
         }
@@ -92,7 +102,54 @@ impl Client {
     /// [`ClientAuth::peer_credentials`], local transports only). The returned client opens
     /// its own connections.
     pub fn with_auth(self, auth: ClientAuth) -> Client {
-        Client::build(self.inner.options.clone(), auth)
+        Client::build(
+            self.inner.options.clone(),
+            auth,
+            self.inner.handoff_filter.clone(),
+        )
+    }
+
+    /// This client, connecting for references handed over by third parties only to the
+    /// endpoints `allow` accepts. The returned client opens its own connections.
+    ///
+    /// A reference to an object in a third process travels as that process's endpoint
+    /// and a token (see [`ObjRef`](crate::ObjRef)); its first call connects there and
+    /// claims the object. The endpoint is whatever the peer that handed the reference
+    /// over wrote, so by default a peer can have this client connect, and
+    /// authenticate, anywhere it can reach. `allow` is asked before that first call
+    /// connects (even over a connection already open); refused, the call fails with
+    /// `PermissionDenied` and nothing is sent to the endpoint. Calls on the object through
+    /// references this client resolved or created itself, or that the object's own
+    /// server handed to it, are not affected.
+    ///
+    /// ```
+    /// use lanner::{Client, Endpoint};
+    ///
+    /// // References handed over may lead to this host's shared-memory services only.
+    /// let client = Client::new().with_handoff_filter(|endpoint| matches!(endpoint, Endpoint::Shm(_)));
+    /// # drop(client);
+    /// ```
+    ///
+    /// A server claims the references its clients hand it through its
+    /// [hand-off client](crate::Server::with_handoff_client): give it one with a filter.
+    pub fn with_handoff_filter(
+        self,
+        allow: impl Fn(&Endpoint) -> bool + Send + Sync + 'static,
+    ) -> Client {
+        Client::build(
+            self.inner.options.clone(),
+            self.inner.auth.clone(),
+            Some(Arc::new(allow)),
+        )
+    }
+
+    /// Whether this client may connect to `endpoint` to claim a reference handed over by
+    /// a third party (see [`Client::with_handoff_filter`]).
+    pub(crate) fn may_claim_at(&self, endpoint: &Endpoint) -> bool {
+        self.inner
+            .handoff_filter
+            .as_ref()
+            .is_none_or(|allow| allow(endpoint))
     }
 
     /// A client with this one's options and authentication and connections of its own:
@@ -110,7 +167,11 @@ impl Client {
     /// # }
     /// ```
     pub fn private(&self) -> Client {
-        Client::build(self.inner.options.clone(), self.inner.auth.clone())
+        Client::build(
+            self.inner.options.clone(),
+            self.inner.auth.clone(),
+            self.inner.handoff_filter.clone(),
+        )
     }
 
     /// The process-wide client used by [`crate::connect`].

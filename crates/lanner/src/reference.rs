@@ -311,6 +311,14 @@ impl ObjectRef {
                 ),
             )
         };
+        if !handoff.client.may_claim_at(&handoff.endpoint) {
+            let e = claiming(Error::new(
+                ErrorKind::PermissionDenied,
+                "this client's hand-off filter does not let it connect there",
+            ));
+            *refused = Some(e.clone());
+            return Err(e);
+        }
         // Failing to connect can be retried; an answer refusing the token cannot.
         let connection = handoff
             .client

@@ -289,6 +289,55 @@ async fn the_objects_server_applies_its_own_policy_to_the_third_party() {
 }
 
 #[tokio::test]
+async fn a_handoff_filter_keeps_the_third_party_from_connecting_where_it_does_not_allow() {
+    let lease = Duration::from_millis(500);
+    let b_endpoint = unix("filter-b");
+    let (b, live) = serve_b(&b_endpoint, Server::new().with_handoff_lease(lease)).await;
+    let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let c_client = Client::new().with_handoff_filter({
+        let asked = asked.clone();
+        move |endpoint| {
+            asked.lock().unwrap().push(endpoint.to_string());
+            matches!(endpoint, lanner::Endpoint::Shm(_))
+        }
+    });
+    let (c, _keeper) = serve_c(
+        &unix("filter-c"),
+        Server::new().with_handoff_client(c_client.private()),
+    )
+    .await;
+    let a = Client::new();
+    let maker: MakerProxy = a.connect(&b.endpoint().object_url("maker")).await.unwrap();
+    let keeper: KeeperProxy = a.connect(&c.endpoint().object_url("keeper")).await.unwrap();
+
+    let refused = keeper.keep(maker.make().await.unwrap()).await.unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::PermissionDenied, "{refused}");
+    assert!(refused.message().contains("hand-off filter"), "{refused}");
+    assert_eq!(*asked.lock().unwrap(), vec![b.endpoint().to_string()]);
+    // Refused for good: the filter is not asked again, and C never connected to B.
+    let again = keeper.bump().await.unwrap_err();
+    assert_eq!(again.kind(), ErrorKind::PermissionDenied, "{again}");
+    assert_eq!(asked.lock().unwrap().len(), 1);
+    // The token was never redeemed: B lets the counter go with its lease.
+    assert_eq!(settle(&live, 0).await, 0);
+
+    // A third party whose filter allows B claims as usual.
+    let (open_c, _keeper) = serve_c(
+        &unix("filter-open-c"),
+        Server::new().with_handoff_client(
+            Client::new().with_handoff_filter(|endpoint| endpoint.to_string().contains("filter-b")),
+        ),
+    )
+    .await;
+    let keeper: KeeperProxy = a
+        .connect(&open_c.endpoint().object_url("keeper"))
+        .await
+        .unwrap();
+    assert_eq!(keeper.keep(maker.make().await.unwrap()).await, Ok(1));
+    assert_eq!(keeper.bump().await, Ok(2));
+}
+
+#[tokio::test]
 async fn a_handoff_never_claimed_expires_with_its_lease() {
     let lease = Duration::from_millis(1500);
     let (b, live) = serve_b(&unix("lease-b"), Server::new().with_handoff_lease(lease)).await;
