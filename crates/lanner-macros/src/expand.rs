@@ -332,12 +332,12 @@ fn expand_stub(interface: &Interface) -> TokenStream {
         };
         // A refused call's arguments are decoded, then dropped with the refusal as the
         // answer: that releases the object references among them (see
-        // `IncomingCall::__route`).
+        // `IncomingCall::__route`; `refused` says if they did not decode).
         quote! {
             #ordinal => {
                 let decoded = #arguments;
                 if let ::core::option::Option::Some(reply) = #refusal {
-                    ::core::mem::drop(decoded);
+                    let reply = ::lanner::__private::refused(reply, decoded);
                     return ::lanner::__private::Box::pin(async move { reply });
                 }
                 let (#(#inline_idents,)*): (#(#inline_types,)*) =

@@ -68,10 +68,13 @@ impl IncomingCall<'_> {
     /// reply saying how the signatures differ. A method the caller may not call (see
     /// [`crate::AccessPolicy`]) gets a `PermissionDenied` reply; the check is on the
     /// method found, whatever ordinal the caller named.
+    ///
+    /// Every `Err` reply tells the caller that its arguments were not decoded (the caller
+    /// then takes back the references among them): answer with it before decoding any.
     pub fn route(&self, interface: &str, methods: &[MethodInfo]) -> Result<u16, Reply> {
         match self.find(interface, methods)? {
             (ordinal, None) => Ok(ordinal),
-            (_, Some(refusal)) => Err(refusal),
+            (_, Some(refusal)) => Err(refusal.arguments_unread()),
         }
     }
 
@@ -174,7 +177,8 @@ impl Reply {
     }
 
     /// The reply for an ordinal a stub does not have (cannot happen after
-    /// [`IncomingCall::route`]; kept so generated code never panics).
+    /// [`IncomingCall::route`]; kept so generated code never panics). It tells the caller
+    /// that its arguments were not decoded: answer with it before decoding any.
     pub fn unknown_method(ordinal: u16) -> Reply {
         Reply::status(
             Status::Unimplemented,

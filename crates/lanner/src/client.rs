@@ -130,6 +130,15 @@ impl Client {
     /// # drop(client);
     /// ```
     ///
+    /// `allow` sees the endpoint as the reference wrote it: a TCP host is the name or
+    /// address text, not resolved. Prefer allowing known names and addresses over
+    /// refusing bad ones (`127.1`, `[::ffff:127.0.0.1]` and a host name that resolves to a
+    /// refused address all name the same host), and keep in mind that an allowed name
+    /// connects wherever DNS says. A second call replaces the filter rather than adding
+    /// to it. The process-wide [`Client::global`] (used by [`crate::connect`]) has no
+    /// filter: a program that wants one everywhere makes its own filtered client and
+    /// uses it instead.
+    ///
     /// A server claims the references its clients hand it through its
     /// [hand-off client](crate::Server::with_handoff_client): give it one with a filter.
     pub fn with_handoff_filter(

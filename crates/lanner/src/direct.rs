@@ -50,7 +50,9 @@ impl Direct {
     }
 
     /// The implementation as a `T`, for a serving function; a reply reporting the mix-up
-    /// if it is not one (a stub whose serving function does not match its target).
+    /// if it is not one (a stub whose serving function does not match its target). The
+    /// reply tells the caller that its arguments were not decoded: answer with it before
+    /// decoding any.
     pub fn downcast<T: Send + Sync + 'static>(
         target: Implementation,
     ) -> Result<Arc<T>, DispatchFuture> {

@@ -356,16 +356,29 @@ pub(crate) fn error_from_payload(status: Status, payload: &Payload) -> Error {
 }
 
 /// Decodes a call's inline arguments as `A` (a tuple of the method's non-bulk parameters).
+/// Arguments that fail to decode are answered as unread: the caller takes back every
+/// reference among them (see [`objref::decoding_arguments`]).
 pub fn arguments<A: DeserializeOwned>(
     call: &IncomingCall<'_>,
     method: &MethodInfo,
 ) -> Result<A, Reply> {
-    objref::decoding(call.connection, || decode_inline(call.inline())).map_err(|e| {
+    objref::decoding_arguments(call.connection, || decode_inline(call.inline())).map_err(|e| {
         Reply::error(&Error::new(
             ErrorKind::InvalidArgument,
             format!("arguments of {}: {}", method.name, e.message()),
         ))
+        .arguments_unread()
     })
+}
+
+/// The answer to a call refused after its arguments were decoded (to release the
+/// references among them): `refusal`, told as unread if they did not decode (those
+/// references were given up, see [`arguments`]).
+pub fn refused<A>(refusal: Reply, decoded: Result<A, Reply>) -> Reply {
+    match decoded {
+        Ok(_) => refusal,
+        Err(_) => refusal.arguments_unread(),
+    }
 }
 
 /// [`arguments`] for a method without inline arguments: the request must carry none
@@ -376,7 +389,8 @@ pub fn no_arguments(call: &IncomingCall<'_>, method: &MethodInfo) -> Result<(), 
         extra => Err(Reply::error(&Error::new(
             ErrorKind::InvalidArgument,
             format!("arguments of {}: {}", method.name, unexpected_bytes(extra)),
-        ))),
+        ))
+        .arguments_unread()),
     }
 }
 

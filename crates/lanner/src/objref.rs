@@ -122,6 +122,46 @@ pub(crate) fn decoding<R>(connection: &Arc<Connection>, f: impl FnOnce() -> R) -
     CONNECTION.set(connection, f)
 }
 
+thread_local! {
+    /// While a request's arguments are decoded (see [`decoding_arguments`]): the peer's
+    /// objects they named so far.
+    static DECODED: std::cell::RefCell<Option<Vec<ObjectRef>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f`, which decodes the arguments of a request received on `connection`, all or
+/// nothing as far as object references go: if it fails, the references it had decoded
+/// are given up without releasing them, and the caller, told that its arguments went
+/// unread (see `Reply::arguments_unread`), takes back the counts of all of them itself.
+/// Releasing only those decoded before the failure would leave the ones after it
+/// counted, and the caller could not tell which.
+pub(crate) fn decoding_arguments<T, E>(
+    connection: &Arc<Connection>,
+    f: impl FnOnce() -> Result<T, E>,
+) -> Result<T, E> {
+    // Kept here as well as in what `f` builds, so that a value dropped as `f` fails does
+    // not release its reference before this side knows to give it up.
+    let enclosing = DECODED.replace(Some(Vec::new()));
+    let result = decoding(connection, f);
+    let decoded = DECODED.replace(enclosing).unwrap_or_default();
+    if result.is_err() {
+        for reference in &decoded {
+            reference.disown();
+        }
+    }
+    result
+}
+
+/// Notes a reference to the peer's object decoded from a request's arguments (see
+/// [`decoding_arguments`]).
+fn note_decoded(reference: &ObjectRef) {
+    DECODED.with(|decoded| {
+        if let Some(decoded) = decoded.borrow_mut().as_mut() {
+            decoded.push(reference.clone());
+        }
+    });
+}
+
 /// What encoding a message on a connection produced besides the message (see
 /// [`encoding`]).
 #[derive(Default)]
@@ -145,7 +185,8 @@ pub(crate) struct UnsentExports {
 }
 
 impl UnsentExports {
-    fn new(connection: &Arc<Connection>, handles: Vec<u64>) -> UnsentExports {
+    /// `handles`, exported by a message on `connection`.
+    pub(crate) fn new(connection: &Arc<Connection>, handles: Vec<u64>) -> UnsentExports {
         UnsentExports {
             exports: (!handles.is_empty()).then(|| Box::new((connection.clone(), handles))),
         }
@@ -162,6 +203,21 @@ impl UnsentExports {
             // Closed and dropped: its table, and what it counted, went with it.
             None => UnsentExports::default(),
         }
+    }
+
+    /// The handles, without the connection: to keep in the connection's own tables
+    /// (which must not hold it). Nothing is undone; [`UnsentExports::reattach`] gives
+    /// them back their guard.
+    pub(crate) fn detach(mut self) -> Box<[u64]> {
+        match self.exports.take() {
+            Some(exports) => exports.1.into_boxed_slice(),
+            None => Box::default(),
+        }
+    }
+
+    /// Handles [`UnsentExports::detach`] took from a message sent on `connection`.
+    pub(crate) fn reattach(connection: &Arc<Connection>, handles: Box<[u64]>) -> UnsentExports {
+        UnsentExports::new(connection, handles.into_vec())
     }
 
     /// Whether the message exported nothing.
@@ -489,6 +545,7 @@ impl<'de, P: Proxy> Deserialize<'de> for ObjRef<P> {
         match wire.holder {
             Holder::Sender => {
                 let reference = ObjectRef::new(connection, wire.handle, wire.interfaces);
+                note_decoded(&reference);
                 reference
                     .query::<P>()
                     .map(ObjRef::from_proxy)

@@ -180,8 +180,10 @@ impl ObjectRef {
         !self.inner.claimed.load(Ordering::Acquire)
     }
 
-    /// Hands this reference's count on the exporter over to whoever takes its target.
-    fn disown(&self) {
+    /// Hands this reference's count on the exporter over to whoever takes its target
+    /// (or, for arguments that failed to decode, back to the exporter: see
+    /// [`crate::objref::decoding_arguments`]).
+    pub(crate) fn disown(&self) {
         self.inner.counted.store(false, Ordering::Relaxed);
     }
 

@@ -99,7 +99,7 @@ impl RootStub {
                     "no object waits for this hand-off token: it is unknown, was redeemed already, or its lease expired",
                 )),
             };
-            marshal::reply::<Inline<WireRef>, Error>(result)
+            handing_out(&connection, result)
         })
     }
 
@@ -137,7 +137,7 @@ impl RootStub {
                 format!("instances of class {class}")
             }),
         };
-        marshal::reply::<Inline<WireRef>, Error>(result)
+        handing_out(call.connection, result)
     }
 
     fn resolve(&self, call: &IncomingCall<'_>) -> Reply {
@@ -154,8 +154,22 @@ impl RootStub {
                 format!("no object is published as {name:?} on this server"),
             )),
         };
-        marshal::reply::<Inline<WireRef>, Error>(result)
+        handing_out(call.connection, result)
     }
+}
+
+/// The reply handing out what [`hand_out`] exported: undone unless the reply reaches the
+/// caller as it is (a one-way root call, a reply over the caller's frame limit; see
+/// [`crate::objref::UnsentExports`]).
+fn handing_out(connection: &Arc<Connection>, result: Result<WireRef, Error>) -> Reply {
+    let handle = result.as_ref().ok().map(|wire| wire.handle);
+    let mut reply = marshal::reply::<Inline<WireRef>, Error>(result);
+    if let Some(handle) = handle
+        && reply.message.status() == Some(Status::Ok)
+    {
+        reply.exported = crate::objref::UnsentExports::new(connection, vec![handle]);
+    }
+    reply
 }
 
 /// Exports `object` (published as `name`, if it was) to the caller's `connection`; the

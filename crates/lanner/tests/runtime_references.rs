@@ -894,7 +894,9 @@ mod keeper {
         }
     }
 
-    pub(super) struct OldKeeper;
+    /// Counts the naps begun.
+    #[derive(Default)]
+    pub(super) struct OldKeeper(pub(super) Arc<AtomicU64>);
 
     impl old::Keeper for OldKeeper {
         async fn keep(&self, _counter: ObjRef<CounterProxy>) -> Result<(), Error> {
@@ -902,6 +904,7 @@ mod keeper {
         }
 
         async fn nap(&self, millis: u64) -> Result<(), Error> {
+            self.0.fetch_add(1, Ordering::Relaxed);
             tokio::time::sleep(Duration::from_millis(millis)).await;
             Ok(())
         }
@@ -916,7 +919,9 @@ async fn references_among_arguments_the_server_never_decoded_are_taken_back() {
     let server = Server::new();
     server.publish(
         "keeper",
-        Object::new(keeper::old::KeeperStub::new(Arc::new(keeper::OldKeeper))),
+        Object::new(keeper::old::KeeperStub::new(Arc::new(
+            keeper::OldKeeper::default(),
+        ))),
     );
     let listening = server.listen("mem://refs-unread-arguments").await.unwrap();
     let url = listening.endpoint().object_url("keeper");
@@ -948,9 +953,13 @@ async fn references_among_arguments_the_server_never_decoded_are_taken_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unread_arguments_of_an_abandoned_call_are_taken_back_when_its_answer_comes() {
     let server = Server::new();
+    let naps = Arc::new(AtomicU64::new(0));
     server.publish(
         "keeper",
-        Object::new(keeper::old::KeeperStub::new(Arc::new(keeper::OldKeeper))).in_apartment(),
+        Object::new(keeper::old::KeeperStub::new(Arc::new(keeper::OldKeeper(
+            naps.clone(),
+        ))))
+        .in_apartment(),
     );
     let listening = server.listen("mem://refs-unread-abandoned").await.unwrap();
     let url = listening.endpoint().object_url("keeper");
@@ -959,7 +968,10 @@ async fn unread_arguments_of_an_abandoned_call_are_taken_back_when_its_answer_co
         let newer = newer.clone();
         async move { keeper::new::Keeper::nap(&newer, 300).await }
     });
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // The apartment is busy with the nap: the next call waits behind it.
+    while naps.load(Ordering::Relaxed) == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
     let live = Arc::new(AtomicI64::new(0));
     let hurried = newer.with_timeout(Duration::from_millis(50));
     let error = keeper::new::Keeper::keep(&hurried, ObjRef::new(live_counter(&live)), 2)
@@ -1030,4 +1042,167 @@ async fn a_result_over_the_callers_frame_limit_unexports_what_it_exported() {
     assert_eq!(live.load(Ordering::Relaxed), 1);
     drop(counter);
     assert_eq!(settle(&live).await, 0);
+}
+
+/// A value that refuses to decode when it is zero (the caller encodes it either way).
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+struct Picky(u8);
+
+impl<'de> serde::Deserialize<'de> for Picky {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        match u8::deserialize(deserializer)? {
+            0 => Err(serde::de::Error::custom("zero is refused")),
+            value => Ok(Picky(value)),
+        }
+    }
+}
+
+/// Takes counters among arguments that may fail to decode.
+#[lanner::interface]
+trait Holder {
+    /// Holds `counter` (if `picky` decodes) until `drop_all`.
+    async fn hold_after(&self, picky: Picky, counter: ObjRef<CounterProxy>) -> Result<(), Error>;
+    /// The same, the counter first.
+    async fn hold_before(&self, counter: ObjRef<CounterProxy>, picky: Picky) -> Result<(), Error>;
+    /// Drops what it holds.
+    async fn drop_all(&self) -> Result<(), Error>;
+}
+
+#[derive(Default)]
+struct HolderImpl(Mutex<Vec<ObjRef<CounterProxy>>>);
+
+impl Holder for HolderImpl {
+    async fn hold_after(&self, _picky: Picky, counter: ObjRef<CounterProxy>) -> Result<(), Error> {
+        self.0.lock().await.push(counter);
+        Ok(())
+    }
+
+    async fn hold_before(&self, counter: ObjRef<CounterProxy>, _picky: Picky) -> Result<(), Error> {
+        self.0.lock().await.push(counter);
+        Ok(())
+    }
+
+    async fn drop_all(&self) -> Result<(), Error> {
+        self.0.lock().await.clear();
+        Ok(())
+    }
+}
+
+/// Arguments that fail to decode are all or nothing: the server gives up the references
+/// it had decoded before the failure without releasing them, and the caller takes back
+/// every reference among them, wherever the failure was. An object also held by the
+/// server through another call keeps that count.
+#[tokio::test]
+async fn references_among_arguments_that_fail_to_decode_are_taken_back_whatever_their_place() {
+    let server = Server::new();
+    server.publish(
+        "holder",
+        Object::new(HolderStub::new(Arc::new(HolderImpl::default()))),
+    );
+    let listening = server.listen("mem://refs-partly-decoded").await.unwrap();
+    let holder: HolderProxy = Client::new()
+        .connect(&listening.endpoint().object_url("holder"))
+        .await
+        .unwrap();
+    let live = Arc::new(AtomicI64::new(0));
+    for _ in 0..5 {
+        let error = holder
+            .hold_after(Picky(0), ObjRef::new(live_counter(&live)))
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
+        let error = holder
+            .hold_before(ObjRef::new(live_counter(&live)), Picky(0))
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
+    }
+    assert_eq!(
+        settle(&live).await,
+        0,
+        "the undecoded arguments' counters leaked"
+    );
+
+    // One counter the server holds, then passes in a failing call twice: taken back
+    // once per failing call, it stays held by the server's own count.
+    let counter = ObjRef::new(live_counter(&live));
+    holder.hold_after(Picky(1), counter.clone()).await.unwrap();
+    for _ in 0..2 {
+        holder
+            .hold_before(counter.clone(), Picky(0))
+            .await
+            .unwrap_err();
+        holder
+            .hold_after(Picky(0), counter.clone())
+            .await
+            .unwrap_err();
+    }
+    drop(counter);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(
+        live.load(Ordering::Relaxed),
+        1,
+        "released while the server holds it"
+    );
+    holder.drop_all().await.unwrap();
+    assert_eq!(settle(&live).await, 0, "the held counter leaked");
+}
+
+/// Reads one frame from a raw socket (the length prefix, then the rest).
+async fn read_frame(socket: &mut tokio::net::UnixStream) -> lanner::Bytes {
+    use tokio::io::AsyncReadExt;
+    let mut len = [0u8; 4];
+    socket.read_exact(&mut len).await.unwrap();
+    let len = u32::from_le_bytes(len) as usize;
+    let mut frame = vec![0u8; len];
+    frame[..4].copy_from_slice(&(len as u32).to_le_bytes());
+    socket.read_exact(&mut frame[4..]).await.unwrap();
+    frame.into()
+}
+
+/// On the wire: a call to a handle the server never handed out, or to a method it does
+/// not have, is answered with the arguments-unread flag; one whose arguments decoded is
+/// not.
+#[tokio::test]
+async fn the_server_says_when_it_left_a_calls_arguments_unread() {
+    use lanner_proto::{Event, Limits, MessageBuilder, Status};
+    use tokio::io::AsyncWriteExt;
+
+    let server = Server::new().with_auth(lanner::ServerAuth::none());
+    server.publish(
+        "holder",
+        Object::new(HolderStub::new(Arc::new(HolderImpl::default()))),
+    );
+    let path = unix("raw-unread");
+    let listening = server.listen(&path).await.unwrap();
+    let socket_path = listening.endpoint().to_string().replace("unix://", "");
+    let mut socket = tokio::net::UnixStream::connect(&socket_path).await.unwrap();
+    let (mut proto, hello) = lanner_proto::Connection::client(Limits::default());
+    socket.write_all(&hello).await.unwrap();
+    let welcome = read_frame(&mut socket).await;
+    assert!(matches!(
+        proto.handle_frame(welcome),
+        Ok(Event::Established { .. })
+    ));
+    let mut ask = async |request: MessageBuilder| {
+        let (_, frame) = proto.send_request(request).map_err(|(e, _)| e).unwrap();
+        socket.write_all(&frame.into_contiguous()).await.unwrap();
+        match proto.handle_frame(read_frame(&mut socket).await) {
+            Ok(Event::Response(response)) => (response.status, response.arguments_unread),
+            other => panic!("expected a response, got {other:?}"),
+        }
+    };
+    // A handle never handed out (index 5, some tag).
+    let unknown = MessageBuilder::request(0x1234_5600_0005, 0, 0, 0);
+    assert_eq!(ask(unknown).await, (Status::NotFound, true));
+    // The root (handle 0) has no method with this fingerprint.
+    let incompatible = MessageBuilder::request(0, 0, 0, 0xdead_beef);
+    assert_eq!(ask(incompatible).await, (Status::Unimplemented, true));
+    // Resolving a name nobody published fails too, but after decoding the arguments
+    // (the root's `resolve(String)`; postcard: the length, then the bytes).
+    let fingerprint =
+        lanner::__private::method_fingerprint("resolve(String)->Result<ObjectRef,Error>");
+    let mut resolve = MessageBuilder::request(0, 0, 0, fingerprint);
+    resolve.inline().put_slice(b"\x04nope");
+    assert_eq!(ask(resolve).await, (Status::AppError, false));
 }

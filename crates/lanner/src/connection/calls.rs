@@ -25,9 +25,10 @@ pub(super) struct PendingCall {
     /// Set when the caller gave up on the call: its reply is decoded and dropped when it
     /// comes (see [`Discard`]).
     discard: Option<Discard>,
-    /// With `discard`: what the request exported, settled by the reply (see
-    /// [`UnsentExports::answered`]).
-    exported: UnsentExports,
+    /// With `discard`: the handles the request exported, settled by the reply (see
+    /// [`UnsentExports::answered`]). Handles only: a guard here would hold the connection
+    /// in its own table, keeping it alive until the answer came.
+    exported: Box<[u64]>,
 }
 
 /// How to dispose of the reply of a call nobody waits for any more. A reply may carry
@@ -75,15 +76,8 @@ pub(super) type PendingCalls = HashMap<u64, PendingCall, IdBuildHasher>;
 /// Fails every outstanding call with `error`; returns the wakers to wake (outside the lock).
 /// Calls their callers gave up on are forgotten: no answer will come for them.
 pub(super) fn fail_all(pending: &mut PendingCalls, error: &Error) -> Vec<Waker> {
-    pending.retain(|_, call| {
-        if call.discard.is_none() {
-            return true;
-        }
-        // The connection is closing: its table goes, with what these calls exported
-        // (and no object is dropped here, under the state's lock).
-        std::mem::take(&mut call.exported).sent();
-        false
-    });
+    // (The handles these calls' requests exported go with the connection's table.)
+    pending.retain(|_, call| call.discard.is_none());
     pending
         .values_mut()
         .filter_map(|call| {
@@ -153,15 +147,20 @@ impl Connection {
                         let call = entry.get_mut();
                         call.discard = Some(discard);
                         call.waker = None;
-                        call.exported = exported;
+                        call.exported = exported.detach();
                         (None, None)
                     }
                     (discard, reply) => {
                         entry.remove();
-                        (discard.zip(reply.and_then(Result::ok)), Some(exported))
+                        let unread =
+                            matches!(&reply, Some(Ok(response)) if response.arguments_unread);
+                        (
+                            discard.zip(reply.and_then(Result::ok)),
+                            Some((exported, unread)),
+                        )
                     }
                 },
-                Entry::Vacant(_) => (None, Some(exported)),
+                Entry::Vacant(_) => (None, Some((exported, false))),
             };
             let cancel = match state.closed {
                 Some(_) => None,
@@ -172,10 +171,7 @@ impl Connection {
         if let Some(cancel) = cancel {
             let _ = self.send_frame(OutFrame::contiguous(cancel));
         }
-        if let Some(exported) = exported {
-            let unread = arrived
-                .as_ref()
-                .is_some_and(|(_, response)| response.arguments_unread);
+        if let Some((exported, unread)) = exported {
             exported.answered(unread);
         }
         if let Some((discard, response)) = arrived {
@@ -302,9 +298,9 @@ pub(super) enum Delivered {
     Mine(Response),
     /// Stored in its call's slot; wake this waiter.
     Stored(Option<Waker>),
-    /// Its caller gave up on it: to be disposed of, with what its request exported
-    /// (outside the state's lock).
-    Discarded(Discard, Response, UnsentExports),
+    /// Its caller gave up on it: to be disposed of, with the handles its request
+    /// exported (outside the state's lock).
+    Discarded(Discard, Response, Box<[u64]>),
 }
 
 impl Delivered {
@@ -320,7 +316,7 @@ impl Delivered {
                 None
             }
             Delivered::Discarded(discard, response, exported) => {
-                exported.answered(response.arguments_unread);
+                UnsentExports::reattach(connection, exported).answered(response.arguments_unread);
                 discard.apply(connection, response);
                 None
             }

@@ -106,8 +106,6 @@ pub(crate) struct Connection {
     /// Server side: hand-off tokens the peer's principal granted that are still waiting
     /// (shared by all its connections).
     granted: Arc<AtomicUsize>,
-    /// Hand-off grants from the peer refused so far (only the first is a warning).
-    grants_refused: AtomicU64,
     /// Where this side's loans come from (shared-memory transports).
     loans: Option<lanner_shm::LoanArea>,
 }
@@ -257,7 +255,6 @@ impl Connection {
                 usable: AtomicBool::new(true),
                 onward,
                 granted,
-                grants_refused: AtomicU64::new(0),
                 loans,
             }
         });
@@ -379,13 +376,13 @@ impl Connection {
             return;
         };
         if let Err(refused) = names.handoffs.park(grant.token, object, &self.granted) {
-            // A peer may send grants without end: the first refusal is worth a warning,
-            // the rest of the connection's only a debug line (the count says how many).
-            let refusals = self.grants_refused.fetch_add(1, Ordering::Relaxed) + 1;
-            if refusals == 1 {
-                tracing::warn!(peer = %self.peer, ?refused, "refused a hand-off grant (further refusals on this connection are logged at debug level)");
-            } else {
-                tracing::debug!(peer = %self.peer, ?refused, refusals, "refused a hand-off grant");
+            // Peers may send grants without end: a warning at most once a minute per
+            // server, saying how many were refused since the last one; the rest at debug.
+            match names.handoffs.refusal_to_warn_of() {
+                Some(refusals) => {
+                    tracing::warn!(peer = %self.peer, ?refused, refusals, "refused hand-off grants (refusals counts those since the last warning, at most one a minute; the others are logged at debug level)")
+                }
+                None => tracing::debug!(peer = %self.peer, ?refused, "refused a hand-off grant"),
             }
         }
     }
