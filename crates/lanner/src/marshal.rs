@@ -356,19 +356,24 @@ pub(crate) fn error_from_payload(status: Status, payload: &Payload) -> Error {
 }
 
 /// Decodes a call's inline arguments as `A` (a tuple of the method's non-bulk parameters).
-/// Arguments that fail to decode are answered as unread: the caller takes back every
-/// reference among them (see [`objref::decoding_arguments`]).
+/// Arguments of a call that is answered and that fail to decode are answered as unread:
+/// the caller takes back every object reference among them.
 pub fn arguments<A: DeserializeOwned>(
     call: &IncomingCall<'_>,
     method: &MethodInfo,
 ) -> Result<A, Reply> {
-    objref::decoding_arguments(call.connection, || decode_inline(call.inline())).map_err(|e| {
+    let decode = || decode_inline(call.inline());
+    let failed = |e: Error| {
         Reply::error(&Error::new(
             ErrorKind::InvalidArgument,
             format!("arguments of {}: {}", method.name, e.message()),
         ))
-        .arguments_unread()
-    })
+    };
+    if call.request.one_way {
+        // No answer to tell the caller: what was decoded is released as usual.
+        return objref::decoding(call.connection, decode).map_err(failed);
+    }
+    objref::decoding_arguments(call.connection, decode).map_err(|e| failed(e).arguments_unread())
 }
 
 /// The answer to a call refused after its arguments were decoded (to release the

@@ -58,21 +58,54 @@ thread_local! {
 }
 
 /// Runs `f`, which encodes a message, and returns the handles it exported. Those an
-/// enclosing encoding exported before stay its own.
+/// enclosing encoding exported before stay its own. If `f` panics (a user's `Serialize`
+/// may), what it exported is unexported, on the connection it was encoding for.
 pub(crate) fn tracking_exports<R>(f: impl FnOnce() -> R) -> (R, Vec<u64>) {
-    let take = || EXPORTED.with(|exported| std::mem::take(&mut *exported.borrow_mut()));
-    let enclosing = ANY_EXPORTED.replace(false).then(take);
-    let result = f();
-    let mine = if ANY_EXPORTED.replace(false) {
-        take()
-    } else {
-        Vec::new()
+    let mut scope = ExportScope {
+        enclosing: Some(ANY_EXPORTED.replace(false).then(take_exported)),
     };
-    if let Some(enclosing) = enclosing {
-        EXPORTED.with(|exported| *exported.borrow_mut() = enclosing);
-        ANY_EXPORTED.set(true);
-    }
+    let result = f();
+    let mine = scope.end();
     (result, mine)
+}
+
+fn take_exported() -> Vec<u64> {
+    EXPORTED.with(|exported| std::mem::take(&mut *exported.borrow_mut()))
+}
+
+/// One message's export tracking (see [`tracking_exports`]): gives the enclosing
+/// encoding its handles back when it ends, even by a panic.
+struct ExportScope {
+    /// `None` once ended; `Some(None)`: the enclosing encoding had exported nothing.
+    enclosing: Option<Option<Vec<u64>>>,
+}
+
+impl ExportScope {
+    /// The handles this message exported; the enclosing encoding's are put back.
+    fn end(&mut self) -> Vec<u64> {
+        let mine = if ANY_EXPORTED.replace(false) {
+            take_exported()
+        } else {
+            Vec::new()
+        };
+        if let Some(Some(enclosing)) = self.enclosing.take() {
+            EXPORTED.with(|exported| *exported.borrow_mut() = enclosing);
+            ANY_EXPORTED.set(true);
+        }
+        mine
+    }
+}
+
+impl Drop for ExportScope {
+    fn drop(&mut self) {
+        if self.enclosing.is_some() {
+            // Unwinding: the message will not be sent.
+            let mine = self.end();
+            if let Some(connection) = marshalling_connection() {
+                unexport(&connection, &mine);
+            }
+        }
+    }
 }
 
 /// A message that exported `handles` (see [`tracking_exports`]) will not be sent: the
@@ -134,22 +167,51 @@ thread_local! {
 /// are given up without releasing them, and the caller, told that its arguments went
 /// unread (see `Reply::arguments_unread`), takes back the counts of all of them itself.
 /// Releasing only those decoded before the failure would leave the ones after it
-/// counted, and the caller could not tell which.
+/// counted, and the caller could not tell which. (A reference a user's `Deserialize`
+/// kept somewhere before failing then holds no count: calls through it fail once the
+/// caller has let the object go.) If `f` panics, what it decoded is released as usual.
+///
+/// Only for calls that are answered: a one-way call's caller gets no answer to take
+/// anything back with, so its arguments are decoded with [`decoding`].
 pub(crate) fn decoding_arguments<T, E>(
     connection: &Arc<Connection>,
     f: impl FnOnce() -> Result<T, E>,
 ) -> Result<T, E> {
     // Kept here as well as in what `f` builds, so that a value dropped as `f` fails does
     // not release its reference before this side knows to give it up.
-    let enclosing = DECODED.replace(Some(Vec::new()));
+    let mut scope = DecodeScope {
+        enclosing: Some(DECODED.replace(Some(Vec::new()))),
+    };
     let result = decoding(connection, f);
-    let decoded = DECODED.replace(enclosing).unwrap_or_default();
+    let decoded = scope.end();
     if result.is_err() {
         for reference in &decoded {
             reference.disown();
         }
     }
     result
+}
+
+/// One request's list of decoded references (see [`decoding_arguments`]): puts the
+/// enclosing list back when it ends, even by a panic (the references then drop as usual).
+struct DecodeScope {
+    /// `None` once ended.
+    enclosing: Option<Option<Vec<ObjectRef>>>,
+}
+
+impl DecodeScope {
+    fn end(&mut self) -> Vec<ObjectRef> {
+        let enclosing = self.enclosing.take().unwrap_or_default();
+        DECODED.replace(enclosing).unwrap_or_default()
+    }
+}
+
+impl Drop for DecodeScope {
+    fn drop(&mut self) {
+        if self.enclosing.is_some() {
+            drop(self.end());
+        }
+    }
 }
 
 /// Notes a reference to the peer's object decoded from a request's arguments (see
@@ -267,7 +329,8 @@ pub(crate) fn encoding<T, E>(
     connection: &Arc<Connection>,
     f: impl FnOnce() -> Result<T, E>,
 ) -> (Result<T, E>, Encoded) {
-    let (result, exported) = tracking_exports(|| CONNECTION.set(connection, f));
+    // Tracking inside the connection's scope: a panicking encoding unexports on it.
+    let (result, exported) = CONNECTION.set(connection, || tracking_exports(f));
     let encoded = Encoded {
         handed_back: take_handed_back(),
         unsent: UnsentExports::new(connection, exported),
@@ -582,5 +645,47 @@ impl<'de, P: Proxy> Deserialize<'de> for ObjRef<P> {
                     .map_err(|e| failed_de::<D::Error>(e.message()))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quietly<R>(f: impl FnOnce() -> R) -> std::thread::Result<R> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+    }
+
+    #[test]
+    fn an_encoding_that_panics_leaves_the_enclosing_ones_exports_as_they_were() {
+        let (panicked, outer) = tracking_exports(|| {
+            note_exported(1);
+            let inner = quietly(|| {
+                tracking_exports(|| {
+                    note_exported(2);
+                    panic!("a user's Serialize panicked");
+                })
+            });
+            note_exported(3);
+            inner.is_err()
+        });
+        assert!(panicked);
+        assert_eq!(outer, vec![1, 3]);
+        // Nothing is left behind for the next message.
+        assert!(!ANY_EXPORTED.get());
+        assert!(tracking_exports(|| ()).1.is_empty());
+    }
+
+    #[test]
+    fn a_decoding_that_panics_leaves_no_list_of_decoded_references_behind() {
+        let panicked = quietly(|| {
+            let _scope = DecodeScope {
+                enclosing: Some(DECODED.replace(Some(Vec::new()))),
+            };
+            panic!("a user's Deserialize panicked");
+        });
+        assert!(panicked.is_err());
+        // No list is left collecting the references this thread decodes from now on.
+        assert!(DECODED.with(|decoded| decoded.borrow().is_none()));
     }
 }

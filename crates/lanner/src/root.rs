@@ -162,13 +162,13 @@ impl RootStub {
 /// caller as it is (a one-way root call, a reply over the caller's frame limit; see
 /// [`crate::objref::UnsentExports`]).
 fn handing_out(connection: &Arc<Connection>, result: Result<WireRef, Error>) -> Reply {
-    let handle = result.as_ref().ok().map(|wire| wire.handle);
+    let handles = result.as_ref().map_or(Vec::new(), |wire| vec![wire.handle]);
+    let exported = crate::objref::UnsentExports::new(connection, handles);
     let mut reply = marshal::reply::<Inline<WireRef>, Error>(result);
-    if let Some(handle) = handle
-        && reply.message.status() == Some(Status::Ok)
-    {
-        reply.exported = crate::objref::UnsentExports::new(connection, vec![handle]);
+    if reply.message.status() == Some(Status::Ok) {
+        reply.exported = exported;
     }
+    // (Otherwise dropped here, which undoes it: the answer became an error.)
     reply
 }
 

@@ -10,6 +10,7 @@ use lanner::{ClassId, Client, Error, ErrorKind, ObjRef, Object, Proxy, Server};
 use tokio::sync::Mutex;
 
 mod child;
+mod common;
 
 /// A counter, handed out by the factory.
 #[lanner::interface]
@@ -1064,6 +1065,13 @@ trait Holder {
     async fn hold_after(&self, picky: Picky, counter: ObjRef<CounterProxy>) -> Result<(), Error>;
     /// The same, the counter first.
     async fn hold_before(&self, counter: ObjRef<CounterProxy>, picky: Picky) -> Result<(), Error>;
+    /// [`Holder::hold_before`], one-way.
+    #[oneway]
+    async fn hold_before_quietly(
+        &self,
+        counter: ObjRef<CounterProxy>,
+        picky: Picky,
+    ) -> Result<(), Error>;
     /// Drops what it holds.
     async fn drop_all(&self) -> Result<(), Error>;
 }
@@ -1078,6 +1086,15 @@ impl Holder for HolderImpl {
     }
 
     async fn hold_before(&self, counter: ObjRef<CounterProxy>, _picky: Picky) -> Result<(), Error> {
+        self.0.lock().await.push(counter);
+        Ok(())
+    }
+
+    async fn hold_before_quietly(
+        &self,
+        counter: ObjRef<CounterProxy>,
+        _picky: Picky,
+    ) -> Result<(), Error> {
         self.0.lock().await.push(counter);
         Ok(())
     }
@@ -1146,18 +1163,17 @@ async fn references_among_arguments_that_fail_to_decode_are_taken_back_whatever_
     );
     holder.drop_all().await.unwrap();
     assert_eq!(settle(&live).await, 0, "the held counter leaked");
-}
 
-/// Reads one frame from a raw socket (the length prefix, then the rest).
-async fn read_frame(socket: &mut tokio::net::UnixStream) -> lanner::Bytes {
-    use tokio::io::AsyncReadExt;
-    let mut len = [0u8; 4];
-    socket.read_exact(&mut len).await.unwrap();
-    let len = u32::from_le_bytes(len) as usize;
-    let mut frame = vec![0u8; len];
-    frame[..4].copy_from_slice(&(len as u32).to_le_bytes());
-    socket.read_exact(&mut frame[4..]).await.unwrap();
-    frame.into()
+    // A one-way call gets no answer to take anything back with: what the server decoded
+    // before the failure it releases itself.
+    for _ in 0..5 {
+        holder
+            .hold_before_quietly(ObjRef::new(live_counter(&live)), Picky(0))
+            .await
+            .unwrap();
+    }
+    holder.drop_all().await.unwrap();
+    assert_eq!(settle(&live).await, 0, "the one-way calls' counters leaked");
 }
 
 /// On the wire: a call to a handle the server never handed out, or to a method it does
@@ -1179,7 +1195,7 @@ async fn the_server_says_when_it_left_a_calls_arguments_unread() {
     let mut socket = tokio::net::UnixStream::connect(&socket_path).await.unwrap();
     let (mut proto, hello) = lanner_proto::Connection::client(Limits::default());
     socket.write_all(&hello).await.unwrap();
-    let welcome = read_frame(&mut socket).await;
+    let welcome = common::read_frame(&mut socket).await.unwrap();
     assert!(matches!(
         proto.handle_frame(welcome),
         Ok(Event::Established { .. })
@@ -1187,7 +1203,7 @@ async fn the_server_says_when_it_left_a_calls_arguments_unread() {
     let mut ask = async |request: MessageBuilder| {
         let (_, frame) = proto.send_request(request).map_err(|(e, _)| e).unwrap();
         socket.write_all(&frame.into_contiguous()).await.unwrap();
-        match proto.handle_frame(read_frame(&mut socket).await) {
+        match proto.handle_frame(common::read_frame(&mut socket).await.unwrap()) {
             Ok(Event::Response(response)) => (response.status, response.arguments_unread),
             other => panic!("expected a response, got {other:?}"),
         }

@@ -9,6 +9,8 @@ use lanner::{
     Principal, Server, ServerAuth, Target,
 };
 
+mod common;
+
 /// A guarded object: what a method sees of its caller, and methods to allow or deny.
 #[lanner::interface]
 trait Guarded {
@@ -527,18 +529,6 @@ async fn child_calls_as_whoever_runs_it() {
     println!("open: {}", open.whoami().await.unwrap().0);
 }
 
-/// Reads one frame from a raw socket (the length prefix, then the rest).
-async fn read_frame(socket: &mut tokio::net::TcpStream) -> std::io::Result<lanner::Bytes> {
-    use tokio::io::AsyncReadExt;
-    let mut len = [0u8; 4];
-    socket.read_exact(&mut len).await?;
-    let len = u32::from_le_bytes(len) as usize;
-    let mut frame = vec![0u8; len];
-    frame[..4].copy_from_slice(&(len as u32).to_le_bytes());
-    socket.read_exact(&mut frame[4..]).await?;
-    Ok(frame.into())
-}
-
 #[tokio::test]
 async fn a_request_that_skips_the_last_authentication_step_is_refused() {
     use lanner_proto::auth::psk::PskClient;
@@ -558,7 +548,7 @@ async fn a_request_that_skips_the_last_authentication_step_is_refused() {
     let (mut proto, hello) =
         lanner_proto::Connection::client_with(Limits::default(), Box::new(psk));
     socket.write_all(&hello).await.unwrap();
-    let welcome = read_frame(&mut socket).await.unwrap();
+    let welcome = common::read_frame(&mut socket).await.unwrap();
     assert!(matches!(
         proto.handle_frame(welcome),
         Ok(Event::Established { auth: Some(_) })
@@ -567,7 +557,7 @@ async fn a_request_that_skips_the_last_authentication_step_is_refused() {
     let request = MessageBuilder::request(0, 0, 0, 0);
     let (_, frame) = proto.send_request(request).map_err(|(e, _)| e).unwrap();
     socket.write_all(&frame.into_contiguous()).await.unwrap();
-    let close = read_frame(&mut socket).await.unwrap();
+    let close = common::read_frame(&mut socket).await.unwrap();
     match Frame::decode(close) {
         Ok(Frame::Close(close)) => {
             assert_eq!(close.status, Status::Unauthenticated);
@@ -580,7 +570,7 @@ async fn a_request_that_skips_the_last_authentication_step_is_refused() {
         other => panic!("expected CLOSE, got {other:?}"),
     }
     // And the server hangs up.
-    assert!(read_frame(&mut socket).await.is_err());
+    assert!(common::read_frame(&mut socket).await.is_err());
 }
 
 #[tokio::test]

@@ -383,3 +383,19 @@ pub fn assert_error_contains(error: &lanner::Error, kind: lanner::ErrorKind, par
         "expected a message containing {part:?}, got {error}"
     );
 }
+
+/// Reads one Lanner frame from a raw stream (its length, then the rest): for tests that
+/// speak the protocol without the runtime.
+pub async fn read_frame<S>(stream: &mut S) -> std::io::Result<Bytes>
+where
+    S: tokio::io::AsyncRead + Unpin,
+{
+    use tokio::io::AsyncReadExt;
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).await?;
+    let declared = u32::from_le_bytes(len);
+    let mut frame = vec![0u8; (declared as usize).max(4)];
+    frame[..4].copy_from_slice(&declared.to_le_bytes());
+    stream.read_exact(&mut frame[4..]).await?;
+    Ok(frame.into())
+}
