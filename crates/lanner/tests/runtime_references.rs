@@ -1222,3 +1222,54 @@ async fn the_server_says_when_it_left_a_calls_arguments_unread() {
     resolve.inline().put_slice(b"\x04nope");
     assert_eq!(ask(resolve).await, (Status::AppError, false));
 }
+
+/// A value whose decoding panics when it is zero (a user's `Deserialize` with a bug).
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+struct Fragile(u8);
+
+impl<'de> serde::Deserialize<'de> for Fragile {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        match u8::deserialize(deserializer)? {
+            0 => panic!("a Deserialize with a bug"),
+            value => Ok(Fragile(value)),
+        }
+    }
+}
+
+/// Takes a value that may panic as it decodes.
+#[lanner::interface]
+trait Breakable {
+    /// Returns `value`'s byte.
+    async fn take(&self, value: Fragile) -> Result<u8, Error>;
+}
+
+struct BreakableImpl;
+
+impl Breakable for BreakableImpl {
+    async fn take(&self, value: Fragile) -> Result<u8, Error> {
+        Ok(value.0)
+    }
+}
+
+/// Arguments whose decoding panics (the user's code, fed by the peer) fail that call
+/// with `Internal`, as a panicking method does; the connection goes on serving.
+#[tokio::test]
+async fn arguments_whose_decoding_panics_fail_only_their_call() {
+    let server = Server::new();
+    server.publish(
+        "breakable",
+        Object::new(BreakableStub::new(Arc::new(BreakableImpl))),
+    );
+    let listening = server.listen("mem://refs-decoding-panics").await.unwrap();
+    let breakable: BreakableProxy = Client::new()
+        .connect(&listening.endpoint().object_url("breakable"))
+        .await
+        .unwrap();
+    let error = tokio::time::timeout(Duration::from_secs(5), breakable.take(Fragile(0)))
+        .await
+        .expect("the call was answered")
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Internal, "{error}");
+    assert!(error.message().contains("panicked"), "{error}");
+    assert_eq!(breakable.take(Fragile(7)).await, Ok(7));
+}

@@ -57,8 +57,15 @@ impl Connection {
         if let Some(apartment) = &apartment {
             context = context.in_apartment(Arc::as_ptr(apartment) as usize);
         }
+        // The stub routes and decodes the arguments here, before the method's future
+        // exists: a user's `Deserialize` that panics on what the peer sent fails this
+        // call, as a panicking method does, not the connection's receiver.
+        let future = match std::panic::catch_unwind(AssertUnwindSafe(|| direct.dispatch(call))) {
+            Ok(future) => future,
+            Err(panic) => return self.answer(call_id, one_way, reply_of(self, Err(panic))),
+        };
         let call = Served {
-            future: context.scope(direct.dispatch(call)),
+            future: context.scope(future),
             call_id,
             one_way,
         };
