@@ -7,9 +7,9 @@
 //! 4     kind  u8   HELLO=1 WELCOME=2 REQUEST=3 RESPONSE=4 CREDIT=5 CLOSE=6 CANCEL=7
 //!                  PING=8 PONG=9 GOAWAY=10 AUTH=11 RELEASE=12 GRANT=13
 //! 5     flags u8   REQUEST: bit 0 ONE_WAY (no RESPONSE; the callee returns the credit with
-//!                  a CREDIT frame). RESPONSE: bit 0 ARGUMENTS_UNREAD (the callee never
-//!                  decoded the request's arguments). Other bits, and flags of other kinds,
-//!                  are ignored.
+//!                  a CREDIT frame). RESPONSE: bit 0 ARGUMENTS_UNREAD (the callee took
+//!                  nothing from the request's arguments). Other bits, and flags of other
+//!                  kinds, are ignored.
 //! 6..8  segs  u16  number of bulk segments (REQUEST and RESPONSE only, else 0)
 //! ```
 //!
@@ -79,9 +79,9 @@ pub const CREDIT_LEN: usize = HEADER_LEN + 4;
 pub const CLOSE_FIXED_LEN: usize = HEADER_LEN + 4;
 /// The REQUEST flag of a one-way call: the callee sends no RESPONSE, only the credit back.
 pub const FLAG_ONE_WAY: u8 = 1;
-/// The RESPONSE flag of a call whose arguments the callee never decoded (it had no such
-/// object, or no such method): object references among them were not taken, so the caller
-/// takes back what it counted for them.
+/// The RESPONSE flag of a call whose arguments the callee took nothing from (it had no
+/// such object or method, or they failed to decode): the object references among them
+/// were not taken, so the caller takes back what it counted for them.
 pub const FLAG_ARGUMENTS_UNREAD: u8 = 1;
 /// Total size of a CANCEL frame.
 pub const CANCEL_LEN: usize = HEADER_LEN + 8;
@@ -227,7 +227,8 @@ pub struct Response {
     pub status: Status,
     /// Request credits returned to the caller (piggybacked flow control).
     pub credits: u32,
-    /// The callee never decoded the request's arguments (see [`FLAG_ARGUMENTS_UNREAD`]).
+    /// The callee took nothing from the request's arguments (see
+    /// [`FLAG_ARGUMENTS_UNREAD`]).
     pub arguments_unread: bool,
     /// The encoded result, application error, or error message.
     pub payload: Payload,

@@ -159,9 +159,9 @@ impl Reply {
         }
     }
 
-    /// Tells the caller that its arguments were never decoded (no such object or method,
-    /// or refused before decoding): the references among them were not taken, so the
-    /// caller takes back what it counted for them (see
+    /// Tells the caller that nothing was taken from its arguments (no such object or
+    /// method, refused before decoding, or they failed to decode): the references among
+    /// them were not taken, so the caller takes back what it counted for them (see
     /// [`lanner_proto::frame::FLAG_ARGUMENTS_UNREAD`]).
     pub(crate) fn arguments_unread(mut self) -> Reply {
         self.message.set_arguments_unread();

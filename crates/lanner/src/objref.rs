@@ -31,6 +31,11 @@ use crate::proxy::Proxy;
 use crate::reference::ObjectRef;
 use crate::url::Endpoint;
 
+mod counting;
+
+pub(crate) use counting::{UnsentExports, decoding_arguments, tracking_exports};
+use counting::{note_decoded, note_exported};
+
 scoped_tls::scoped_thread_local!(static CONNECTION: Arc<Connection>);
 
 thread_local! {
@@ -47,74 +52,6 @@ thread_local! {
 
     /// Set while a method's result is encoded (see [`collecting`]).
     static COLLECTING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-
-    /// Handles of this side's objects exported (and counted) by the message being encoded
-    /// (see [`tracking_exports`]): if the message fails to encode, nobody will release
-    /// them.
-    static EXPORTED: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
-
-    /// Whether `EXPORTED` holds any (checked first, as for `HANDED_BACK`).
-    static ANY_EXPORTED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Runs `f`, which encodes a message, and returns the handles it exported. Those an
-/// enclosing encoding exported before stay its own. If `f` panics (a user's `Serialize`
-/// may), what it exported is unexported, on the connection it was encoding for.
-pub(crate) fn tracking_exports<R>(f: impl FnOnce() -> R) -> (R, Vec<u64>) {
-    let mut scope = ExportScope {
-        enclosing: Some(ANY_EXPORTED.replace(false).then(take_exported)),
-    };
-    let result = f();
-    let mine = scope.end();
-    (result, mine)
-}
-
-fn take_exported() -> Vec<u64> {
-    EXPORTED.with(|exported| std::mem::take(&mut *exported.borrow_mut()))
-}
-
-/// One message's export tracking (see [`tracking_exports`]): gives the enclosing
-/// encoding its handles back when it ends, even by a panic.
-struct ExportScope {
-    /// `None` once ended; `Some(None)`: the enclosing encoding had exported nothing.
-    enclosing: Option<Option<Vec<u64>>>,
-}
-
-impl ExportScope {
-    /// The handles this message exported; the enclosing encoding's are put back.
-    fn end(&mut self) -> Vec<u64> {
-        let mine = if ANY_EXPORTED.replace(false) {
-            take_exported()
-        } else {
-            Vec::new()
-        };
-        if let Some(Some(enclosing)) = self.enclosing.take() {
-            EXPORTED.with(|exported| *exported.borrow_mut() = enclosing);
-            ANY_EXPORTED.set(true);
-        }
-        mine
-    }
-}
-
-impl Drop for ExportScope {
-    fn drop(&mut self) {
-        if self.enclosing.is_some() {
-            // Unwinding: the message will not be sent.
-            let mine = self.end();
-            if let Some(connection) = marshalling_connection() {
-                unexport(&connection, &mine);
-            }
-        }
-    }
-}
-
-/// A message that exported `handles` (see [`tracking_exports`]) will not be sent: the
-/// counts it added go, and objects nobody else holds are dropped. (Mostly through
-/// [`UnsentExports`].)
-pub(crate) fn unexport(connection: &Connection, handles: &[u64]) {
-    if !handles.is_empty() {
-        connection.released(handles);
-    }
 }
 
 /// The references handed back since the last call (see `HANDED_BACK`).
@@ -155,75 +92,6 @@ pub(crate) fn decoding<R>(connection: &Arc<Connection>, f: impl FnOnce() -> R) -
     CONNECTION.set(connection, f)
 }
 
-thread_local! {
-    /// While a request's arguments are decoded (see [`decoding_arguments`]): the peer's
-    /// objects they named so far.
-    static DECODED: std::cell::RefCell<Option<Vec<ObjectRef>>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-/// Runs `f`, which decodes the arguments of a request received on `connection`, all or
-/// nothing as far as object references go: if it fails, the references it had decoded
-/// are given up without releasing them, and the caller, told that its arguments went
-/// unread (see `Reply::arguments_unread`), takes back the counts of all of them itself.
-/// Releasing only those decoded before the failure would leave the ones after it
-/// counted, and the caller could not tell which. (A reference a user's `Deserialize`
-/// kept somewhere before failing then holds no count: calls through it fail once the
-/// caller has let the object go.) If `f` panics, what it decoded is released as usual.
-///
-/// Only for calls that are answered: a one-way call's caller gets no answer to take
-/// anything back with, so its arguments are decoded with [`decoding`].
-pub(crate) fn decoding_arguments<T, E>(
-    connection: &Arc<Connection>,
-    f: impl FnOnce() -> Result<T, E>,
-) -> Result<T, E> {
-    // Kept here as well as in what `f` builds, so that a value dropped as `f` fails does
-    // not release its reference before this side knows to give it up.
-    let mut scope = DecodeScope {
-        enclosing: Some(DECODED.replace(Some(Vec::new()))),
-    };
-    let result = decoding(connection, f);
-    let decoded = scope.end();
-    if result.is_err() {
-        for reference in &decoded {
-            reference.disown();
-        }
-    }
-    result
-}
-
-/// One request's list of decoded references (see [`decoding_arguments`]): puts the
-/// enclosing list back when it ends, even by a panic (the references then drop as usual).
-struct DecodeScope {
-    /// `None` once ended.
-    enclosing: Option<Option<Vec<ObjectRef>>>,
-}
-
-impl DecodeScope {
-    fn end(&mut self) -> Vec<ObjectRef> {
-        let enclosing = self.enclosing.take().unwrap_or_default();
-        DECODED.replace(enclosing).unwrap_or_default()
-    }
-}
-
-impl Drop for DecodeScope {
-    fn drop(&mut self) {
-        if self.enclosing.is_some() {
-            drop(self.end());
-        }
-    }
-}
-
-/// Notes a reference to the peer's object decoded from a request's arguments (see
-/// [`decoding_arguments`]).
-fn note_decoded(reference: &ObjectRef) {
-    DECODED.with(|decoded| {
-        if let Some(decoded) = decoded.borrow_mut().as_mut() {
-            decoded.push(reference.clone());
-        }
-    });
-}
-
 /// What encoding a message on a connection produced besides the message (see
 /// [`encoding`]).
 #[derive(Default)]
@@ -233,92 +101,6 @@ pub(crate) struct Encoded {
     pub(crate) handed_back: Vec<ObjectRef>,
     /// This side's objects the message exported: unexported unless it is sent.
     pub(crate) unsent: UnsentExports,
-}
-
-/// This side's objects a message exported (and counted) while it was encoded. Unless the
-/// message is sent ([`UnsentExports::sent`]), dropping this unexports them: the peer never
-/// got their handles, so it could never release them. Whoever drops an unsent message
-/// (a failed encoding, a call given up while it waited for a credit, a refused send)
-/// drops this with it.
-#[derive(Default)]
-pub(crate) struct UnsentExports {
-    /// `None` for nearly every message (it exported nothing): nothing held, nothing to do.
-    exports: Option<Box<(Arc<Connection>, Vec<u64>)>>,
-}
-
-impl UnsentExports {
-    /// `handles`, exported by a message on `connection`.
-    pub(crate) fn new(connection: &Arc<Connection>, handles: Vec<u64>) -> UnsentExports {
-        UnsentExports {
-            exports: (!handles.is_empty()).then(|| Box::new((connection.clone(), handles))),
-        }
-    }
-
-    /// The handles a method's result exported (see [`tracking_exports`]), on the
-    /// connection of the call being served.
-    pub(crate) fn of_this_call(handles: Vec<u64>) -> UnsentExports {
-        if handles.is_empty() {
-            return UnsentExports::default();
-        }
-        match crate::context::CallContext::current_connection() {
-            Some(connection) => UnsentExports::new(&connection, handles),
-            // Closed and dropped: its table, and what it counted, went with it.
-            None => UnsentExports::default(),
-        }
-    }
-
-    /// The handles, without the connection: to keep in the connection's own tables
-    /// (which must not hold it). Nothing is undone; [`UnsentExports::reattach`] gives
-    /// them back their guard.
-    pub(crate) fn detach(mut self) -> Box<[u64]> {
-        match self.exports.take() {
-            Some(exports) => exports.1.into_boxed_slice(),
-            None => Box::default(),
-        }
-    }
-
-    /// Handles [`UnsentExports::detach`] took from a message sent on `connection`.
-    pub(crate) fn reattach(connection: &Arc<Connection>, handles: Box<[u64]>) -> UnsentExports {
-        UnsentExports::new(connection, handles.into_vec())
-    }
-
-    /// Whether the message exported nothing.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.exports.is_none()
-    }
-
-    /// The message went out: the peer holds the handles now, and releases them itself.
-    pub(crate) fn sent(mut self) {
-        self.exports = None;
-    }
-
-    /// The request went out and its answer came: the peer holds the handles, unless it
-    /// says it never decoded the arguments (`arguments_unread`), in which case nobody
-    /// will release them and they are unexported.
-    pub(crate) fn answered(self, arguments_unread: bool) {
-        if !arguments_unread {
-            self.sent();
-        }
-    }
-}
-
-impl fmt::Debug for UnsentExports {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let handles = self
-            .exports
-            .as_ref()
-            .map_or(&[][..], |exports| &exports.1[..]);
-        f.debug_tuple("UnsentExports").field(&handles).finish()
-    }
-}
-
-impl Drop for UnsentExports {
-    fn drop(&mut self) {
-        if let Some(exports) = self.exports.take() {
-            let (connection, handles) = *exports;
-            unexport(&connection, &handles);
-        }
-    }
 }
 
 /// Runs `f`, which encodes a message to send on `connection`. What it exported is
@@ -376,12 +158,6 @@ fn marshalling_connection() -> Option<Arc<Connection>> {
     }
     // A method's result is encoded inside the call it answers.
     CallContext::current_connection()
-}
-
-/// Remembers that the message being encoded exported `handle` (see [`tracking_exports`]).
-fn note_exported(handle: u64) {
-    EXPORTED.with(|exported| exported.borrow_mut().push(handle));
-    ANY_EXPORTED.set(true);
 }
 
 /// Keeps `reference` alive until the message being encoded is out (if it is encoded in a
@@ -645,47 +421,5 @@ impl<'de, P: Proxy> Deserialize<'de> for ObjRef<P> {
                     .map_err(|e| failed_de::<D::Error>(e.message()))
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn quietly<R>(f: impl FnOnce() -> R) -> std::thread::Result<R> {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
-    }
-
-    #[test]
-    fn an_encoding_that_panics_leaves_the_enclosing_ones_exports_as_they_were() {
-        let (panicked, outer) = tracking_exports(|| {
-            note_exported(1);
-            let inner = quietly(|| {
-                tracking_exports(|| {
-                    note_exported(2);
-                    panic!("a user's Serialize panicked");
-                })
-            });
-            note_exported(3);
-            inner.is_err()
-        });
-        assert!(panicked);
-        assert_eq!(outer, vec![1, 3]);
-        // Nothing is left behind for the next message.
-        assert!(!ANY_EXPORTED.get());
-        assert!(tracking_exports(|| ()).1.is_empty());
-    }
-
-    #[test]
-    fn a_decoding_that_panics_leaves_no_list_of_decoded_references_behind() {
-        let panicked = quietly(|| {
-            let _scope = DecodeScope {
-                enclosing: Some(DECODED.replace(Some(Vec::new()))),
-            };
-            panic!("a user's Deserialize panicked");
-        });
-        assert!(panicked.is_err());
-        // No list is left collecting the references this thread decodes from now on.
-        assert!(DECODED.with(|decoded| decoded.borrow().is_none()));
     }
 }
