@@ -257,6 +257,17 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// What a caught panic said, for an error message.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = panic.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = panic.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "(non-string panic payload)".to_owned()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -363,9 +363,10 @@ pub fn arguments<A: DeserializeOwned>(
     method: &MethodInfo,
 ) -> Result<A, Reply> {
     let decode = || decode_inline(call.inline());
+    // Invalid arguments, or (a panic) a `Deserialize` that failed on them.
     let failed = |e: Error| {
         Reply::error(&Error::new(
-            ErrorKind::InvalidArgument,
+            e.kind(),
             format!("arguments of {}: {}", method.name, e.message()),
         ))
     };

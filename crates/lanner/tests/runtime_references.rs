@@ -1241,12 +1241,33 @@ impl<'de> serde::Deserialize<'de> for Fragile {
 trait Breakable {
     /// Returns `value`'s byte.
     async fn take(&self, value: Fragile) -> Result<u8, Error>;
+    /// Returns `value`'s byte, dropping `counter`.
+    async fn take_before(&self, value: Fragile, counter: ObjRef<CounterProxy>)
+    -> Result<u8, Error>;
+    /// The same, `counter` first.
+    async fn take_after(&self, counter: ObjRef<CounterProxy>, value: Fragile) -> Result<u8, Error>;
 }
 
 struct BreakableImpl;
 
 impl Breakable for BreakableImpl {
     async fn take(&self, value: Fragile) -> Result<u8, Error> {
+        Ok(value.0)
+    }
+
+    async fn take_before(
+        &self,
+        value: Fragile,
+        _counter: ObjRef<CounterProxy>,
+    ) -> Result<u8, Error> {
+        Ok(value.0)
+    }
+
+    async fn take_after(
+        &self,
+        _counter: ObjRef<CounterProxy>,
+        value: Fragile,
+    ) -> Result<u8, Error> {
         Ok(value.0)
     }
 }
@@ -1272,4 +1293,32 @@ async fn arguments_whose_decoding_panics_fail_only_their_call() {
     assert_eq!(error.kind(), ErrorKind::Internal, "{error}");
     assert!(error.message().contains("panicked"), "{error}");
     assert_eq!(breakable.take(Fragile(7)).await, Ok(7));
+
+    // References among such arguments, before or after the panic, are taken back by
+    // the caller (all or nothing, as for arguments that fail to decode).
+    let live = Arc::new(AtomicI64::new(0));
+    for _ in 0..3 {
+        let error = breakable
+            .take_before(Fragile(0), ObjRef::new(live_counter(&live)))
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Internal, "{error}");
+        let error = breakable
+            .take_after(ObjRef::new(live_counter(&live)), Fragile(0))
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Internal, "{error}");
+    }
+    assert_eq!(
+        settle(&live).await,
+        0,
+        "the counters among panicking arguments leaked"
+    );
+    assert_eq!(
+        breakable
+            .take_after(ObjRef::new(live_counter(&live)), Fragile(3))
+            .await,
+        Ok(3)
+    );
+    assert_eq!(settle(&live).await, 0);
 }

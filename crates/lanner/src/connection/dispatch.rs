@@ -179,19 +179,9 @@ fn reply_of(
     match outcome {
         Ok(reply) => reply,
         Err(panic) => {
-            let message = panic_message(&panic);
+            let message = crate::error::panic_message(panic.as_ref());
             tracing::error!(peer = %connection.peer(), %message, "method panicked");
             Reply::status(Status::Internal, &format!("the method panicked: {message}"))
         }
-    }
-}
-
-fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
-    if let Some(text) = panic.downcast_ref::<&str>() {
-        (*text).to_owned()
-    } else if let Some(text) = panic.downcast_ref::<String>() {
-        text.clone()
-    } else {
-        "(non-string panic payload)".to_owned()
     }
 }

@@ -6,10 +6,12 @@
 //! panics.
 
 use std::fmt;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use super::{decoding, marshalling_connection};
 use crate::connection::Connection;
+use crate::error::{Error, ErrorKind};
 use crate::reference::ObjectRef;
 
 thread_local! {
@@ -102,20 +104,29 @@ thread_local! {
 /// Releasing only those decoded before the failure would leave the ones after it
 /// counted, and the caller could not tell which. (A reference a user's `Deserialize`
 /// kept somewhere before failing then holds no count: calls through it fail once the
-/// caller has let the object go.) If `f` panics, what it decoded is released as usual.
+/// caller has let the object go.) A panic in `f` (a user's `Deserialize`) is such a
+/// failure too: an `Internal` error.
 ///
 /// Only for calls that are answered: a one-way call's caller gets no answer to take
 /// anything back with, so its arguments are decoded with [`decoding`].
-pub(crate) fn decoding_arguments<T, E>(
+pub(crate) fn decoding_arguments<T>(
     connection: &Arc<Connection>,
-    f: impl FnOnce() -> Result<T, E>,
-) -> Result<T, E> {
+    f: impl FnOnce() -> Result<T, Error>,
+) -> Result<T, Error> {
     // Kept here as well as in what `f` builds, so that a value dropped as `f` fails does
     // not release its reference before this side knows to give it up.
     let mut scope = DecodeScope {
         enclosing: Some(DECODED.replace(Some(Vec::new()))),
     };
-    let result = decoding(connection, f);
+    let result = std::panic::catch_unwind(AssertUnwindSafe(|| decoding(connection, f)))
+        .unwrap_or_else(|panic| {
+            let message = crate::error::panic_message(panic.as_ref());
+            tracing::error!(peer = %connection.peer(), %message, "decoding a call's arguments panicked");
+            Err(Error::new(
+                ErrorKind::Internal,
+                format!("decoding them panicked: {message}"),
+            ))
+        });
     let decoded = scope.end();
     if result.is_err() {
         for reference in &decoded {
