@@ -133,8 +133,13 @@ async fn serve_counted(endpoint: &str) -> (lanner::Listening, FactoryProxy, Arc<
 
 /// Waits (a few seconds at most) until no counter is alive; returns how many still are.
 async fn settle(live: &AtomicI64) -> i64 {
+    settle_at(live, 0).await
+}
+
+/// Waits (a few seconds at most) until `live` is `count`; returns what it is then.
+async fn settle_at(live: &AtomicI64, count: i64) -> i64 {
     for _ in 0..500 {
-        if live.load(Ordering::Relaxed) == 0 {
+        if live.load(Ordering::Relaxed) == count {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -1321,4 +1326,80 @@ async fn arguments_whose_decoding_panics_fail_only_their_call() {
         Ok(3)
     );
     assert_eq!(settle(&live).await, 0);
+}
+
+/// A counter whose `Drop` panics (a user's bug).
+struct PanickyCounter(Arc<AtomicI64>);
+
+impl Drop for PanickyCounter {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+        panic!("a Drop with a bug");
+    }
+}
+
+impl Counter for PanickyCounter {
+    async fn increment(&self) -> Result<u64, Error> {
+        Ok(1)
+    }
+}
+
+/// Hands out counters whose `Drop` panics.
+#[lanner::interface]
+trait PanickyFactory {
+    /// A new such counter.
+    async fn counter(&self) -> Result<ObjRef<CounterProxy>, Error>;
+}
+
+struct PanickyFactoryImpl(Arc<AtomicI64>);
+
+impl PanickyFactory for PanickyFactoryImpl {
+    async fn counter(&self) -> Result<ObjRef<CounterProxy>, Error> {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        Ok(ObjRef::new(Object::new(CounterStub::new(Arc::new(
+            PanickyCounter(self.0.clone()),
+        )))))
+    }
+}
+
+/// An object whose `Drop` panics when the peer releases it is logged, and the
+/// connection goes on serving (its receiver runs the drop).
+#[tokio::test]
+async fn an_object_whose_drop_panics_when_released_does_not_end_the_connection() {
+    let live = Arc::new(AtomicI64::new(0));
+    let server = Server::new();
+    server.publish(
+        "factory",
+        Object::new(PanickyFactoryStub::new(Arc::new(PanickyFactoryImpl(
+            live.clone(),
+        )))),
+    );
+    let listening = server.listen("mem://refs-drop-panics").await.unwrap();
+    let factory: PanickyFactoryProxy = Client::new()
+        .connect(&listening.endpoint().object_url("factory"))
+        .await
+        .unwrap();
+    // Held throughout: a reference handed out on a connection lives and dies with it
+    // (the factory's URL reference would reconnect and hide a lost connection).
+    let kept = factory.counter().await.unwrap().into_proxy().unwrap();
+    for _ in 0..3 {
+        let counter = factory.counter().await.unwrap().into_proxy().unwrap();
+        assert_eq!(counter.increment().await, Ok(1));
+        drop(counter);
+        assert_eq!(settle_at(&live, 1).await, 1, "the counter was not released");
+    }
+    // Several released at once (one RELEASE frame), each drop panicking.
+    let counters: Vec<CounterProxy> = futures_util::future::try_join_all(
+        (0..3).map(|_| async { factory.counter().await?.into_proxy() }),
+    )
+    .await
+    .unwrap();
+    drop(counters);
+    assert_eq!(
+        settle_at(&live, 1).await,
+        1,
+        "the counters were not released"
+    );
+    // The connection still serves.
+    assert_eq!(kept.increment().await, Ok(1));
 }

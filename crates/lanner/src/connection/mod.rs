@@ -717,7 +717,7 @@ impl Connection {
         // The peer can call nothing any more: its references are gone. (Dropped outside
         // the table's lock: an object's drop may drop references of its own.)
         let unexported = self.exports().close();
-        drop(unexported);
+        self.drop_unexported(unexported);
         // Nothing more will be received: the reader stops (with the flusher, the last
         // holder of a server-side connection).
         self.signal.shutdown.store(true, Ordering::SeqCst);

@@ -8,12 +8,14 @@
 //! Nothing waits for a release, so the delay costs nothing but the object's lifetime on
 //! the peer. A connection that ends unexports everything it held.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use lanner_proto::OutFrame;
 use lanner_proto::frame::{HEADER_LEN, MAX_RELEASES_PER_FRAME, encode_release};
 
 use super::Connection;
+use crate::object::Object;
 
 /// How long released handles gather before they are sent (the timer's resolution).
 const RELEASE_DELAY: std::time::Duration = std::time::Duration::from_millis(1);
@@ -62,6 +64,20 @@ impl Connection {
             handles.iter().filter_map(|h| exports.release(*h)).collect()
         };
         // User objects are dropped here, outside the table's lock.
-        drop(unexported);
+        self.drop_unexported(unexported);
+    }
+
+    /// Drops objects the peer no longer holds, outside every lock. Their `Drop` is the
+    /// user's code, run on the connection's receiver: one that panics is logged, and the
+    /// connection goes on. One at a time: a second panic while the first unwinds through
+    /// a collection's drop would abort the process.
+    pub(super) fn drop_unexported(&self, objects: Vec<Object>) {
+        for object in objects {
+            let dropped = std::panic::catch_unwind(AssertUnwindSafe(|| drop(object)));
+            if let Err(panic) = dropped {
+                let message = crate::error::panic_message(panic.as_ref());
+                tracing::error!(peer = %self.peer, %message, "dropping an object the peer let go of panicked");
+            }
+        }
     }
 }
