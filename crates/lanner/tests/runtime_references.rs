@@ -1251,11 +1251,26 @@ trait Breakable {
     -> Result<u8, Error>;
     /// The same, `counter` first.
     async fn take_after(&self, counter: ObjRef<CounterProxy>, value: Fragile) -> Result<u8, Error>;
+    /// Keeps `counter` until `drop_kept`.
+    async fn keep(&self, counter: ObjRef<CounterProxy>) -> Result<(), Error>;
+    /// Drops what `keep` kept.
+    async fn drop_kept(&self) -> Result<(), Error>;
 }
 
-struct BreakableImpl;
+#[derive(Default)]
+struct BreakableImpl(Mutex<Vec<ObjRef<CounterProxy>>>);
 
 impl Breakable for BreakableImpl {
+    async fn keep(&self, counter: ObjRef<CounterProxy>) -> Result<(), Error> {
+        self.0.lock().await.push(counter);
+        Ok(())
+    }
+
+    async fn drop_kept(&self) -> Result<(), Error> {
+        self.0.lock().await.clear();
+        Ok(())
+    }
+
     async fn take(&self, value: Fragile) -> Result<u8, Error> {
         Ok(value.0)
     }
@@ -1284,7 +1299,7 @@ async fn arguments_whose_decoding_panics_fail_only_their_call() {
     let server = Server::new();
     server.publish(
         "breakable",
-        Object::new(BreakableStub::new(Arc::new(BreakableImpl))),
+        Object::new(BreakableStub::new(Arc::new(BreakableImpl::default()))),
     );
     let listening = server.listen("mem://refs-decoding-panics").await.unwrap();
     let breakable: BreakableProxy = Client::new()
@@ -1319,6 +1334,23 @@ async fn arguments_whose_decoding_panics_fail_only_their_call() {
         0,
         "the counters among panicking arguments leaked"
     );
+    // A counter the server also holds through an earlier call keeps that count: the
+    // server gives up only what the failed call brought.
+    let counter = ObjRef::new(live_counter(&live));
+    breakable.keep(counter.clone()).await.unwrap();
+    breakable
+        .take_after(counter.clone(), Fragile(0))
+        .await
+        .unwrap_err();
+    drop(counter);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(
+        live.load(Ordering::Relaxed),
+        1,
+        "released while the server holds it"
+    );
+    breakable.drop_kept().await.unwrap();
+    assert_eq!(settle(&live).await, 0);
     assert_eq!(
         breakable
             .take_after(ObjRef::new(live_counter(&live)), Fragile(3))
@@ -1402,4 +1434,37 @@ async fn an_object_whose_drop_panics_when_released_does_not_end_the_connection()
     );
     // The connection still serves.
     assert_eq!(kept.increment().await, Ok(1));
+}
+
+/// The objects a client still exported when its connection goes (dropped by the client,
+/// not ended) are dropped under the same guard: their `Drop` panicking is logged, and
+/// two of them do not abort the process.
+#[tokio::test]
+async fn callbacks_whose_drop_panics_are_dropped_with_their_connection_safely() {
+    let server = Server::new();
+    server.publish(
+        "holder",
+        Object::new(HolderStub::new(Arc::new(HolderImpl::default()))),
+    );
+    let listening = server
+        .listen("mem://refs-drop-panics-at-end")
+        .await
+        .unwrap();
+    let live = Arc::new(AtomicI64::new(0));
+    {
+        let client = Client::new();
+        let holder: HolderProxy = client
+            .connect(&listening.endpoint().object_url("holder"))
+            .await
+            .unwrap();
+        for _ in 0..2 {
+            live.fetch_add(1, Ordering::Relaxed);
+            let callback = Object::new(CounterStub::new(Arc::new(PanickyCounter(live.clone()))));
+            holder
+                .hold_after(Picky(1), ObjRef::new(callback))
+                .await
+                .unwrap();
+        }
+    }
+    assert_eq!(settle(&live).await, 0, "the callbacks were not dropped");
 }

@@ -745,5 +745,10 @@ impl Drop for Connection {
         // they were sent.
         let writer = self.writer.get_mut().unwrap_or_else(|e| e.into_inner());
         let _ = writer.flush(&mut Context::from_waker(Waker::noop()));
+        // A client connection nobody uses any more goes without `end`: the objects it
+        // still exported (callbacks) are dropped here, under the same guard as always.
+        let exports = self.exports.get_mut().unwrap_or_else(|e| e.into_inner());
+        let unexported = exports.close();
+        self.drop_unexported(unexported);
     }
 }
