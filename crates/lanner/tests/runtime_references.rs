@@ -1050,14 +1050,22 @@ async fn a_result_over_the_callers_frame_limit_unexports_what_it_exported() {
     assert_eq!(settle(&live).await, 0);
 }
 
-/// A value that refuses to decode when it is zero (the caller encodes it either way).
+/// A value whose decoding fails when it is [`Picky::REFUSED`] and panics (a user's
+/// `Deserialize` with a bug) when it is [`Picky::PANICS`]; the caller encodes any.
 #[derive(Debug, Clone, Copy, serde::Serialize)]
 struct Picky(u8);
+
+impl Picky {
+    const REFUSED: Picky = Picky(0);
+    const PANICS: Picky = Picky(255);
+    const FINE: Picky = Picky(1);
+}
 
 impl<'de> serde::Deserialize<'de> for Picky {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         match u8::deserialize(deserializer)? {
             0 => Err(serde::de::Error::custom("zero is refused")),
+            255 => panic!("a Deserialize with a bug"),
             value => Ok(Picky(value)),
         }
     }
@@ -1110,54 +1118,59 @@ impl Holder for HolderImpl {
     }
 }
 
-/// Arguments that fail to decode are all or nothing: the server gives up the references
-/// it had decoded before the failure without releasing them, and the caller takes back
-/// every reference among them, wherever the failure was. An object also held by the
-/// server through another call keeps that count.
-#[tokio::test]
-async fn references_among_arguments_that_fail_to_decode_are_taken_back_whatever_their_place() {
+/// Serves a [`Holder`] at `endpoint`; a proxy for it whose calls give up after 5 s (a
+/// call left unanswered fails the test instead of hanging it).
+async fn serve_holder(endpoint: &str) -> (lanner::Listening, HolderProxy) {
     let server = Server::new();
     server.publish(
         "holder",
         Object::new(HolderStub::new(Arc::new(HolderImpl::default()))),
     );
-    let listening = server.listen("mem://refs-partly-decoded").await.unwrap();
-    let holder: HolderProxy = Client::new()
+    let listening = server.listen(endpoint).await.unwrap();
+    let client = Client::with_options(
+        lanner::ConnectionOptions::default().with_call_timeout(Duration::from_secs(5)),
+    );
+    let holder = client
         .connect(&listening.endpoint().object_url("holder"))
         .await
         .unwrap();
+    (listening, holder)
+}
+
+/// Calls `holder` with arguments whose `bad` value fails to decode (with `kind`), a
+/// counter before it and after it: the caller takes back every counter, and one the
+/// server also holds through an earlier call keeps that count. Then the connection
+/// still serves.
+async fn arguments_that_fail_are_all_or_nothing(holder: &HolderProxy, bad: Picky, kind: ErrorKind) {
     let live = Arc::new(AtomicI64::new(0));
-    for _ in 0..5 {
+    for _ in 0..3 {
         let error = holder
-            .hold_after(Picky(0), ObjRef::new(live_counter(&live)))
+            .hold_after(bad, ObjRef::new(live_counter(&live)))
             .await
             .unwrap_err();
-        assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
+        assert_eq!(error.kind(), kind, "{error}");
         let error = holder
-            .hold_before(ObjRef::new(live_counter(&live)), Picky(0))
+            .hold_before(ObjRef::new(live_counter(&live)), bad)
             .await
             .unwrap_err();
-        assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
+        assert_eq!(error.kind(), kind, "{error}");
     }
     assert_eq!(
         settle(&live).await,
         0,
-        "the undecoded arguments' counters leaked"
+        "the failed arguments' counters leaked"
     );
 
-    // One counter the server holds, then passes in a failing call twice: taken back
-    // once per failing call, it stays held by the server's own count.
+    // One counter the server holds, then passes in failing calls: taken back once per
+    // failing call, it stays held by the server's own count.
     let counter = ObjRef::new(live_counter(&live));
-    holder.hold_after(Picky(1), counter.clone()).await.unwrap();
+    holder
+        .hold_after(Picky::FINE, counter.clone())
+        .await
+        .unwrap();
     for _ in 0..2 {
-        holder
-            .hold_before(counter.clone(), Picky(0))
-            .await
-            .unwrap_err();
-        holder
-            .hold_after(Picky(0), counter.clone())
-            .await
-            .unwrap_err();
+        holder.hold_before(counter.clone(), bad).await.unwrap_err();
+        holder.hold_after(bad, counter.clone()).await.unwrap_err();
     }
     drop(counter);
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -1168,17 +1181,42 @@ async fn references_among_arguments_that_fail_to_decode_are_taken_back_whatever_
     );
     holder.drop_all().await.unwrap();
     assert_eq!(settle(&live).await, 0, "the held counter leaked");
+}
+
+/// Arguments that fail to decode are all or nothing: the server gives up the references
+/// it had decoded before the failure without releasing them, and the caller takes back
+/// every reference among them, wherever the failure was.
+#[tokio::test]
+async fn references_among_arguments_that_fail_to_decode_are_taken_back_whatever_their_place() {
+    let (_listening, holder) = serve_holder("mem://refs-partly-decoded").await;
+    arguments_that_fail_are_all_or_nothing(&holder, Picky::REFUSED, ErrorKind::InvalidArgument)
+        .await;
 
     // A one-way call gets no answer to take anything back with: what the server decoded
     // before the failure it releases itself.
+    let live = Arc::new(AtomicI64::new(0));
     for _ in 0..5 {
         holder
-            .hold_before_quietly(ObjRef::new(live_counter(&live)), Picky(0))
+            .hold_before_quietly(ObjRef::new(live_counter(&live)), Picky::REFUSED)
             .await
             .unwrap();
     }
     holder.drop_all().await.unwrap();
     assert_eq!(settle(&live).await, 0, "the one-way calls' counters leaked");
+}
+
+/// Arguments whose decoding panics (the user's code, fed by the peer) fail that call
+/// with `Internal`, as a panicking method does, all or nothing as when they fail to
+/// decode; the connection goes on serving.
+#[tokio::test]
+async fn arguments_whose_decoding_panics_fail_only_their_call() {
+    let (_listening, holder) = serve_holder("mem://refs-decoding-panics").await;
+    let error = holder
+        .hold_after(Picky::PANICS, ObjRef::new(live_counter(&Arc::default())))
+        .await
+        .unwrap_err();
+    assert!(error.message().contains("panicked"), "{error}");
+    arguments_that_fail_are_all_or_nothing(&holder, Picky::PANICS, ErrorKind::Internal).await;
 }
 
 /// On the wire: a call to a handle the server never handed out, or to a method it does
@@ -1226,138 +1264,6 @@ async fn the_server_says_when_it_left_a_calls_arguments_unread() {
     let mut resolve = MessageBuilder::request(0, 0, 0, fingerprint);
     resolve.inline().put_slice(b"\x04nope");
     assert_eq!(ask(resolve).await, (Status::AppError, false));
-}
-
-/// A value whose decoding panics when it is zero (a user's `Deserialize` with a bug).
-#[derive(Debug, Clone, Copy, serde::Serialize)]
-struct Fragile(u8);
-
-impl<'de> serde::Deserialize<'de> for Fragile {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        match u8::deserialize(deserializer)? {
-            0 => panic!("a Deserialize with a bug"),
-            value => Ok(Fragile(value)),
-        }
-    }
-}
-
-/// Takes a value that may panic as it decodes.
-#[lanner::interface]
-trait Breakable {
-    /// Returns `value`'s byte.
-    async fn take(&self, value: Fragile) -> Result<u8, Error>;
-    /// Returns `value`'s byte, dropping `counter`.
-    async fn take_before(&self, value: Fragile, counter: ObjRef<CounterProxy>)
-    -> Result<u8, Error>;
-    /// The same, `counter` first.
-    async fn take_after(&self, counter: ObjRef<CounterProxy>, value: Fragile) -> Result<u8, Error>;
-    /// Keeps `counter` until `drop_kept`.
-    async fn keep(&self, counter: ObjRef<CounterProxy>) -> Result<(), Error>;
-    /// Drops what `keep` kept.
-    async fn drop_kept(&self) -> Result<(), Error>;
-}
-
-#[derive(Default)]
-struct BreakableImpl(Mutex<Vec<ObjRef<CounterProxy>>>);
-
-impl Breakable for BreakableImpl {
-    async fn keep(&self, counter: ObjRef<CounterProxy>) -> Result<(), Error> {
-        self.0.lock().await.push(counter);
-        Ok(())
-    }
-
-    async fn drop_kept(&self) -> Result<(), Error> {
-        self.0.lock().await.clear();
-        Ok(())
-    }
-
-    async fn take(&self, value: Fragile) -> Result<u8, Error> {
-        Ok(value.0)
-    }
-
-    async fn take_before(
-        &self,
-        value: Fragile,
-        _counter: ObjRef<CounterProxy>,
-    ) -> Result<u8, Error> {
-        Ok(value.0)
-    }
-
-    async fn take_after(
-        &self,
-        _counter: ObjRef<CounterProxy>,
-        value: Fragile,
-    ) -> Result<u8, Error> {
-        Ok(value.0)
-    }
-}
-
-/// Arguments whose decoding panics (the user's code, fed by the peer) fail that call
-/// with `Internal`, as a panicking method does; the connection goes on serving.
-#[tokio::test]
-async fn arguments_whose_decoding_panics_fail_only_their_call() {
-    let server = Server::new();
-    server.publish(
-        "breakable",
-        Object::new(BreakableStub::new(Arc::new(BreakableImpl::default()))),
-    );
-    let listening = server.listen("mem://refs-decoding-panics").await.unwrap();
-    let breakable: BreakableProxy = Client::new()
-        .connect(&listening.endpoint().object_url("breakable"))
-        .await
-        .unwrap();
-    let error = tokio::time::timeout(Duration::from_secs(5), breakable.take(Fragile(0)))
-        .await
-        .expect("the call was answered")
-        .unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::Internal, "{error}");
-    assert!(error.message().contains("panicked"), "{error}");
-    assert_eq!(breakable.take(Fragile(7)).await, Ok(7));
-
-    // References among such arguments, before or after the panic, are taken back by
-    // the caller (all or nothing, as for arguments that fail to decode).
-    let live = Arc::new(AtomicI64::new(0));
-    for _ in 0..3 {
-        let error = breakable
-            .take_before(Fragile(0), ObjRef::new(live_counter(&live)))
-            .await
-            .unwrap_err();
-        assert_eq!(error.kind(), ErrorKind::Internal, "{error}");
-        let error = breakable
-            .take_after(ObjRef::new(live_counter(&live)), Fragile(0))
-            .await
-            .unwrap_err();
-        assert_eq!(error.kind(), ErrorKind::Internal, "{error}");
-    }
-    assert_eq!(
-        settle(&live).await,
-        0,
-        "the counters among panicking arguments leaked"
-    );
-    // A counter the server also holds through an earlier call keeps that count: the
-    // server gives up only what the failed call brought.
-    let counter = ObjRef::new(live_counter(&live));
-    breakable.keep(counter.clone()).await.unwrap();
-    breakable
-        .take_after(counter.clone(), Fragile(0))
-        .await
-        .unwrap_err();
-    drop(counter);
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    assert_eq!(
-        live.load(Ordering::Relaxed),
-        1,
-        "released while the server holds it"
-    );
-    breakable.drop_kept().await.unwrap();
-    assert_eq!(settle(&live).await, 0);
-    assert_eq!(
-        breakable
-            .take_after(ObjRef::new(live_counter(&live)), Fragile(3))
-            .await,
-        Ok(3)
-    );
-    assert_eq!(settle(&live).await, 0);
 }
 
 /// A counter whose `Drop` panics (a user's bug).
@@ -1461,7 +1367,7 @@ async fn callbacks_whose_drop_panics_are_dropped_with_their_connection_safely() 
             live.fetch_add(1, Ordering::Relaxed);
             let callback = Object::new(CounterStub::new(Arc::new(PanickyCounter(live.clone()))));
             holder
-                .hold_after(Picky(1), ObjRef::new(callback))
+                .hold_after(Picky::FINE, ObjRef::new(callback))
                 .await
                 .unwrap();
         }
