@@ -266,16 +266,31 @@ impl ObjectRef {
     ) -> Result<Target, Error> {
         match self.inner.origin.as_deref() {
             Some(Origin::Handoff(handoff)) if !self.inner.claimed.load(Ordering::Acquire) => {
-                crate::connection::until(deadline, self.redeem(handoff), || {
+                // The claim runs on a task of its own: a caller that gives up (its deadline
+                // passes, or it drops the call) stops waiting for it, not the claim. Given
+                // up halfway, the claim would spend the token on an answer nobody takes,
+                // and the reference could never be claimed again.
+                let reference = self.clone();
+                let claim = tokio::spawn(async move { reference.redeem_handed_over().await });
+                let claimed = crate::connection::until(deadline, claim, || {
                     Error::new(
                         ErrorKind::DeadlineExceeded,
                         format!(
-                            "the deadline passed while claiming the object at {} handed over by a third party (the request was not sent)",
+                            "the deadline passed while claiming the object at {} handed over by a third party (the request was not sent; the claim goes on for the next call)",
                             handoff.endpoint
                         ),
                     )
                 })
-                .await?
+                .await?;
+                claimed.unwrap_or_else(|failed| {
+                    Err(Error::new(
+                        ErrorKind::Internal,
+                        format!(
+                            "claiming the object at {} handed over by a third party failed: {failed}",
+                            handoff.endpoint
+                        ),
+                    ))
+                })
             }
             Some(Origin::Url(origin)) if !current.connection.usable() => {
                 crate::connection::until(deadline, self.reconnect(origin), || {
@@ -290,6 +305,14 @@ impl ObjectRef {
                 .await?
             }
             _ => Ok(current),
+        }
+    }
+
+    /// [`ObjectRef::redeem`] for this reference's own hand-off.
+    async fn redeem_handed_over(&self) -> Result<Target, Error> {
+        match self.inner.origin.as_deref() {
+            Some(Origin::Handoff(handoff)) => self.redeem(handoff).await,
+            _ => Ok(self.current_target()),
         }
     }
 

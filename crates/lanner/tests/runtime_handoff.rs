@@ -31,6 +31,9 @@ trait Counter {
 #[lanner::interface]
 trait Maker {
     async fn make(&self) -> Result<ObjRef<CounterProxy>, Error>;
+    /// Holds the calling connection's receiver for `millis` milliseconds (computes
+    /// without awaiting): what the caller sends meanwhile waits.
+    async fn hog(&self, millis: u64) -> Result<(), Error>;
 }
 
 /// C keeps a counter someone hands it.
@@ -48,6 +51,13 @@ trait Keeper {
     async fn give(&self) -> Result<ObjRef<CounterProxy>, Error>;
     /// Messages C has sent on `probe`'s connection so far (to tell whether C reused it).
     async fn sent_on_probe(&self) -> Result<u64, Error>;
+    /// Keeps `counter` and increments it once, giving up after `millis` milliseconds;
+    /// the error's kind if it gave up.
+    async fn keep_hurried(
+        &self,
+        counter: ObjRef<CounterProxy>,
+        millis: u64,
+    ) -> Result<String, Error>;
 }
 
 struct CounterImpl {
@@ -72,6 +82,9 @@ impl Counter for CounterImpl {
     }
 }
 
+/// Calls of [`Maker::hog`] begun in this test process.
+static HOGS_STARTED: AtomicU64 = AtomicU64::new(0);
+
 #[derive(Default)]
 struct MakerImpl {
     /// Counters alive now.
@@ -79,6 +92,12 @@ struct MakerImpl {
 }
 
 impl Maker for MakerImpl {
+    async fn hog(&self, millis: u64) -> Result<(), Error> {
+        HOGS_STARTED.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(millis));
+        Ok(())
+    }
+
     async fn make(&self) -> Result<ObjRef<CounterProxy>, Error> {
         self.live.fetch_add(1, Ordering::Relaxed);
         let counter = CounterImpl {
@@ -131,6 +150,22 @@ impl Keeper for KeeperImpl {
 
     async fn give(&self) -> Result<ObjRef<CounterProxy>, Error> {
         self.kept().await
+    }
+
+    async fn keep_hurried(
+        &self,
+        counter: ObjRef<CounterProxy>,
+        millis: u64,
+    ) -> Result<String, Error> {
+        *self.kept.lock().await = Some(counter.clone());
+        let Some(proxy) = counter.proxy() else {
+            return Err(Error::new(ErrorKind::Internal, "kept a local object"));
+        };
+        let hurried = proxy.with_timeout(Duration::from_millis(millis));
+        Ok(match hurried.increment().await {
+            Ok(_) => "answered".to_owned(),
+            Err(error) => error.kind().to_string(),
+        })
     }
 
     async fn sent_on_probe(&self) -> Result<u64, Error> {
@@ -335,6 +370,50 @@ async fn a_handoff_filter_keeps_the_third_party_from_connecting_where_it_does_no
         .unwrap();
     assert_eq!(keeper.keep(maker.make().await.unwrap()).await, Ok(1));
     assert_eq!(keeper.bump().await, Ok(2));
+}
+
+/// A claim whose caller gives up (its deadline passes while the object's server waits
+/// for the grant) still completes: the reference is claimed for the next call, not left
+/// with a token spent on an answer nobody took.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_claim_given_up_by_its_caller_still_claims_the_object() {
+    let (b, _live) = serve_b(&unix("slow-claim-b"), Server::new()).await;
+    let (c, _keeper) = serve_c(&unix("slow-claim-c"), Server::new()).await;
+    let a = Client::new();
+    let maker: MakerProxy = a.connect(&b.endpoint().object_url("maker")).await.unwrap();
+    let keeper: KeeperProxy = a.connect(&c.endpoint().object_url("keeper")).await.unwrap();
+    // B's receiver for A is held for 400 ms: the GRANT A sends with the hand-off waits
+    // behind it, so C's claim reaches B first and waits there for it, past its caller's
+    // deadline. (If the grant gets through first anyway, the claim is answered in time
+    // and proves nothing: tried again, up to three times.)
+    for _ in 0..3 {
+        let counter = maker.make().await.unwrap();
+        let hogs = HOGS_STARTED.load(Ordering::SeqCst);
+        let hogging = tokio::spawn({
+            let maker = maker.clone();
+            async move { maker.hog(400).await }
+        });
+        while HOGS_STARTED.load(Ordering::SeqCst) == hogs {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let outcome = keeper.keep_hurried(counter, 100).await.unwrap();
+        hogging.await.unwrap().unwrap();
+        if outcome != ErrorKind::DeadlineExceeded.to_string() {
+            continue;
+        }
+        // The claim went on after its caller gave up: the next call finds the object.
+        let mut bumped = keeper.bump().await;
+        for _ in 0..50 {
+            if bumped.is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            bumped = keeper.bump().await;
+        }
+        assert_eq!(bumped, Ok(1));
+        return;
+    }
+    panic!("the claim was answered before its deadline three times");
 }
 
 #[tokio::test]
