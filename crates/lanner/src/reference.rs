@@ -4,6 +4,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures_util::FutureExt;
+
 use crate::client::Client;
 use crate::connection::Connection;
 use crate::error::{Error, ErrorKind};
@@ -106,7 +108,20 @@ struct Handoff {
     /// One redemption at a time; holds the answer that refused it, if one did (the token
     /// is spent: every later call fails the same way).
     redeeming: tokio::sync::Mutex<Option<Error>>,
+    /// The claim under way, if any: every caller waits for this one (see
+    /// [`ObjectRef::settle_target`]) rather than starting its own.
+    claim: Mutex<Option<Claim>>,
 }
+
+/// A claim running on a task of its own, shared by the callers waiting for it.
+type Claim =
+    futures_util::future::Shared<futures_util::future::BoxFuture<'static, Result<Target, Error>>>;
+
+/// How long a claim may take before it gives up (connecting is bounded by the handshake
+/// timeout, redeeming by the server's wait for the grant; this bounds a server that
+/// accepts and never answers, now that no caller's deadline cuts the claim short). Past
+/// it, the object's server has let its token go with its lease anyway (30 s by default).
+const CLAIM_LIMIT: Duration = Duration::from_secs(60);
 
 /// Exponential backoff between reconnection attempts.
 struct Backoff {
@@ -168,6 +183,7 @@ impl ObjectRef {
                     endpoint,
                     token,
                     redeeming: tokio::sync::Mutex::new(None),
+                    claim: Mutex::new(None),
                 }))),
                 claimed: AtomicBool::new(false),
                 counted: AtomicBool::new(false),
@@ -270,9 +286,8 @@ impl ObjectRef {
                 // passes, or it drops the call) stops waiting for it, not the claim. Given
                 // up halfway, the claim would spend the token on an answer nobody takes,
                 // and the reference could never be claimed again.
-                let reference = self.clone();
-                let claim = tokio::spawn(async move { reference.redeem_handed_over().await });
-                let claimed = crate::connection::until(deadline, claim, || {
+                let claim = self.claim(handoff, &current);
+                crate::connection::until(deadline, claim, || {
                     Error::new(
                         ErrorKind::DeadlineExceeded,
                         format!(
@@ -281,16 +296,7 @@ impl ObjectRef {
                         ),
                     )
                 })
-                .await?;
-                claimed.unwrap_or_else(|failed| {
-                    Err(Error::new(
-                        ErrorKind::Internal,
-                        format!(
-                            "claiming the object at {} handed over by a third party failed: {failed}",
-                            handoff.endpoint
-                        ),
-                    ))
-                })
+                .await?
             }
             Some(Origin::Url(origin)) if !current.connection.usable() => {
                 crate::connection::until(deadline, self.reconnect(origin), || {
@@ -306,6 +312,44 @@ impl ObjectRef {
             }
             _ => Ok(current),
         }
+    }
+
+    /// The claim of this reference under way, or a new one (the last one failed in a way
+    /// worth trying again, or none ran yet), started on the runtime of the connection it
+    /// arrived on.
+    fn claim(&self, handoff: &Handoff, current: &Target) -> Claim {
+        let mut claim = handoff.claim.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(running) = claim.as_ref().filter(|running| running.peek().is_none()) {
+            return running.clone();
+        }
+        let reference = self.clone();
+        let task = current.connection.runtime().spawn(async move {
+            tokio::time::timeout(CLAIM_LIMIT, reference.redeem_handed_over())
+                .await
+                .unwrap_or_else(|_| {
+                    Err(Error::unavailable(format!(
+                        "claiming the object at {} handed over by a third party: no answer within {CLAIM_LIMIT:?}",
+                        reference.peer()
+                    )))
+                })
+        });
+        let endpoint = handoff.endpoint.clone();
+        let running = async move {
+            task.await.unwrap_or_else(|stopped| {
+                let why = if stopped.is_panic() {
+                    "it panicked"
+                } else {
+                    "its runtime shut down"
+                };
+                Err(Error::unavailable(format!(
+                    "claiming the object at {endpoint} handed over by a third party stopped: {why}"
+                )))
+            })
+        }
+        .boxed()
+        .shared();
+        *claim = Some(running.clone());
+        running
     }
 
     /// [`ObjectRef::redeem`] for this reference's own hand-off.

@@ -410,7 +410,9 @@ async fn a_claim_given_up_by_its_caller_still_claims_the_object() {
             tokio::time::sleep(Duration::from_millis(20)).await;
             bumped = keeper.bump().await;
         }
-        assert_eq!(bumped, Ok(1));
+        // (2 if the claim made it in time and the increment itself timed out after it
+        // went: the claim went on either way.)
+        assert!(matches!(bumped, Ok(1 | 2)), "{bumped:?}");
         return;
     }
     panic!("the claim was answered before its deadline three times");

@@ -277,6 +277,11 @@ impl Connection {
         &self.peer
     }
 
+    /// The runtime the connection's tasks run on.
+    pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
+        &self.runtime
+    }
+
     /// How much the connection is used (see the idle module).
     fn activity(&self) -> idle::Activity {
         self.activity_in(&self.state())
