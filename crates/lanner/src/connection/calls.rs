@@ -22,13 +22,26 @@ use crate::id_hasher::IdBuildHasher;
 pub(super) struct PendingCall {
     reply: Option<Result<Response, Error>>,
     waker: Option<Waker>,
-    /// Set when the caller gave up on the call: its reply is decoded and dropped when it
-    /// comes (see [`Discard`]).
-    discard: Option<Discard>,
-    /// With `discard`: the handles the request exported, settled by the reply (see
+    /// Set when the caller gave up on the call: its reply is disposed of when it comes.
+    abandoned: Option<Abandoned>,
+}
+
+/// A call its caller gave up on, waiting for its reply.
+pub(super) struct Abandoned {
+    /// Decodes the reply and drops what it decoded.
+    discard: Discard,
+    /// The handles the request exported, settled by the reply (see
     /// [`UnsentExports::answered`]). Handles only: a guard here would hold the connection
     /// in its own table, keeping it alive until the answer came.
     exported: Box<[u64]>,
+}
+
+impl Abandoned {
+    /// Disposes of the reply, once it came (outside the state's lock).
+    fn settle(self, connection: &Arc<Connection>, response: Response) {
+        UnsentExports::reattach(connection, self.exported).answered(response.arguments_unread);
+        self.discard.apply(connection, response);
+    }
 }
 
 /// How to dispose of the reply of a call nobody waits for any more. A reply may carry
@@ -77,7 +90,7 @@ pub(super) type PendingCalls = HashMap<u64, PendingCall, IdBuildHasher>;
 /// Calls their callers gave up on are forgotten: no answer will come for them.
 pub(super) fn fail_all(pending: &mut PendingCalls, error: &Error) -> Vec<Waker> {
     // (The handles these calls' requests exported go with the connection's table.)
-    pending.retain(|_, call| call.discard.is_none());
+    pending.retain(|_, call| call.abandoned.is_none());
     pending
         .values_mut()
         .filter_map(|call| {
@@ -145,9 +158,11 @@ impl Connection {
                 Entry::Occupied(mut entry) => match (discard, entry.get_mut().reply.take()) {
                     (Some(discard), None) => {
                         let call = entry.get_mut();
-                        call.discard = Some(discard);
                         call.waker = None;
-                        call.exported = exported.detach();
+                        call.abandoned = Some(Abandoned {
+                            discard,
+                            exported: exported.detach(),
+                        });
                         (None, None)
                     }
                     (discard, reply) => {
@@ -298,9 +313,8 @@ pub(super) enum Delivered {
     Mine(Response),
     /// Stored in its call's slot; wake this waiter.
     Stored(Option<Waker>),
-    /// Its caller gave up on it: to be disposed of, with the handles its request
-    /// exported (outside the state's lock).
-    Discarded(Discard, Response, Box<[u64]>),
+    /// Its caller gave up on it: to be disposed of (outside the state's lock).
+    Discarded(Abandoned, Response),
 }
 
 impl Delivered {
@@ -315,9 +329,8 @@ impl Delivered {
                 }
                 None
             }
-            Delivered::Discarded(discard, response, exported) => {
-                UnsentExports::reattach(connection, exported).answered(response.arguments_unread);
-                discard.apply(connection, response);
+            Delivered::Discarded(abandoned, response) => {
+                abandoned.settle(connection, response);
                 None
             }
         }
@@ -338,10 +351,9 @@ pub(super) fn deliver(
     }
     match pending.get_mut(&call_id) {
         Some(call) => {
-            if let Some(discard) = call.discard {
-                let exported = std::mem::take(&mut call.exported);
+            if let Some(abandoned) = call.abandoned.take() {
                 pending.remove(&call_id);
-                return Delivered::Discarded(discard, response, exported);
+                return Delivered::Discarded(abandoned, response);
             }
             call.reply = Some(Ok(response));
             Delivered::Stored(call.waker.take())
