@@ -10,7 +10,8 @@ use smallvec::SmallVec;
 
 use crate::error::SendError;
 use crate::frame::{
-    FLAG_ARGUMENTS_UNREAD, FLAG_ONE_WAY, FrameKind, REQUEST_FIXED_LEN, RESPONSE_FIXED_LEN,
+    FLAG_ARGUMENTS_UNREAD, FLAG_ONE_WAY, FLAG_REFERENCES, FrameKind, REQUEST_FIXED_LEN,
+    RESPONSE_FIXED_LEN,
 };
 use crate::limits::MAX_BULK_SEGMENTS;
 use crate::out_frame::OutFrame;
@@ -139,6 +140,30 @@ impl MessageBuilder {
         if self.kind == FrameKind::Response {
             self.flags |= FLAG_ARGUMENTS_UNREAD;
         }
+    }
+
+    /// Whether the response is marked as answering a call whose arguments were never
+    /// decoded (see [`MessageBuilder::set_arguments_unread`]).
+    pub fn is_arguments_unread(&self) -> bool {
+        self.kind == FrameKind::Response && self.flags & FLAG_ARGUMENTS_UNREAD != 0
+    }
+
+    /// Ends the inline part with a reference table listing `handles`, the sender's
+    /// objects the message exported (see [`crate::frame::FLAG_REFERENCES`]). Call it once,
+    /// after the value is written; nothing is added for no handles.
+    pub fn end_with_references(&mut self, handles: &[u64]) {
+        if handles.is_empty() {
+            return;
+        }
+        debug_assert_eq!(self.flags & FLAG_REFERENCES, 0, "one reference table only");
+        for handle in handles {
+            self.buf.put_u64_le(*handle);
+        }
+        // More handles than a u32 counts could not fit a frame (u32 bytes) anyway: the
+        // frame is refused by `check` as too large.
+        self.buf
+            .put_u32_le(u32::try_from(handles.len()).unwrap_or(u32::MAX));
+        self.flags |= FLAG_REFERENCES;
     }
 
     /// Sets how long the caller will wait for the answer (a request's `timeout_us`;

@@ -72,6 +72,15 @@ pub enum FrameError {
         /// Bytes after the fixed header.
         available: usize,
     },
+    /// A reference table (see [`crate::frame::FLAG_REFERENCES`]) that does not fit in the
+    /// inline part it ends.
+    #[error("a reference table of {count} handles does not fit in {inline_len} inline bytes")]
+    BadReferenceTable {
+        /// Declared inline length.
+        inline_len: u32,
+        /// Handles the table declares (when the inline part could hold its count).
+        count: u32,
+    },
     /// The bulk segment lengths do not add up to the rest of the frame.
     #[error(
         "bulk segment lengths add up to {declared} bytes but {available} bytes follow the segment table"

@@ -8,13 +8,15 @@
 //!                  PING=8 PONG=9 GOAWAY=10 AUTH=11 RELEASE=12 GRANT=13
 //! 5     flags u8   REQUEST: bit 0 ONE_WAY (no RESPONSE; the callee returns the credit with
 //!                  a CREDIT frame). RESPONSE: bit 0 ARGUMENTS_UNREAD (the callee took
-//!                  nothing from the request's arguments). Other bits, and flags of other
-//!                  kinds, are ignored.
+//!                  nothing from the request's arguments). Both: bit 1 REFERENCES (the
+//!                  inline data ends with a reference table, see [`FLAG_REFERENCES`]).
+//!                  Other bits, and flags of other kinds, are ignored.
 //! 6..8  segs  u16  number of bulk segments (REQUEST and RESPONSE only, else 0)
 //! ```
 //!
 //! followed by the kind's fixed fields. REQUEST and RESPONSE then carry a *payload*:
-//! `inline_len` bytes of inline data (the small arguments, encoded once), a table of `segs`
+//! `inline_len` bytes of inline data (the small arguments, encoded once, then the
+//! reference table if the REFERENCES flag is set: `handle u64 … count u32`), a table of `segs`
 //! u32 lengths, and the bulk segments themselves, back to back. On send, the bulk segments
 //! are separate buffers written with one vectored write; on receipt they are slices of the
 //! received frame. Neither side copies them. A transport may deliver some bulk segments
@@ -83,6 +85,15 @@ pub const FLAG_ONE_WAY: u8 = 1;
 /// such object or method, or they failed to decode): the object references among them
 /// were not taken, so the caller takes back what it counted for them.
 pub const FLAG_ARGUMENTS_UNREAD: u8 = 1;
+/// The REQUEST and RESPONSE flag of a message whose inline part ends with a reference
+/// table: the handles of the sender's objects the message exported (each counted once by
+/// the sender, listed once per count), as little-endian u64s, then how many there are as
+/// a little-endian u32. The value comes before it ([`Payload::inline`] leaves the table
+/// out; [`Payload::references`] reads it). A receiver that cannot take the references
+/// the value carries (a one-way call to no such object, a value that fails to decode
+/// partway) releases each listed handle once, so that nothing the sender counted stays
+/// counted; it cannot tell which handles the undecoded rest of the value held.
+pub const FLAG_REFERENCES: u8 = 2;
 /// Total size of a CANCEL frame.
 pub const CANCEL_LEN: usize = HEADER_LEN + 8;
 /// Total size of a PING or PONG frame.
@@ -350,10 +361,7 @@ impl Frame {
                     token,
                 }))
             }
-            FrameKind::Request => {
-                let one_way = header.flags & FLAG_ONE_WAY != 0;
-                decode_request(frame, header.segments, one_way, None).map(Frame::Request)
-            }
+            FrameKind::Request => decode_request(frame, header, None).map(Frame::Request),
             FrameKind::Response => decode_response(frame, header, None).map(Frame::Response),
             FrameKind::Credit => {
                 need(&frame, FrameKind::Credit, CREDIT_LEN)?;
@@ -433,10 +441,7 @@ fn decode_with_external(
         });
     }
     match header.kind {
-        FrameKind::Request => {
-            let one_way = header.flags & FLAG_ONE_WAY != 0;
-            decode_request(frame, header.segments, one_way, Some(external)).map(Frame::Request)
-        }
+        FrameKind::Request => decode_request(frame, header, Some(external)).map(Frame::Request),
         FrameKind::Response => decode_response(frame, header, Some(external)).map(Frame::Response),
         _ => Err(FrameError::BadExternal(
             "only requests and responses carry bulk segments",
@@ -525,8 +530,7 @@ fn auth_data(frame: &Bytes, start: usize) -> Result<Bytes, FrameError> {
 
 fn decode_request(
     frame: Bytes,
-    segments: u16,
-    one_way: bool,
+    header: Header,
     external: Option<Box<ExternalSegments>>,
 ) -> Result<Request, FrameError> {
     need(&frame, FrameKind::Request, REQUEST_FIXED_LEN)?;
@@ -537,7 +541,14 @@ fn decode_request(
     let fingerprint = le_u32(&frame, 28);
     let timeout_us = le_u32(&frame, 32);
     let inline_len = le_u32(&frame, REQUEST_INLINE_LEN_AT);
-    let payload = Payload::parse(frame, REQUEST_FIXED_LEN, inline_len, segments, external)?;
+    let payload = Payload::parse(
+        frame,
+        REQUEST_FIXED_LEN,
+        inline_len,
+        header.segments,
+        external,
+        header.flags & FLAG_REFERENCES != 0,
+    )?;
     Ok(Request {
         call_id,
         object,
@@ -545,7 +556,7 @@ fn decode_request(
         method,
         fingerprint,
         timeout_us,
-        one_way,
+        one_way: header.flags & FLAG_ONE_WAY != 0,
         payload,
     })
 }
@@ -566,6 +577,7 @@ fn decode_response(
         inline_len,
         header.segments,
         external,
+        header.flags & FLAG_REFERENCES != 0,
     )?;
     Ok(Response {
         call_id,

@@ -155,9 +155,9 @@ pub(crate) fn busy_pair() -> Pair {
     pair
 }
 
-/// A frame without its payload, and its payload's inline part and segments: equal for
-/// equal frames, however their bytes were delivered.
-fn in_parts(frame: &Frame) -> (Frame, Vec<u8>, Vec<Bytes>) {
+/// A frame without its payload, and its payload's inline part, reference table and
+/// segments: equal for equal frames, however their bytes were delivered.
+fn in_parts(frame: &Frame) -> (Frame, Vec<u8>, Vec<u64>, Vec<Bytes>) {
     let mut frame = frame.clone();
     let payload = match &mut frame {
         Frame::Request(request) => std::mem::take(&mut request.payload),
@@ -165,7 +165,8 @@ fn in_parts(frame: &Frame) -> (Frame, Vec<u8>, Vec<Bytes>) {
         _ => Payload::default(),
     };
     let inline = payload.inline_slice().to_vec();
-    (frame, inline, payload.segments().collect())
+    let references = payload.references().collect();
+    (frame, inline, references, payload.segments().collect())
 }
 
 /// Asserts that a decoded payload accounts for every byte of its frame of `frame_len`
@@ -174,7 +175,11 @@ pub(crate) fn check_payload(payload: &Payload, fixed_len: usize, frame_len: usiz
     let bulk: usize = payload.segments().map(|s| s.len()).sum();
     assert_eq!(payload.inline().len(), payload.inline_slice().len());
     assert_eq!(
-        fixed_len + payload.inline_slice().len() + 4 * payload.segment_count() + bulk,
+        fixed_len
+            + payload.inline_slice().len()
+            + payload.references_len()
+            + 4 * payload.segment_count()
+            + bulk,
         frame_len,
         "payload parts do not add up to the frame"
     );
@@ -185,6 +190,14 @@ pub(crate) fn check_payload(payload: &Payload, fixed_len: usize, frame_len: usiz
             .all(|(i, segment)| payload.segment(i) == Some(segment))
     );
     assert!(payload.segment(payload.segment_count()).is_none());
+    // A table, if any, is its handles and their count.
+    assert_eq!(
+        payload.references_len(),
+        match payload.references().len() {
+            0 if payload.references_len() == 0 => 0,
+            count => 8 * count + 4,
+        }
+    );
 }
 
 const SMALL: Limits = Limits {

@@ -29,6 +29,9 @@ pub struct Payload {
     // requests, responses and events that carry it, as small as before segments could
     // travel apart: a received frame is moved through several layers.
     inline_start: u32,
+    /// Where the value ends: `inline_end`, or where a reference table starts (see
+    /// [`crate::frame::FLAG_REFERENCES`]).
+    value_end: u32,
     inline_end: u32,
     segments: u16,
     /// Segments whose bytes are not in `frame` (nearly always `None`).
@@ -43,13 +46,16 @@ impl Payload {
     /// Validates the payload part of `frame` that starts at `start`: inline data of
     /// `inline_len` bytes, a table of `segments` lengths, then exactly the segments that
     /// are not among `external` (which must match the table; see [`ExternalSegments`]).
-    /// `frame` is at most `u32::MAX` bytes (its length field says so).
+    /// `frame` is at most `u32::MAX` bytes (its length field says so). With `references`,
+    /// the inline part ends with a reference table (see
+    /// [`crate::frame::FLAG_REFERENCES`]), which must fit in it.
     pub(crate) fn parse(
         frame: Bytes,
         start: usize,
         inline_len: u32,
         segments: u16,
         external: Option<Box<ExternalSegments>>,
+        references: bool,
     ) -> Result<Payload, FrameError> {
         check_segment_count(segments)?;
         let table_len = usize::from(segments) * 4;
@@ -63,6 +69,10 @@ impl Payload {
                 available: frame.len().saturating_sub(start),
             })?;
         let inline_end = table_end - table_len;
+        let value_end = match references {
+            false => inline_end,
+            true => inline_end - reference_table_len(&frame[start..inline_end], inline_len)?,
+        };
         let declared_len = |i: usize| u64::from(le_u32(&frame, inline_end + i * 4));
         let declared: u64 = match &external {
             None => (0..usize::from(segments)).map(declared_len).sum(),
@@ -85,21 +95,42 @@ impl Payload {
             frame,
             // Both within the frame, which is at most u32::MAX bytes.
             inline_start: start as u32,
+            value_end: value_end as u32,
             inline_end: inline_end as u32,
             segments,
             external,
         })
     }
 
-    /// The inline part: the small values, encoded once.
+    /// The inline part: the small values, encoded once (without the reference table, if
+    /// the message has one).
     pub fn inline(&self) -> Bytes {
         self.frame
-            .slice(self.inline_start as usize..self.inline_end as usize)
+            .slice(self.inline_start as usize..self.value_end as usize)
     }
 
-    /// The inline part as a borrowed slice.
+    /// The inline part as a borrowed slice (without the reference table).
     pub fn inline_slice(&self) -> &[u8] {
-        &self.frame[self.inline_start as usize..self.inline_end as usize]
+        &self.frame[self.inline_start as usize..self.value_end as usize]
+    }
+
+    /// The handles the sender's reference table lists (see
+    /// [`crate::frame::FLAG_REFERENCES`]); none if it has no table. Read where the frame
+    /// was received, like the segment table: a sender that rewrites them after decoding
+    /// only misleads the receiver about its own objects.
+    pub fn references(&self) -> impl ExactSizeIterator<Item = u64> + '_ {
+        // The table's count was checked to fit when the payload was parsed; its last
+        // four bytes are the count.
+        let table = &self.frame[self.value_end as usize..self.inline_end as usize];
+        let handles = &table[..table.len().saturating_sub(REFERENCE_COUNT_LEN)];
+        handles
+            .chunks_exact(8)
+            .map(|handle| u64::from_le_bytes(handle.try_into().unwrap_or_default()))
+    }
+
+    /// Bytes the reference table takes at the end of the inline part (0 without one).
+    pub fn references_len(&self) -> usize {
+        (self.inline_end - self.value_end) as usize
     }
 
     /// Number of bulk segments.
@@ -170,6 +201,25 @@ impl Payload {
     fn bulk_start(&self) -> usize {
         self.inline_end as usize + self.segment_count() * 4
     }
+}
+
+/// Bytes of a reference table's count (a little-endian u32, at the very end).
+const REFERENCE_COUNT_LEN: usize = 4;
+
+/// How many bytes the reference table at the end of `inline` (the whole inline part, of
+/// `inline_len` bytes) takes, its count included, if it fits.
+fn reference_table_len(inline: &[u8], inline_len: u32) -> Result<usize, FrameError> {
+    let bad = |count| FrameError::BadReferenceTable { inline_len, count };
+    let Some(count_at) = inline.len().checked_sub(REFERENCE_COUNT_LEN) else {
+        return Err(bad(0));
+    };
+    let count = le_u32(inline, count_at);
+    // At most 2^32 handles of 8 bytes: no overflow in a usize of 64 bits.
+    let len = count as usize * 8 + REFERENCE_COUNT_LEN;
+    if len > inline.len() {
+        return Err(bad(count));
+    }
+    Ok(len)
 }
 
 /// Where segment `index` is among `external`, found by binary search: [`check_external`]

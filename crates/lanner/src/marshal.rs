@@ -196,6 +196,7 @@ pub fn request<A: Serialize>(
             format!("arguments of {}: {}", method.name, e.message()),
         )
     })?;
+    message.end_with_references(encoded.unsent.handles());
     Ok(with_segments(message, segments, encoded))
 }
 
@@ -269,9 +270,7 @@ where
         // The references handed back stay held until the call ends.
         let (mut pending, _handed_back) = started?;
         let response = (&mut pending).await?;
-        objref::decoding(pending.connection(), || {
-            decode_response::<C, E>(method, &response)
-        })
+        decode_response::<C, E>(pending.connection(), method, &response)
     }
 }
 
@@ -286,9 +285,7 @@ fn discard_reply<C, E>(
     C: ValueCodec,
     E: DeserializeOwned + From<Error>,
 {
-    drop(objref::decoding(connection, || {
-        decode_response::<C, E>(method, &response)
-    }));
+    drop(decode_response::<C, E>(connection, method, &response));
 }
 
 /// Puts `timeout` (if any) in the request and returns the call's deadline.
@@ -326,7 +323,14 @@ where
     sent.map_err(E::from)
 }
 
-fn decode_response<C, E>(method: &MethodInfo, response: &Response) -> Result<C::Value, E>
+/// Decodes the answer to a call received on `connection`: a value that fails to decode
+/// gives up the references it decoded and releases what the reply's reference table
+/// lists (see [`objref::decoding_result`]).
+fn decode_response<C, E>(
+    connection: &Arc<Connection>,
+    method: &MethodInfo,
+    response: &Response,
+) -> Result<C::Value, E>
 where
     C: ValueCodec,
     E: DeserializeOwned + From<Error>,
@@ -339,12 +343,18 @@ where
         )
         .after_sending()
     };
+    let payload = &response.payload;
     match response.status {
-        Status::Ok => C::decode(&response.payload).map_err(|e| E::from(context(e))),
-        Status::AppError => match decode_inline::<E>(response.payload.inline_slice()) {
-            Ok(app_error) => Err(app_error),
-            Err(e) => Err(E::from(context(e))),
-        },
+        Status::Ok => objref::decoding_result(connection, payload, || C::decode(payload))
+            .map_err(|e| E::from(context(e))),
+        Status::AppError => {
+            match objref::decoding_result(connection, payload, || {
+                decode_inline::<E>(payload.inline_slice())
+            }) {
+                Ok(app_error) => Err(app_error),
+                Err(e) => Err(E::from(context(e))),
+            }
+        }
         status => Err(E::from(error_from_payload(status, &response.payload))),
     }
 }
@@ -356,25 +366,20 @@ pub(crate) fn error_from_payload(status: Status, payload: &Payload) -> Error {
 }
 
 /// Decodes a call's inline arguments as `A` (a tuple of the method's non-bulk parameters).
-/// Arguments of a call that is answered and that fail to decode are answered as unread:
-/// the caller takes back every object reference among them.
+/// Arguments that fail to decode are answered as unread: every object reference among
+/// them goes back to the caller (all or nothing, even for a one-way call).
 pub fn arguments<A: DeserializeOwned>(
     call: &IncomingCall<'_>,
     method: &MethodInfo,
 ) -> Result<A, Reply> {
-    let decode = || decode_inline(call.inline());
     // Invalid arguments, or (a panic) a `Deserialize` that failed on them.
-    let failed = |e: Error| {
+    objref::decoding_arguments(call.connection, || decode_inline(call.inline())).map_err(|e| {
         Reply::error(&Error::new(
             e.kind(),
             format!("arguments of {}: {}", method.name, e.message()),
         ))
-    };
-    if call.request.one_way {
-        // No answer to tell the caller: what was decoded is released as usual.
-        return objref::decoding(call.connection, decode).map_err(failed);
-    }
-    objref::decoding_arguments(call.connection, decode).map_err(|e| failed(e).arguments_unread())
+        .arguments_unread()
+    })
 }
 
 /// The answer to a call refused after its arguments were decoded (to release the
@@ -427,11 +432,15 @@ where
     // `Connection::stamp_response`); the caller could never release what they exported.
     let exported = objref::UnsentExports::of_this_call(exported);
     match encoded {
-        Ok(message) => Reply {
-            message,
-            handed_back: (!handed_back.is_empty()).then(|| Box::new(handed_back)),
-            exported,
-        },
+        Ok(mut message) => {
+            // The caller releases what it lists if the result fails to decode there.
+            message.end_with_references(exported.handles());
+            Reply {
+                message,
+                handed_back: (!handed_back.is_empty()).then(|| Box::new(handed_back)),
+                exported,
+            }
+        }
         Err((what, e)) => Reply::status(
             Status::Internal,
             &format!("the method's {what} could not be encoded: {}", e.message()),

@@ -33,7 +33,7 @@ use crate::url::Endpoint;
 
 mod counting;
 
-pub(crate) use counting::{UnsentExports, decoding_arguments, tracking_exports};
+pub(crate) use counting::{UnsentExports, decoding_arguments, decoding_result, tracking_exports};
 use counting::{note_decoded, note_exported};
 
 scoped_tls::scoped_thread_local!(static CONNECTION: Arc<Connection>);

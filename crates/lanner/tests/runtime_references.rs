@@ -884,6 +884,9 @@ mod keeper {
             async fn keep(&self, counter: ObjRef<CounterProxy>) -> Result<(), Error>;
             /// Answers after `millis` milliseconds.
             async fn nap(&self, millis: u64) -> Result<(), Error>;
+            /// Takes `counter`, expecting no answer.
+            #[oneway]
+            async fn lend(&self, counter: ObjRef<CounterProxy>) -> Result<(), Error>;
         }
     }
 
@@ -897,6 +900,9 @@ mod keeper {
             async fn keep(&self, counter: ObjRef<CounterProxy>, times: u64) -> Result<(), Error>;
             /// Answers after `millis` milliseconds.
             async fn nap(&self, millis: u64) -> Result<(), Error>;
+            /// Takes `counter`, `times` times, expecting no answer.
+            #[oneway]
+            async fn lend(&self, counter: ObjRef<CounterProxy>, times: u64) -> Result<(), Error>;
         }
     }
 
@@ -912,6 +918,10 @@ mod keeper {
         async fn nap(&self, millis: u64) -> Result<(), Error> {
             self.0.fetch_add(1, Ordering::Relaxed);
             tokio::time::sleep(Duration::from_millis(millis)).await;
+            Ok(())
+        }
+
+        async fn lend(&self, _counter: ObjRef<CounterProxy>) -> Result<(), Error> {
             Ok(())
         }
     }
@@ -943,6 +953,17 @@ async fn references_among_arguments_the_server_never_decoded_are_taken_back() {
         settle(&live).await,
         0,
         "the unread arguments' counters leaked"
+    );
+    // A one-way call gets no answer: the server releases what its reference table lists.
+    for _ in 0..10 {
+        keeper::new::Keeper::lend(&newer, ObjRef::new(live_counter(&live)), 2)
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        settle(&live).await,
+        0,
+        "the unread one-way arguments' counters leaked"
     );
 
     // A compatible call still hands its reference over, and it is released as usual.
@@ -1050,6 +1071,64 @@ async fn a_result_over_the_callers_frame_limit_unexports_what_it_exported() {
     assert_eq!(settle(&live).await, 0);
 }
 
+/// Hands out counters next to values the caller may fail to decode.
+#[lanner::interface]
+trait Giver {
+    /// `Picky(picky)`, then a new counter.
+    async fn picky_first(&self, picky: u8) -> Result<(Picky, ObjRef<CounterProxy>), Error>;
+    /// A new counter, then `Picky(picky)`.
+    async fn counter_first(&self, picky: u8) -> Result<(ObjRef<CounterProxy>, Picky), Error>;
+}
+
+struct GiverImpl(Arc<AtomicI64>);
+
+impl Giver for GiverImpl {
+    async fn picky_first(&self, picky: u8) -> Result<(Picky, ObjRef<CounterProxy>), Error> {
+        Ok((Picky(picky), ObjRef::new(live_counter(&self.0))))
+    }
+
+    async fn counter_first(&self, picky: u8) -> Result<(ObjRef<CounterProxy>, Picky), Error> {
+        Ok((ObjRef::new(live_counter(&self.0)), Picky(picky)))
+    }
+}
+
+/// A result the caller fails to decode partway releases every reference the reply's
+/// reference table lists, wherever the failure was: the server's counters do not stay
+/// counted for a caller that never got them. One that decodes is held as usual.
+#[tokio::test]
+async fn references_in_a_result_that_fails_to_decode_are_released_whatever_their_place() {
+    let live = Arc::new(AtomicI64::new(0));
+    let server = Server::new();
+    server.publish(
+        "giver",
+        Object::new(GiverStub::new(Arc::new(GiverImpl(live.clone())))),
+    );
+    let listening = server.listen("mem://refs-result-undecoded").await.unwrap();
+    let giver: GiverProxy = Client::new()
+        .connect(&listening.endpoint().object_url("giver"))
+        .await
+        .unwrap();
+    for _ in 0..5 {
+        let error = giver.picky_first(Picky::REFUSED.0).await.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
+        assert!(error.message().contains("result of"), "{error}");
+        let error = giver.counter_first(Picky::REFUSED.0).await.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
+    }
+    assert_eq!(
+        settle(&live).await,
+        0,
+        "the undecoded results' counters leaked"
+    );
+
+    let (picky, counter) = giver.picky_first(Picky::FINE.0).await.unwrap();
+    assert_eq!(picky.0, Picky::FINE.0);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(live.load(Ordering::Relaxed), 1, "released while held");
+    assert_eq!(counter.into_proxy().unwrap().increment().await, Ok(1));
+    assert_eq!(settle(&live).await, 0);
+}
+
 /// A value whose decoding fails when it is [`Picky::REFUSED`] and panics (a user's
 /// `Deserialize` with a bug) when it is [`Picky::PANICS`]; the caller encodes any.
 #[derive(Debug, Clone, Copy, serde::Serialize)]
@@ -1085,6 +1164,13 @@ trait Holder {
         counter: ObjRef<CounterProxy>,
         picky: Picky,
     ) -> Result<(), Error>;
+    /// [`Holder::hold_after`], one-way.
+    #[oneway]
+    async fn hold_after_quietly(
+        &self,
+        picky: Picky,
+        counter: ObjRef<CounterProxy>,
+    ) -> Result<(), Error>;
     /// Drops what it holds.
     async fn drop_all(&self) -> Result<(), Error>;
 }
@@ -1107,6 +1193,15 @@ impl Holder for HolderImpl {
         &self,
         counter: ObjRef<CounterProxy>,
         _picky: Picky,
+    ) -> Result<(), Error> {
+        self.0.lock().await.push(counter);
+        Ok(())
+    }
+
+    async fn hold_after_quietly(
+        &self,
+        _picky: Picky,
+        counter: ObjRef<CounterProxy>,
     ) -> Result<(), Error> {
         self.0.lock().await.push(counter);
         Ok(())
@@ -1192,17 +1287,49 @@ async fn references_among_arguments_that_fail_to_decode_are_taken_back_whatever_
     arguments_that_fail_are_all_or_nothing(&holder, Picky::REFUSED, ErrorKind::InvalidArgument)
         .await;
 
-    // A one-way call gets no answer to take anything back with: what the server decoded
-    // before the failure it releases itself.
+    // A one-way call gets no answer to take anything back with: the server releases
+    // what the request's reference table lists, wherever the failure was.
     let live = Arc::new(AtomicI64::new(0));
     for _ in 0..5 {
         holder
             .hold_before_quietly(ObjRef::new(live_counter(&live)), Picky::REFUSED)
             .await
             .unwrap();
+        holder
+            .hold_after_quietly(Picky::REFUSED, ObjRef::new(live_counter(&live)))
+            .await
+            .unwrap();
     }
     holder.drop_all().await.unwrap();
     assert_eq!(settle(&live).await, 0, "the one-way calls' counters leaked");
+    // And once each: one the server also holds keeps that count.
+    let counter = ObjRef::new(live_counter(&live));
+    holder
+        .hold_after(Picky::FINE, counter.clone())
+        .await
+        .unwrap();
+    holder
+        .hold_before_quietly(counter.clone(), Picky::REFUSED)
+        .await
+        .unwrap();
+    holder
+        .hold_after_quietly(Picky::REFUSED, counter.clone())
+        .await
+        .unwrap();
+    drop(counter);
+    // Calls on a connection are served in order: the one-way calls have been.
+    holder
+        .hold_after(Picky::REFUSED, ObjRef::new(live_counter(&live)))
+        .await
+        .unwrap_err();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(
+        live.load(Ordering::Relaxed),
+        1,
+        "released while the server holds it"
+    );
+    holder.drop_all().await.unwrap();
+    assert_eq!(settle(&live).await, 0, "the held counter leaked");
 }
 
 /// Arguments whose decoding panics (the user's code, fed by the peer) fail that call

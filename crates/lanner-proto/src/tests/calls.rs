@@ -547,6 +547,68 @@ fn a_response_says_whether_the_arguments_were_left_unread() {
 }
 
 #[test]
+fn a_reference_table_travels_apart_from_the_value() {
+    let mut pair = Pair::connected();
+    let mut message = request(1, 0, 2, 9, b"value", &[b"bulk"]);
+    message.end_with_references(&[7, 7, u64::MAX]);
+    pair.client_call(message).unwrap();
+    let events = all_ok(pair.server.receive_all());
+    let [Event::Request(listing)] = &events[..] else {
+        panic!("expected one request, got {events:?}");
+    };
+    assert_eq!(listing.payload.inline_slice(), b"value");
+    assert_eq!(listing.payload.segment(0).as_deref(), Some(&b"bulk"[..]));
+    assert_eq!(
+        listing.payload.references().collect::<Vec<_>>(),
+        vec![7, 7, u64::MAX]
+    );
+    // No handles: no table, and no flag.
+    let mut message = request(1, 0, 2, 9, b"x", &[]);
+    message.end_with_references(&[]);
+    pair.client_call(message).unwrap();
+    let events = all_ok(pair.server.receive_all());
+    let [Event::Request(plain)] = &events[..] else {
+        panic!("expected one request, got {events:?}");
+    };
+    assert_eq!(plain.payload.references().len(), 0);
+    assert_eq!(plain.payload.inline_slice(), b"x");
+}
+
+/// The bytes of `message` as a client would send it.
+fn message_bytes(message: crate::MessageBuilder) -> Vec<u8> {
+    let mut pair = Pair::connected();
+    let (_, out) = pair
+        .client
+        .conn
+        .send_request(message)
+        .map_err(|(e, _)| e)
+        .unwrap();
+    out.into_contiguous().to_vec()
+}
+
+#[test]
+fn a_reference_table_larger_than_its_inline_part_is_refused() {
+    // A request whose inline part is only a table count claiming two handles.
+    let mut wire = message_bytes(request(1, 0, 2, 9, &2u32.to_le_bytes(), &[]));
+    wire[5] |= crate::frame::FLAG_REFERENCES;
+    let error = crate::frame::Frame::decode(bytes::Bytes::from(wire)).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            crate::error::FrameError::BadReferenceTable { count: 2, .. }
+        ),
+        "{error:?}"
+    );
+    // Too short to hold even the count.
+    let mut wire = message_bytes(request(1, 0, 2, 9, b"abc", &[]));
+    wire[5] |= crate::frame::FLAG_REFERENCES;
+    assert!(matches!(
+        crate::frame::Frame::decode(bytes::Bytes::from(wire)),
+        Err(crate::error::FrameError::BadReferenceTable { count: 0, .. })
+    ));
+}
+
+#[test]
 fn a_cancel_before_the_connection_opens_is_not_sent() {
     let pair = Pair::new(Limits::default(), Limits::default());
     assert_eq!(pair.client.conn.cancel(1), None);

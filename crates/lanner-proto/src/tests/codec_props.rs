@@ -26,6 +26,8 @@ struct Message {
     method: u16,
     fingerprint: u32,
     inline: Vec<u8>,
+    /// The reference table (none: no table).
+    references: Vec<u64>,
     bulk: Vec<Vec<u8>>,
 }
 
@@ -36,15 +38,17 @@ fn message() -> impl Strategy<Value = Message> {
         any::<u16>(),
         any::<u32>(),
         vec(any::<u8>(), 0..300),
+        prop_oneof![Just(Vec::new()), vec(any::<u64>(), 0..6)],
         vec(vec(any::<u8>(), 0..600), 0..8),
     )
         .prop_map(
-            |(object, slot, method, fingerprint, inline, bulk)| Message {
+            |(object, slot, method, fingerprint, inline, references, bulk)| Message {
                 object,
                 slot,
                 method,
                 fingerprint,
                 inline,
+                references,
                 bulk,
             },
         )
@@ -61,6 +65,7 @@ fn chunks() -> impl Strategy<Value = Vec<usize>> {
 
 fn fill(builder: &mut MessageBuilder, message: &Message) {
     builder.inline().put_slice(&message.inline);
+    builder.end_with_references(&message.references);
     for segment in &message.bulk {
         builder.push_segment(Bytes::copy_from_slice(segment));
     }
@@ -117,6 +122,7 @@ fn split_in_chunks(wire: &[u8], sizes: &[usize], max: u32) -> Vec<Bytes> {
 
 fn assert_payload_eq(payload: &Payload, message: &Message) {
     assert_eq!(payload.inline_slice(), &message.inline[..]);
+    assert_eq!(payload.references().collect::<Vec<_>>(), message.references);
     assert_eq!(payload.segment_count(), message.bulk.len());
     let segments: Vec<Bytes> = payload.segments().collect();
     assert_eq!(segments, message.bulk);

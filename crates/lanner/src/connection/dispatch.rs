@@ -27,7 +27,7 @@ impl Connection {
     /// Serves one request; `cx` is the receiving task's context, used for the first poll.
     pub(super) fn dispatch(self: &Arc<Self>, request: Request, cx: &mut Context<'_>) {
         let call_id = request.call_id;
-        let one_way = request.one_way;
+        let to = AnswerTo::of(&request);
         // Refused by the stub (see `IncomingCall::__route`), which first decodes the
         // arguments so that the references among them are released.
         let overloaded = self.call_limit.as_deref().filter(|limit| limit.is_full());
@@ -40,7 +40,7 @@ impl Connection {
             Ok(slot) => slot,
             Err(message) => {
                 let reply = Reply::status(Status::NotFound, &message).arguments_unread();
-                return self.answer(call_id, one_way, reply);
+                return self.answer(call_id, to, reply);
             }
         };
         // 0: no deadline; the largest value: "at least that long", which is no deadline the
@@ -62,12 +62,12 @@ impl Connection {
         // call, as a panicking method does, not the connection's receiver.
         let future = match std::panic::catch_unwind(AssertUnwindSafe(|| direct.dispatch(call))) {
             Ok(future) => future,
-            Err(panic) => return self.answer(call_id, one_way, reply_of(self, Err(panic))),
+            Err(panic) => return self.answer(call_id, to, reply_of(self, Err(panic))),
         };
         let call = Served {
             future: context.scope(future),
             call_id,
-            one_way,
+            to,
         };
         match &apartment {
             // A refusal is answered at once, never queued behind the apartment's calls
@@ -90,11 +90,11 @@ impl Connection {
     ) -> Option<Waiting> {
         match std::panic::catch_unwind(AssertUnwindSafe(|| call.future.poll_unpin(cx))) {
             Ok(Poll::Ready(reply)) => {
-                self.answer(call.call_id, call.one_way, reply_of(self, Ok(reply)));
+                self.answer(call.call_id, call.to, reply_of(self, Ok(reply)));
                 None
             }
             Err(panic) => {
-                self.answer(call.call_id, call.one_way, reply_of(self, Err(panic)));
+                self.answer(call.call_id, call.to, reply_of(self, Err(panic)));
                 None
             }
             Ok(Poll::Pending) => Some(self.suspend(call)),
@@ -116,18 +116,24 @@ impl Connection {
 
     /// Ends the peer's call `call_id`: sends its reply, or for a one-way call (whose
     /// caller wants none) returns its credit and logs a failure.
-    fn answer(self: &Arc<Self>, call_id: u64, one_way: bool, reply: Reply) {
+    fn answer(self: &Arc<Self>, call_id: u64, to: AnswerTo, reply: Reply) {
         let Reply {
             message,
             handed_back,
             exported,
         } = reply;
-        if one_way {
-            self.finish_one_way(call_id, &message);
-            // The result goes nowhere: what it exported is unexported.
-            drop(exported);
-        } else {
-            self.respond(call_id, message, exported);
+        match to {
+            AnswerTo::Caller => self.respond(call_id, message, exported),
+            AnswerTo::Nobody { listed } => {
+                self.finish_one_way(call_id, &message);
+                // The result goes nowhere: what it exported is unexported.
+                drop(exported);
+                if message.is_arguments_unread() {
+                    // Nobody will tell the caller to take back what it counted for the
+                    // references among the arguments: they are released here.
+                    self.release_listed(listed.iter().copied());
+                }
+            }
         }
         // The reply is written or queued: a release sent from now on follows it.
         drop(handed_back);
@@ -146,7 +152,27 @@ impl Connection {
 pub(crate) struct Served {
     future: InCall<DispatchFuture>,
     call_id: u64,
-    one_way: bool,
+    to: AnswerTo,
+}
+
+/// Who a call's outcome goes to.
+pub(crate) enum AnswerTo {
+    /// The caller, waiting for the reply.
+    Caller,
+    /// Nobody: a one-way call. `listed` is what its reference table lists (see
+    /// [`lanner_proto::frame::FLAG_REFERENCES`]), released if the arguments go unread.
+    Nobody { listed: Box<[u64]> },
+}
+
+impl AnswerTo {
+    fn of(request: &Request) -> AnswerTo {
+        match request.one_way {
+            false => AnswerTo::Caller,
+            true => AnswerTo::Nobody {
+                listed: request.payload.references().collect(),
+            },
+        }
+    }
 }
 
 /// A call suspended (or queued): finished by a task of its own or by its apartment.
@@ -168,7 +194,7 @@ impl Waiting {
         let reply = reply_of(&connection, outcome);
         drop(limit);
         connection.serving().remove(&call.call_id);
-        connection.answer(call.call_id, call.one_way, reply);
+        connection.answer(call.call_id, call.to, reply);
     }
 }
 

@@ -39,6 +39,16 @@ impl Connection {
         }));
     }
 
+    /// Releases each of `handles` once: the peer's objects a received message listed in
+    /// its reference table (see [`lanner_proto::frame::FLAG_REFERENCES`]), whose
+    /// references this side could not take (the value failed to decode, or a one-way
+    /// call's arguments went unread).
+    pub(crate) fn release_listed(self: &Arc<Self>, handles: impl Iterator<Item = u64>) {
+        for handle in handles {
+            self.release_remote(handle);
+        }
+    }
+
     fn flush_releases(self: &Arc<Self>) {
         let handles = std::mem::take(&mut *self.releases.lock().unwrap_or_else(|e| e.into_inner()));
         let Some(peer_max) = self.with_open_proto(|proto| proto.peer_limits().max_frame_size)

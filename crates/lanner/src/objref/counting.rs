@@ -1,7 +1,7 @@
 //! What a message did to the counts of object references, so that it can be undone when
 //! the message does not reach its peer: the exports an encoding made
-//! ([`tracking_exports`], [`UnsentExports`]) and the references a request's arguments
-//! decoded ([`decoding_arguments`]). Both scopes are thread-locals (encoding and decoding
+//! ([`tracking_exports`], [`UnsentExports`]) and the references a received value decoded
+//! ([`decoding_arguments`], [`decoding_result`]). Both scopes are thread-locals (encoding and decoding
 //! do not wait) restored by guards, even when a user's `Serialize` or `Deserialize`
 //! panics.
 
@@ -91,42 +91,68 @@ pub(super) fn note_exported(handle: u64) {
 }
 
 thread_local! {
-    /// While a request's arguments are decoded (see [`decoding_arguments`]): the peer's
-    /// objects they named so far.
+    /// While a received value is decoded all or nothing (see [`decoding_arguments`]): the
+    /// peer's objects it named so far.
     static DECODED: std::cell::RefCell<Option<Vec<ObjectRef>>> =
         const { std::cell::RefCell::new(None) };
 }
 
 /// Runs `f`, which decodes the arguments of a request received on `connection`, all or
 /// nothing as far as object references go: if it fails, the references it had decoded
-/// are given up without releasing them, and the caller, told that its arguments went
-/// unread (see `Reply::arguments_unread`), takes back the counts of all of them itself.
-/// Releasing only those decoded before the failure would leave the ones after it
-/// counted, and the caller could not tell which. (A reference a user's `Deserialize`
-/// kept somewhere before failing then holds no count: calls through it fail once the
-/// caller has let the object go.) A panic in `f` (a user's `Deserialize`) is such a
-/// failure too: an `Internal` error.
-///
-/// Only for calls that are answered: a one-way call's caller gets no answer to take
-/// anything back with, so its arguments are decoded with [`decoding`].
+/// are given up without releasing them, and the caller takes back the counts of all of
+/// them: told that its arguments went unread (see `Reply::arguments_unread`), a caller
+/// waiting for the answer does it itself; for a one-way call, which has no answer, the
+/// receiver releases every handle the request's reference table lists (see
+/// [`lanner_proto::frame::FLAG_REFERENCES`]) as it drops the call. Releasing only those
+/// decoded before the failure would leave the ones after it counted, and nobody could
+/// tell which. (A reference a user's `Deserialize` kept somewhere before failing then
+/// holds no count: calls through it fail once the caller has let the object go.) A
+/// panic in `f` (a user's `Deserialize`) is such a failure too: an `Internal` error.
 pub(crate) fn decoding_arguments<T>(
     connection: &Arc<Connection>,
     f: impl FnOnce() -> Result<T, Error>,
 ) -> Result<T, Error> {
+    all_or_nothing(|| {
+        std::panic::catch_unwind(AssertUnwindSafe(|| decoding(connection, f))).unwrap_or_else(
+            |panic| {
+                let message = crate::error::panic_message(panic.as_ref());
+                tracing::error!(peer = %connection.peer(), %message, "decoding a call's arguments panicked");
+                Err(Error::new(
+                    ErrorKind::Internal,
+                    format!("decoding them panicked: {message}"),
+                ))
+            },
+        )
+    })
+}
+
+/// Runs `f`, which decodes a value the peer sent on `connection` in `payload` (a call's
+/// result, or its application error), all or nothing as far as object references go: if
+/// it fails, the references it had decoded are given up without releasing them, and
+/// every handle the payload's reference table lists is released instead, once each (see
+/// [`lanner_proto::frame::FLAG_REFERENCES`]). Without the table, the references after
+/// the failure would stay counted on the peer as long as the connection lasts.
+pub(crate) fn decoding_result<T>(
+    connection: &Arc<Connection>,
+    payload: &lanner_proto::Payload,
+    f: impl FnOnce() -> Result<T, Error>,
+) -> Result<T, Error> {
+    let result = all_or_nothing(|| decoding(connection, f));
+    if result.is_err() {
+        connection.release_listed(payload.references());
+    }
+    result
+}
+
+/// Runs `f`, collecting the references to the peer's objects it decodes; if it fails,
+/// gives them up without releasing them (see [`decoding_arguments`]).
+fn all_or_nothing<T>(f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
     // Kept here as well as in what `f` builds, so that a value dropped as `f` fails does
     // not release its reference before this side knows to give it up.
     let mut scope = DecodeScope {
         enclosing: Some(DECODED.replace(Some(Vec::new()))),
     };
-    let result = std::panic::catch_unwind(AssertUnwindSafe(|| decoding(connection, f)))
-        .unwrap_or_else(|panic| {
-            let message = crate::error::panic_message(panic.as_ref());
-            tracing::error!(peer = %connection.peer(), %message, "decoding a call's arguments panicked");
-            Err(Error::new(
-                ErrorKind::Internal,
-                format!("decoding them panicked: {message}"),
-            ))
-        });
+    let result = f();
     let decoded = scope.end();
     if result.is_err() {
         for reference in &decoded {
@@ -136,7 +162,7 @@ pub(crate) fn decoding_arguments<T>(
     result
 }
 
-/// One request's list of decoded references (see [`decoding_arguments`]): puts the
+/// One value's list of decoded references (see [`all_or_nothing`]): puts the
 /// enclosing list back when it ends, even by a panic (the references then drop as usual).
 struct DecodeScope {
     /// `None` once ended.
@@ -158,8 +184,8 @@ impl Drop for DecodeScope {
     }
 }
 
-/// Notes a reference to the peer's object decoded from a request's arguments (see
-/// [`decoding_arguments`]).
+/// Notes a reference to the peer's object decoded from a value decoded all or nothing
+/// (see [`all_or_nothing`]).
 pub(super) fn note_decoded(reference: &ObjectRef) {
     DECODED.with(|decoded| {
         if let Some(decoded) = decoded.borrow_mut().as_mut() {
@@ -215,6 +241,11 @@ impl UnsentExports {
         UnsentExports::new(connection, handles.into_vec())
     }
 
+    /// The handles the message exported (for its reference table).
+    pub(crate) fn handles(&self) -> &[u64] {
+        self.exports.as_ref().map_or(&[], |exports| &exports.1[..])
+    }
+
     /// Whether the message exported nothing.
     pub(crate) fn is_empty(&self) -> bool {
         self.exports.is_none()
@@ -237,11 +268,9 @@ impl UnsentExports {
 
 impl fmt::Debug for UnsentExports {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let handles = self
-            .exports
-            .as_ref()
-            .map_or(&[][..], |exports| &exports.1[..]);
-        f.debug_tuple("UnsentExports").field(&handles).finish()
+        f.debug_tuple("UnsentExports")
+            .field(&self.handles())
+            .finish()
     }
 }
 
