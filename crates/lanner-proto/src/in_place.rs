@@ -33,9 +33,13 @@ use crate::payload::ExternalSegments;
 pub fn decode(shared: Bytes, apart: ExternalSegments) -> Result<Frame, FrameError> {
     if apart.is_empty() {
         let frame = Frame::decode(shared.clone())?;
+        // No inline bytes at all: neither a value nor a reference table.
+        let nothing_inline = |payload: &crate::Payload| {
+            payload.inline_slice().is_empty() && payload.references_len() == 0
+        };
         let inline_empty = match &frame {
-            Frame::Request(request) => request.payload.inline_slice().is_empty(),
-            Frame::Response(response) => response.payload.inline_slice().is_empty(),
+            Frame::Request(request) => nothing_inline(&request.payload),
+            Frame::Response(response) => nothing_inline(&response.payload),
             // Any other kind this large is malformed or rare: decoded from a copy below.
             // It must be: only these two kinds' decoders read each byte once (a CLOSE's
             // reason, for one, is checked for UTF-8 and then copied, two reads), so no
@@ -190,6 +194,23 @@ mod tests {
         for segment in request.payload.segments() {
             assert!(within(&segment, &shared));
         }
+    }
+
+    #[test]
+    fn a_frame_whose_only_inline_bytes_are_a_reference_table_is_decoded_from_a_copy() {
+        let mut builder = MessageBuilder::request(7, 1, 2, 0xfeed);
+        builder.end_with_references(&[5, 6]);
+        builder.push_segment(Bytes::from_static(b"bulk"));
+        builder.set_call_id(9);
+        let shared = builder.finish().into_contiguous();
+        let Ok(Frame::Request(request)) = decode(shared.clone(), ExternalSegments::new()) else {
+            panic!("does not decode");
+        };
+        assert_eq!(request.payload.references().collect::<Vec<_>>(), [5, 6]);
+        // The table is read after decoding: it must not be in memory the sender can write.
+        // The structure was copied (the bulk is then delivered apart, in place).
+        assert_eq!(request.payload.external_count(), 1, "decoded where it lies");
+        assert!(within(&request.payload.segment(0).unwrap(), &shared));
     }
 
     #[test]

@@ -70,7 +70,9 @@ impl IncomingCall<'_> {
     /// method found, whatever ordinal the caller named.
     ///
     /// Every `Err` reply tells the caller that its arguments were not decoded (the caller
-    /// then takes back the references among them): answer with it before decoding any.
+    /// then takes back the references among them; for a one-way call, which gets no
+    /// reply, this side releases what the request's reference table lists): answer with
+    /// it before decoding any.
     pub fn route(&self, interface: &str, methods: &[MethodInfo]) -> Result<u16, Reply> {
         match self.find(interface, methods)? {
             (ordinal, None) => Ok(ordinal),
@@ -162,7 +164,8 @@ impl Reply {
     /// Tells the caller that nothing was taken from its arguments (no such object or
     /// method, refused before decoding, or they failed to decode): the references among
     /// them were not taken, so the caller takes back what it counted for them (see
-    /// [`lanner_proto::frame::FLAG_ARGUMENTS_UNREAD`]).
+    /// [`lanner_proto::frame::FLAG_ARGUMENTS_UNREAD`]). A one-way call's caller gets no
+    /// reply: this side releases what the request's reference table lists instead.
     pub(crate) fn arguments_unread(mut self) -> Reply {
         self.message.set_arguments_unread();
         self

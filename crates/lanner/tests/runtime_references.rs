@@ -1121,6 +1121,19 @@ async fn references_in_a_result_that_fails_to_decode_are_released_whatever_their
         "the undecoded results' counters leaked"
     );
 
+    // A `Deserialize` that panics on the result: the panic reaches the caller (its own
+    // code), and the references are released all the same.
+    for _ in 0..3 {
+        let calling = giver.clone();
+        let call = tokio::spawn(async move { calling.picky_first(Picky::PANICS.0).await });
+        assert!(call.await.unwrap_err().is_panic());
+    }
+    assert_eq!(
+        settle(&live).await,
+        0,
+        "the counters of results whose decoding panicked leaked"
+    );
+
     let (picky, counter) = giver.picky_first(Picky::FINE.0).await.unwrap();
     assert_eq!(picky.0, Picky::FINE.0);
     tokio::time::sleep(Duration::from_millis(50)).await;

@@ -1,9 +1,9 @@
 //! What a message did to the counts of object references, so that it can be undone when
 //! the message does not reach its peer: the exports an encoding made
 //! ([`tracking_exports`], [`UnsentExports`]) and the references a received value decoded
-//! ([`decoding_arguments`], [`decoding_result`]). Both scopes are thread-locals (encoding and decoding
-//! do not wait) restored by guards, even when a user's `Serialize` or `Deserialize`
-//! panics.
+//! ([`decoding_arguments`], [`decoding_result`]). Both scopes are thread-locals
+//! (encoding and decoding do not wait) restored by guards, even when a user's
+//! `Serialize` or `Deserialize` panics.
 
 use std::fmt;
 use std::panic::AssertUnwindSafe;
@@ -131,22 +131,32 @@ pub(crate) fn decoding_arguments<T>(
 /// it fails, the references it had decoded are given up without releasing them, and
 /// every handle the payload's reference table lists is released instead, once each (see
 /// [`lanner_proto::frame::FLAG_REFERENCES`]). Without the table, the references after
-/// the failure would stay counted on the peer as long as the connection lasts.
+/// the failure would stay counted on the peer as long as the connection lasts. A panic
+/// in `f` (a user's `Deserialize`) releases the table too, and goes on unwinding: the
+/// result belongs to the caller, whose code it is.
 pub(crate) fn decoding_result<T>(
     connection: &Arc<Connection>,
     payload: &lanner_proto::Payload,
     f: impl FnOnce() -> Result<T, Error>,
 ) -> Result<T, Error> {
-    let result = all_or_nothing(|| decoding(connection, f));
-    if result.is_err() {
+    // Failed: with an error (`Ok`), or by a panic (`Err`).
+    let decoded = all_or_nothing(|| {
+        match std::panic::catch_unwind(AssertUnwindSafe(|| decoding(connection, f))) {
+            Ok(decoded) => decoded.map_err(Ok),
+            Err(panic) => Err(Err(panic)),
+        }
+    });
+    decoded.or_else(|failure| {
         connection.release_listed(payload.references());
-    }
-    result
+        failure
+            .map(Err)
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
 }
 
 /// Runs `f`, collecting the references to the peer's objects it decodes; if it fails,
 /// gives them up without releasing them (see [`decoding_arguments`]).
-fn all_or_nothing<T>(f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+fn all_or_nothing<T, E>(f: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
     // Kept here as well as in what `f` builds, so that a value dropped as `f` fails does
     // not release its reference before this side knows to give it up.
     let mut scope = DecodeScope {

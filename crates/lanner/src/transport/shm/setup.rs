@@ -58,7 +58,7 @@ impl ShmListener {
 
     /// Gives connections accepted from now on rings of `capacity` bytes each way (a power
     /// of two from 4 KiB to 1 GiB; `InvalidInput` otherwise). Default
-    /// [`DEFAULT_RING_CAPACITY`](super::DEFAULT_RING_CAPACITY).
+    /// [`DEFAULT_RING_CAPACITY`].
     pub fn set_ring_capacity(&mut self, capacity: usize) -> io::Result<()> {
         lanner_shm::region::check_capacity(capacity)?;
         self.ring_capacity = capacity;
