@@ -105,9 +105,10 @@ struct Handoff {
     client: Client,
     endpoint: Endpoint,
     token: Token,
-    /// One redemption at a time; holds the answer that refused it, if one did (the token
-    /// is spent: every later call fails the same way).
-    redeeming: tokio::sync::Mutex<Option<Error>>,
+    /// The answer that refused the claim, if one did (the token is spent: every later
+    /// call fails the same way). Claims run one at a time (see `claim`), so this needs
+    /// no lock held across the claim.
+    refused: Mutex<Option<Error>>,
     /// The claim under way, if any: every caller waits for this one (see
     /// [`ObjectRef::settle_target`]) rather than starting its own.
     claim: Mutex<Option<Claim>>,
@@ -182,7 +183,7 @@ impl ObjectRef {
                     client,
                     endpoint,
                     token,
-                    redeeming: tokio::sync::Mutex::new(None),
+                    refused: Mutex::new(None),
                     claim: Mutex::new(None),
                 }))),
                 claimed: AtomicBool::new(false),
@@ -363,13 +364,14 @@ impl ObjectRef {
     /// Connects to the server of a reference handed over by a third party and redeems
     /// its token; the reference then calls the object there, and holds a count on it.
     async fn redeem(&self, handoff: &Handoff) -> Result<Target, Error> {
-        let mut refused = handoff.redeeming.lock().await;
         if self.inner.claimed.load(Ordering::Acquire) {
             return Ok(self.current_target());
         }
-        if let Some(refusal) = &*refused {
-            return Err(refusal.clone());
+        let refusal = || handoff.refused.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(refused) = refusal().clone() {
+            return Err(refused);
         }
+        let refused = |e: &Error| *refusal() = Some(e.clone());
         let claiming = |e: Error| {
             Error::new(
                 e.kind(),
@@ -385,7 +387,7 @@ impl ObjectRef {
                 ErrorKind::PermissionDenied,
                 "this client's hand-off filter does not let it connect there",
             ));
-            *refused = Some(e.clone());
+            refused(&e);
             return Err(e);
         }
         // Failing to connect can be retried; an answer refusing the token cannot.
@@ -402,7 +404,7 @@ impl ObjectRef {
                     e.kind(),
                     ErrorKind::PermissionDenied | ErrorKind::NotFound | ErrorKind::Unimplemented
                 ) {
-                    *refused = Some(e.clone());
+                    refused(&e);
                 }
                 return Err(e);
             }
@@ -419,7 +421,7 @@ impl ObjectRef {
                     handoff.endpoint, claimed.inner.interfaces, self.inner.interfaces
                 ),
             );
-            *refused = Some(mismatch.clone());
+            refused(&mismatch);
             return Err(mismatch);
         }
         *self.target() = target.clone();
