@@ -373,13 +373,16 @@ pub fn arguments<A: DeserializeOwned>(
     method: &MethodInfo,
 ) -> Result<A, Reply> {
     // Invalid arguments, or (a panic) a `Deserialize` that failed on them.
-    objref::decoding_arguments(call.connection, || decode_inline(call.inline())).map_err(|e| {
-        Reply::error(&Error::new(
-            e.kind(),
-            format!("arguments of {}: {}", method.name, e.message()),
-        ))
-        .arguments_unread()
-    })
+    let payload = &call.request.payload;
+    objref::decoding_arguments(call.connection, payload, || decode_inline(call.inline())).map_err(
+        |e| {
+            Reply::error(&Error::new(
+                e.kind(),
+                format!("arguments of {}: {}", method.name, e.message()),
+            ))
+            .arguments_unread()
+        },
+    )
 }
 
 /// The answer to a call refused after its arguments were decoded (to release the

@@ -110,9 +110,10 @@ thread_local! {
 /// panic in `f` (a user's `Deserialize`) is such a failure too: an `Internal` error.
 pub(crate) fn decoding_arguments<T>(
     connection: &Arc<Connection>,
+    payload: &lanner_proto::Payload,
     f: impl FnOnce() -> Result<T, Error>,
 ) -> Result<T, Error> {
-    all_or_nothing(|| {
+    all_or_nothing(payload, || {
         std::panic::catch_unwind(AssertUnwindSafe(|| decoding(connection, f))).unwrap_or_else(
             |panic| {
                 let message = crate::error::panic_message(panic.as_ref());
@@ -140,7 +141,7 @@ pub(crate) fn decoding_result<T>(
     f: impl FnOnce() -> Result<T, Error>,
 ) -> Result<T, Error> {
     // Failed: with an error (`Ok`), or by a panic (`Err`).
-    let decoded = all_or_nothing(|| {
+    let decoded = all_or_nothing(payload, || {
         match std::panic::catch_unwind(AssertUnwindSafe(|| decoding(connection, f))) {
             Ok(decoded) => decoded.map_err(Ok),
             Err(panic) => Err(Err(panic)),
@@ -154,9 +155,18 @@ pub(crate) fn decoding_result<T>(
     })
 }
 
-/// Runs `f`, collecting the references to the peer's objects it decodes; if it fails,
-/// gives them up without releasing them (see [`decoding_arguments`]).
-fn all_or_nothing<T, E>(f: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
+/// Runs `f`, which decodes `payload`, collecting the references to the peer's objects it
+/// decodes; if it fails, gives them up without releasing them (see
+/// [`decoding_arguments`]). A payload without a reference table carries no reference
+/// the peer counted (it lists every one it exports): `f` just runs, and the two
+/// thread-local swaps are saved for nearly every message.
+fn all_or_nothing<T, E>(
+    payload: &lanner_proto::Payload,
+    f: impl FnOnce() -> Result<T, E>,
+) -> Result<T, E> {
+    if payload.references_len() == 0 {
+        return f();
+    }
     // Kept here as well as in what `f` builds, so that a value dropped as `f` fails does
     // not release its reference before this side knows to give it up.
     let mut scope = DecodeScope {
