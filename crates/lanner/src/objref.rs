@@ -34,7 +34,7 @@ use crate::url::Endpoint;
 mod counting;
 
 pub(crate) use counting::{UnsentExports, decoding_arguments, decoding_result, tracking_exports};
-use counting::{note_decoded, note_exported};
+use counting::{note_decoded, note_exported, tracking};
 
 scoped_tls::scoped_thread_local!(static CONNECTION: Arc<Connection>);
 
@@ -295,9 +295,16 @@ struct WireObjRef {
 
 impl<P: Proxy> Serialize for ObjRef<P> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let connection = marshalling_connection().ok_or_else(|| {
-            failed::<S::Error>("an ObjRef can only be sent as a Lanner call's argument or result")
-        })?;
+        // Outside a message being encoded (a method serializing a reference with serde
+        // for its own purposes), what the reference exported would be in no message's
+        // accounts: counted for the call's connection for as long as it lasts.
+        let connection = marshalling_connection()
+            .filter(|_| tracking())
+            .ok_or_else(|| {
+                failed::<S::Error>(
+                    "an ObjRef can only be sent as a Lanner call's argument or result",
+                )
+            })?;
         let wire = match &self.held {
             Held::Local(object) => {
                 if !object.implements(P::INTERFACE_ID) {

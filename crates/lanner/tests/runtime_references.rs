@@ -1142,6 +1142,47 @@ async fn references_in_a_result_that_fails_to_decode_are_released_whatever_their
     assert_eq!(settle(&live).await, 0);
 }
 
+/// Serializes a reference for its own purposes, outside any message.
+#[lanner::interface]
+trait Stasher {
+    /// A new counter, serialized as JSON.
+    async fn stash(&self) -> Result<String, Error>;
+}
+
+struct StasherImpl(Arc<AtomicI64>);
+
+impl Stasher for StasherImpl {
+    async fn stash(&self) -> Result<String, Error> {
+        let counter: ObjRef<CounterProxy> = ObjRef::new(live_counter(&self.0));
+        serde_json::to_string(&counter)
+            .map_err(|e| Error::new(ErrorKind::InvalidArgument, e.to_string()))
+    }
+}
+
+/// A reference serialized outside a message (a method encoding one with serde for its
+/// own purposes, on the call's thread) is refused: it would be exported and counted for
+/// the call's connection in no message's accounts, for as long as the connection lasts.
+#[tokio::test]
+async fn a_reference_serialized_outside_a_message_is_refused_and_exports_nothing() {
+    let live = Arc::new(AtomicI64::new(0));
+    let server = Server::new();
+    server.publish(
+        "stasher",
+        Object::new(StasherStub::new(Arc::new(StasherImpl(live.clone())))),
+    );
+    let listening = server.listen("mem://refs-stashed").await.unwrap();
+    let stasher: StasherProxy = Client::new()
+        .connect(&listening.endpoint().object_url("stasher"))
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        let error = stasher.stash().await.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
+        assert!(error.message().contains("can only be sent"), "{error}");
+    }
+    assert_eq!(settle(&live).await, 0, "the stashed counters were exported");
+}
+
 /// A value whose decoding fails when it is [`Picky::REFUSED`] and panics (a user's
 /// `Deserialize` with a bug) when it is [`Picky::PANICS`]; the caller encodes any.
 #[derive(Debug, Clone, Copy, serde::Serialize)]

@@ -22,6 +22,15 @@ thread_local! {
 
     /// Whether `EXPORTED` holds any (checked first, as for `HANDED_BACK`).
     static ANY_EXPORTED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+
+    /// Whether a message is being encoded (see [`tracking_exports`]) on this thread.
+    static TRACKING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether a message is being encoded on this thread: the only place a reference may be
+/// serialized (elsewhere, what it exported would be in no message's accounts).
+pub(super) fn tracking() -> bool {
+    TRACKING.get()
 }
 
 /// Runs `f`, which encodes a message, and returns the handles it exported. Those an
@@ -30,6 +39,7 @@ thread_local! {
 pub(crate) fn tracking_exports<R>(f: impl FnOnce() -> R) -> (R, Vec<u64>) {
     let mut scope = ExportScope {
         enclosing: Some(ANY_EXPORTED.replace(false).then(take_exported)),
+        was_tracking: TRACKING.replace(true),
     };
     let result = f();
     let mine = scope.end();
@@ -45,11 +55,14 @@ fn take_exported() -> Vec<u64> {
 struct ExportScope {
     /// `None` once ended; `Some(None)`: the enclosing encoding had exported nothing.
     enclosing: Option<Option<Vec<u64>>>,
+    /// Whether an enclosing encoding was tracking (see `TRACKING`).
+    was_tracking: bool,
 }
 
 impl ExportScope {
     /// The handles this message exported; the enclosing encoding's are put back.
     fn end(&mut self) -> Vec<u64> {
+        TRACKING.set(self.was_tracking);
         let mine = if ANY_EXPORTED.replace(false) {
             take_exported()
         } else {
@@ -315,6 +328,7 @@ mod tests {
     fn an_encoding_that_panics_leaves_the_enclosing_ones_exports_as_they_were() {
         let (panicked, outer) = tracking_exports(|| {
             note_exported(1);
+            assert!(tracking());
             let inner = quietly(|| {
                 tracking_exports(|| {
                     note_exported(2);
@@ -322,10 +336,13 @@ mod tests {
                 })
             });
             note_exported(3);
+            assert!(tracking(), "the enclosing encoding still tracks");
             inner.is_err()
         });
         assert!(panicked);
         assert_eq!(outer, vec![1, 3]);
+        // Nor is this thread left encoding a message.
+        assert!(!tracking());
         // Nothing is left behind for the next message.
         assert!(!ANY_EXPORTED.get());
         assert!(tracking_exports(|| ()).1.is_empty());
