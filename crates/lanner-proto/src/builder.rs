@@ -151,10 +151,17 @@ impl MessageBuilder {
     /// Ends the inline part with a reference table listing `handles`, the sender's
     /// objects the message exported (see [`crate::frame::FLAG_REFERENCES`]). Call it once,
     /// after the value is written; nothing is added for no handles.
+    #[inline]
     pub fn end_with_references(&mut self, handles: &[u64]) {
-        if handles.is_empty() {
-            return;
+        if !handles.is_empty() {
+            self.put_reference_table(handles);
         }
+    }
+
+    /// [`MessageBuilder::end_with_references`] for some handles (out of line: nearly every
+    /// message has none).
+    #[cold]
+    fn put_reference_table(&mut self, handles: &[u64]) {
         debug_assert_eq!(self.flags & FLAG_REFERENCES, 0, "one reference table only");
         for handle in handles {
             self.buf.put_u64_le(*handle);

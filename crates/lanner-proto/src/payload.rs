@@ -207,7 +207,10 @@ impl Payload {
 const REFERENCE_COUNT_LEN: usize = 4;
 
 /// How many bytes the reference table at the end of `inline` (the whole inline part, of
-/// `inline_len` bytes) takes, its count included, if it fits.
+/// `inline_len` bytes) takes, its count included, if it fits. (Out of line: nearly every
+/// message has no table.)
+#[cold]
+#[inline(never)]
 fn reference_table_len(inline: &[u8], inline_len: u32) -> Result<usize, FrameError> {
     let bad = |count| FrameError::BadReferenceTable { inline_len, count };
     let Some(count_at) = inline.len().checked_sub(REFERENCE_COUNT_LEN) else {

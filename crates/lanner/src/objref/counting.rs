@@ -20,26 +20,39 @@ thread_local! {
     /// them.
     static EXPORTED: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
 
-    /// Whether `EXPORTED` holds any (checked first, as for `HANDED_BACK`).
-    static ANY_EXPORTED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Whether a message is being encoded on this thread, and whether `EXPORTED` holds
+    /// anything (checked first, as for `HANDED_BACK`).
+    static TRACKING: std::cell::Cell<Tracking> = const { std::cell::Cell::new(Tracking::Idle) };
+}
 
-    /// Whether a message is being encoded (see [`tracking_exports`]) on this thread.
-    static TRACKING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+/// The state of export tracking on a thread (see `TRACKING`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tracking {
+    /// No message is being encoded.
+    Idle,
+    /// A message is being encoded and has exported nothing yet.
+    Clean,
+    /// A message is being encoded and `EXPORTED` holds what it exported.
+    Exported,
 }
 
 /// Whether a message is being encoded on this thread: the only place a reference may be
 /// serialized (elsewhere, what it exported would be in no message's accounts).
 pub(super) fn tracking() -> bool {
-    TRACKING.get()
+    TRACKING.get() != Tracking::Idle
 }
 
 /// Runs `f`, which encodes a message, and returns the handles it exported. Those an
 /// enclosing encoding exported before stay its own. If `f` panics (a user's `Serialize`
 /// may), what it exported is unexported, on the connection it was encoding for.
 pub(crate) fn tracking_exports<R>(f: impl FnOnce() -> R) -> (R, Vec<u64>) {
+    let enclosing = TRACKING.replace(Tracking::Clean);
+    let handles = match enclosing {
+        Tracking::Exported => take_exported(),
+        _ => Vec::new(),
+    };
     let mut scope = ExportScope {
-        enclosing: Some(ANY_EXPORTED.replace(false).then(take_exported)),
-        was_tracking: TRACKING.replace(true),
+        enclosing: Some((enclosing, handles)),
     };
     let result = f();
     let mine = scope.end();
@@ -51,26 +64,25 @@ fn take_exported() -> Vec<u64> {
 }
 
 /// One message's export tracking (see [`tracking_exports`]): gives the enclosing
-/// encoding its handles back when it ends, even by a panic.
+/// encoding its state and handles back when it ends, even by a panic.
 struct ExportScope {
-    /// `None` once ended; `Some(None)`: the enclosing encoding had exported nothing.
-    enclosing: Option<Option<Vec<u64>>>,
-    /// Whether an enclosing encoding was tracking (see `TRACKING`).
-    was_tracking: bool,
+    /// The enclosing state and its handles (empty unless it had exported some); `None`
+    /// once ended.
+    enclosing: Option<(Tracking, Vec<u64>)>,
 }
 
 impl ExportScope {
     /// The handles this message exported; the enclosing encoding's are put back.
     fn end(&mut self) -> Vec<u64> {
-        TRACKING.set(self.was_tracking);
-        let mine = if ANY_EXPORTED.replace(false) {
-            take_exported()
-        } else {
-            Vec::new()
+        let Some((state, handles)) = self.enclosing.take() else {
+            return Vec::new();
         };
-        if let Some(Some(enclosing)) = self.enclosing.take() {
-            EXPORTED.with(|exported| *exported.borrow_mut() = enclosing);
-            ANY_EXPORTED.set(true);
+        let mine = match TRACKING.replace(state) {
+            Tracking::Exported => take_exported(),
+            _ => Vec::new(),
+        };
+        if state == Tracking::Exported {
+            EXPORTED.with(|exported| *exported.borrow_mut() = handles);
         }
         mine
     }
@@ -100,7 +112,7 @@ fn unexport(connection: &Connection, handles: &[u64]) {
 /// Remembers that the message being encoded exported `handle` (see [`tracking_exports`]).
 pub(super) fn note_exported(handle: u64) {
     EXPORTED.with(|exported| exported.borrow_mut().push(handle));
-    ANY_EXPORTED.set(true);
+    TRACKING.set(Tracking::Exported);
 }
 
 thread_local! {
@@ -153,6 +165,10 @@ pub(crate) fn decoding_result<T>(
     payload: &lanner_proto::Payload,
     f: impl FnOnce() -> Result<T, Error>,
 ) -> Result<T, Error> {
+    if payload.references_len() == 0 {
+        // Nothing listed, nothing to release (see `all_or_nothing`).
+        return decoding(connection, f);
+    }
     // Failed: with an error (`Ok`), or by a panic (`Err`).
     let decoded = all_or_nothing(payload, || {
         match std::panic::catch_unwind(AssertUnwindSafe(|| decoding(connection, f))) {
@@ -344,7 +360,7 @@ mod tests {
         // Nor is this thread left encoding a message.
         assert!(!tracking());
         // Nothing is left behind for the next message.
-        assert!(!ANY_EXPORTED.get());
+        assert_eq!(TRACKING.get(), Tracking::Idle);
         assert!(tracking_exports(|| ()).1.is_empty());
     }
 
