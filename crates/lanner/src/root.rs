@@ -160,12 +160,14 @@ impl RootStub {
 
 /// The reply handing out what [`hand_out`] exported: undone unless the reply reaches the
 /// caller as it is (a one-way root call, a reply over the caller's frame limit; see
-/// [`crate::objref::UnsentExports`]).
+/// [`crate::objref::UnsentExports`]), and listed in the reply's reference table (see
+/// [`lanner_proto::frame::FLAG_REFERENCES`]) like any result's.
 fn handing_out(connection: &Arc<Connection>, result: Result<WireRef, Error>) -> Reply {
     let handles = result.as_ref().map_or(Vec::new(), |wire| vec![wire.handle]);
     let exported = crate::objref::UnsentExports::new(connection, handles);
     let mut reply = marshal::reply::<Inline<WireRef>, Error>(result);
     if reply.message.status() == Some(Status::Ok) {
+        reply.message.end_with_references(exported.handles());
         reply.exported = exported;
     }
     // (Otherwise dropped here, which undoes it: the answer became an error.)
@@ -256,10 +258,15 @@ async fn call_root(
     reference_in(connection, &response)
 }
 
-/// The reference a root method answered with, or the error it answered with.
+/// The reference a root method answered with, or the error it answered with. An answer
+/// that does not decode releases what its reference table lists: the peer counted it.
 fn reference_in(connection: &Arc<Connection>, response: &Response) -> Result<ObjectRef, Error> {
     let wire: WireRef = match response.status {
-        Status::Ok => marshal::decode_inline(response.payload.inline_slice())?,
+        Status::Ok => {
+            marshal::decode_inline(response.payload.inline_slice()).inspect_err(|_| {
+                connection.release_listed(response.payload.references());
+            })?
+        }
         Status::AppError => {
             return Err(marshal::decode_inline::<Error>(
                 response.payload.inline_slice(),

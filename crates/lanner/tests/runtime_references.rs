@@ -1447,6 +1447,95 @@ async fn the_server_says_when_it_left_a_calls_arguments_unread() {
     assert_eq!(ask(resolve).await, (Status::AppError, false));
 }
 
+/// On the wire: a root answer handing out a reference lists it in the reply's reference
+/// table, as a method's result does.
+#[tokio::test]
+async fn a_root_answer_lists_the_reference_it_hands_out() {
+    use lanner_proto::{Event, Limits, MessageBuilder, Status};
+    use tokio::io::AsyncWriteExt;
+
+    let server = Server::new().with_auth(lanner::ServerAuth::none());
+    server.publish(
+        "holder",
+        Object::new(HolderStub::new(Arc::new(HolderImpl::default()))),
+    );
+    let listening = server.listen(&unix("raw-root-table")).await.unwrap();
+    let socket_path = listening.endpoint().to_string().replace("unix://", "");
+    let mut socket = tokio::net::UnixStream::connect(&socket_path).await.unwrap();
+    let (mut proto, hello) = lanner_proto::Connection::client(Limits::default());
+    socket.write_all(&hello).await.unwrap();
+    let welcome = common::read_frame(&mut socket).await.unwrap();
+    assert!(matches!(
+        proto.handle_frame(welcome),
+        Ok(Event::Established { .. })
+    ));
+    let fingerprint =
+        lanner::__private::method_fingerprint("resolve(String)->Result<ObjectRef,Error>");
+    let mut resolve = MessageBuilder::request(0, 0, 0, fingerprint);
+    resolve.inline().put_slice(b"\x06holder");
+    let (_, frame) = proto.send_request(resolve).map_err(|(e, _)| e).unwrap();
+    socket.write_all(&frame.into_contiguous()).await.unwrap();
+    let response = match proto.handle_frame(common::read_frame(&mut socket).await.unwrap()) {
+        Ok(Event::Response(response)) => response,
+        other => panic!("expected a response, got {other:?}"),
+    };
+    assert_eq!(response.status, Status::Ok);
+    // The answer starts with the handle (postcard: a varint).
+    let (handle, _) = postcard::take_from_bytes::<u64>(response.payload.inline_slice()).unwrap();
+    assert_eq!(response.payload.references().collect::<Vec<_>>(), [handle]);
+}
+
+/// A root answer the client cannot decode releases the reference its table lists: the
+/// server counted it for a client that never got it.
+#[tokio::test]
+async fn a_root_answer_that_fails_to_decode_releases_what_it_lists() {
+    use lanner_proto::{Event, Limits, MessageBuilder, Status};
+    use tokio::io::AsyncWriteExt;
+
+    let url = unix("raw-root-server");
+    let socket_path = url.replace("unix://", "");
+    let _ = std::fs::remove_file(&socket_path);
+    let listener = tokio::net::UnixListener::bind(&socket_path).unwrap();
+    let serving = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut proto = lanner_proto::Connection::server(Limits::default());
+        let hello = common::read_frame(&mut socket).await.unwrap();
+        let Ok(Event::Accepted { welcome }) = proto.handle_frame(hello) else {
+            panic!("the client's HELLO was refused");
+        };
+        socket.write_all(&welcome).await.unwrap();
+        let request = match proto.handle_frame(common::read_frame(&mut socket).await.unwrap()) {
+            Ok(Event::Request(request)) => request,
+            other => panic!("expected the resolve request, got {other:?}"),
+        };
+        // Not a reference (a varint that never ends), listing one the server counted.
+        let mut answer = MessageBuilder::response(Status::Ok);
+        answer.inline().put_slice(b"\xff\xff\xff");
+        answer.end_with_references(&[0x77]);
+        let frame = proto.send_response(request.call_id, answer).unwrap();
+        socket.write_all(&frame.into_contiguous()).await.unwrap();
+        loop {
+            match proto.handle_frame(common::read_frame(&mut socket).await.unwrap()) {
+                Ok(Event::Released(handles)) => return handles,
+                Ok(_) => {}
+                other => panic!("expected a release, got {other:?}"),
+            }
+        }
+    });
+    let client = Client::new().with_auth(lanner::ClientAuth::none());
+    let error = client
+        .connect::<CounterProxy>(&format!("{url}/counter"))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
+    let released = tokio::time::timeout(Duration::from_secs(5), serving)
+        .await
+        .expect("no release came")
+        .unwrap();
+    assert_eq!(released, [0x77]);
+    drop(client);
+}
+
 /// A counter whose `Drop` panics (a user's bug).
 struct PanickyCounter(Arc<AtomicI64>);
 
