@@ -1227,6 +1227,8 @@ trait Holder {
     ) -> Result<(), Error>;
     /// Drops what it holds.
     async fn drop_all(&self) -> Result<(), Error>;
+    /// Increments every counter it holds (each a call back to its owner); how many.
+    async fn poke_all(&self) -> Result<u64, Error>;
 }
 
 #[derive(Default)]
@@ -1264,6 +1266,17 @@ impl Holder for HolderImpl {
     async fn drop_all(&self) -> Result<(), Error> {
         self.0.lock().await.clear();
         Ok(())
+    }
+
+    async fn poke_all(&self) -> Result<u64, Error> {
+        let held = self.0.lock().await;
+        for counter in held.iter() {
+            let proxy = counter
+                .proxy()
+                .ok_or_else(|| Error::new(ErrorKind::Internal, "a held counter is not remote"))?;
+            proxy.increment().await?;
+        }
+        Ok(held.len() as u64)
     }
 }
 
@@ -1643,4 +1656,160 @@ async fn callbacks_whose_drop_panics_are_dropped_with_their_connection_safely() 
         }
     }
     assert_eq!(settle(&live).await, 0, "the callbacks were not dropped");
+}
+
+/// One step of [`reference_counts_hold_whatever_mix_of_calls_succeeds_or_fails`].
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    /// Hands the holder a counter next to a value that fails to decode unless `fine`;
+    /// `kept`: the one counter the client keeps throughout, else a fresh one.
+    Hold {
+        fine: bool,
+        counter_first: bool,
+        one_way: bool,
+        kept: bool,
+    },
+    /// Takes a counter from the giver next to a value the client fails to decode unless
+    /// `fine`.
+    Take { fine: bool, counter_first: bool },
+    /// The holder drops what it holds.
+    DropAll,
+    /// The client drops the oldest counter it took.
+    DropTaken,
+}
+
+fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    prop_oneof![
+        4 => (any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()).prop_map(
+            |(fine, counter_first, one_way, kept)| Step::Hold {
+                fine,
+                counter_first,
+                one_way,
+                kept,
+            }
+        ),
+        3 => (any::<bool>(), any::<bool>())
+            .prop_map(|(fine, counter_first)| Step::Take { fine, counter_first }),
+        1 => Just(Step::DropAll),
+        1 => Just(Step::DropTaken),
+    ]
+}
+
+/// Runs `steps` against a holder and a giver on one connection. After every step each
+/// counter either side holds still answers (no count was released twice), and at the end,
+/// everything dropped, no counter is left alive on either side (none was leaked).
+async fn run_steps(endpoint: &str, steps: &[Step]) -> Result<(), String> {
+    let client_live = Arc::new(AtomicI64::new(0));
+    let server_live = Arc::new(AtomicI64::new(0));
+    let server = Server::new();
+    server.publish(
+        "holder",
+        Object::new(HolderStub::new(Arc::new(HolderImpl::default()))),
+    );
+    server.publish(
+        "giver",
+        Object::new(GiverStub::new(Arc::new(GiverImpl(server_live.clone())))),
+    );
+    let listening = server.listen(endpoint).await.map_err(|e| e.to_string())?;
+    let client = Client::with_options(
+        lanner::ConnectionOptions::default().with_call_timeout(Duration::from_secs(5)),
+    );
+    let holder: HolderProxy = client
+        .connect(&listening.endpoint().object_url("holder"))
+        .await
+        .map_err(|e| e.to_string())?;
+    let giver: GiverProxy = client
+        .connect(&listening.endpoint().object_url("giver"))
+        .await
+        .map_err(|e| e.to_string())?;
+    let kept: ObjRef<CounterProxy> = ObjRef::new(live_counter(&client_live));
+    let mut taken: std::collections::VecDeque<ObjRef<CounterProxy>> = Default::default();
+    let picky = |fine: bool| if fine { Picky::FINE } else { Picky::REFUSED };
+    for (index, step) in steps.iter().enumerate() {
+        match *step {
+            Step::Hold {
+                fine,
+                counter_first,
+                one_way,
+                kept: use_kept,
+            } => {
+                let counter = if use_kept {
+                    kept.clone()
+                } else {
+                    ObjRef::new(live_counter(&client_live))
+                };
+                let outcome = match (counter_first, one_way) {
+                    (true, false) => holder.hold_before(counter, picky(fine)).await,
+                    (false, false) => holder.hold_after(picky(fine), counter).await,
+                    (true, true) => holder.hold_before_quietly(counter, picky(fine)).await,
+                    (false, true) => holder.hold_after_quietly(picky(fine), counter).await,
+                };
+                if outcome.is_ok() != (fine || one_way) {
+                    return Err(format!("step {index} {step:?}: {outcome:?}"));
+                }
+            }
+            Step::Take {
+                fine,
+                counter_first,
+            } => {
+                let value = picky(fine).0;
+                let outcome = if counter_first {
+                    giver.counter_first(value).await.map(|(counter, _)| counter)
+                } else {
+                    giver.picky_first(value).await.map(|(_, counter)| counter)
+                };
+                match outcome {
+                    Ok(counter) if fine => taken.push_back(counter),
+                    Err(_) if !fine => {}
+                    other => return Err(format!("step {index} {step:?}: {other:?}")),
+                }
+            }
+            Step::DropAll => holder.drop_all().await.map_err(|e| e.to_string())?,
+            Step::DropTaken => drop(taken.pop_front()),
+        }
+        // Every counter the server holds answers its owner's calls, and every counter
+        // the client took answers too.
+        holder
+            .poke_all()
+            .await
+            .map_err(|e| format!("after step {index} {step:?}: poke_all: {e}"))?;
+        for counter in &taken {
+            let proxy = counter.proxy().ok_or("a taken counter is local")?;
+            proxy
+                .increment()
+                .await
+                .map_err(|e| format!("after step {index} {step:?}: a taken counter: {e}"))?;
+        }
+    }
+    holder.drop_all().await.map_err(|e| e.to_string())?;
+    drop((kept, taken));
+    let (client_left, server_left) = (settle(&client_live).await, settle(&server_live).await);
+    if (client_left, server_left) != (0, 0) {
+        return Err(format!(
+            "{client_left} client and {server_left} server counters leaked"
+        ));
+    }
+    Ok(())
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    /// Any mix of calls handing references over, each succeeding or failing to decode at
+    /// either end, answered or one-way, with one reference passed again and again: no
+    /// count is released twice, and none is left behind.
+    #[test]
+    fn reference_counts_hold_whatever_mix_of_calls_succeeds_or_fails(
+        steps in proptest::collection::vec(step(), 1..24),
+    ) {
+        static CASE: AtomicU64 = AtomicU64::new(0);
+        let endpoint = format!("mem://refs-props-{}", CASE.fetch_add(1, Ordering::Relaxed));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let outcome = runtime.block_on(run_steps(&endpoint, &steps));
+        proptest::prop_assert!(outcome.is_ok(), "{}", outcome.unwrap_err());
+    }
 }
