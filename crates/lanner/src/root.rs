@@ -167,6 +167,8 @@ fn handing_out(connection: &Arc<Connection>, result: Result<WireRef, Error>) -> 
     let exported = crate::objref::UnsentExports::new(connection, handles);
     let mut reply = marshal::reply::<Inline<WireRef>, Error>(result);
     if reply.message.status() == Some(Status::Ok) {
+        // A `WireRef` holds no `ObjRef`: encoding it exported nothing, and listed nothing.
+        debug_assert!(reply.exported.is_empty());
         reply.message.end_with_references(exported.handles());
         reply.exported = exported;
     }
@@ -282,7 +284,7 @@ fn reference_in(connection: &Arc<Connection>, response: &Response) -> Result<Obj
 }
 
 /// Disposes of the answer to a root call its caller gave up on: the reference in it is
-/// dropped, which releases it.
+/// dropped, which releases it (or, if it does not decode, what its table lists is).
 fn discard_reference(
     connection: &Arc<Connection>,
     _method: &'static MethodInfo,
