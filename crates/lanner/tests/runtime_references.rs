@@ -1116,16 +1116,9 @@ impl Giver for GiverImpl {
 #[tokio::test]
 async fn references_in_a_result_that_fails_to_decode_are_released_whatever_their_place() {
     let live = Arc::new(AtomicI64::new(0));
-    let server = Server::new();
-    server.publish(
-        "giver",
-        Object::new(GiverStub::new(Arc::new(GiverImpl::new(live.clone())))),
-    );
-    let listening = server.listen("mem://refs-result-undecoded").await.unwrap();
-    let giver: GiverProxy = Client::new()
-        .connect(&listening.endpoint().object_url("giver"))
-        .await
-        .unwrap();
+    let giver = Object::new(GiverStub::new(Arc::new(GiverImpl::new(live.clone()))));
+    let (_listening, giver): (_, GiverProxy) =
+        serve_one("mem://refs-result-undecoded", giver).await;
     for _ in 0..5 {
         let error = giver.picky_first(Picky::REFUSED.0).await.unwrap_err();
         assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
@@ -1183,16 +1176,8 @@ impl Stasher for StasherImpl {
 #[tokio::test]
 async fn a_reference_serialized_outside_a_message_is_refused_and_exports_nothing() {
     let live = Arc::new(AtomicI64::new(0));
-    let server = Server::new();
-    server.publish(
-        "stasher",
-        Object::new(StasherStub::new(Arc::new(StasherImpl(live.clone())))),
-    );
-    let listening = server.listen("mem://refs-stashed").await.unwrap();
-    let stasher: StasherProxy = Client::new()
-        .connect(&listening.endpoint().object_url("stasher"))
-        .await
-        .unwrap();
+    let stasher = Object::new(StasherStub::new(Arc::new(StasherImpl(live.clone()))));
+    let (_listening, stasher): (_, StasherProxy) = serve_one("mem://refs-stashed", stasher).await;
     for _ in 0..3 {
         let error = stasher.stash().await.unwrap_err();
         assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
@@ -1298,23 +1283,26 @@ impl Holder for HolderImpl {
     }
 }
 
-/// Serves a [`Holder`] at `endpoint`; a proxy for it whose calls give up after 5 s (a
+/// Serves `object` alone at `endpoint`; a proxy for it whose calls give up after 5 s (a
 /// call left unanswered fails the test instead of hanging it).
-async fn serve_holder(endpoint: &str) -> (lanner::Listening, HolderProxy) {
+async fn serve_one<P: Proxy>(endpoint: &str, object: Object) -> (lanner::Listening, P) {
     let server = Server::new();
-    server.publish(
-        "holder",
-        Object::new(HolderStub::new(Arc::new(HolderImpl::default()))),
-    );
+    server.publish("object", object);
     let listening = server.listen(endpoint).await.unwrap();
     let client = Client::with_options(
         lanner::ConnectionOptions::default().with_call_timeout(Duration::from_secs(5)),
     );
-    let holder = client
-        .connect(&listening.endpoint().object_url("holder"))
+    let proxy = client
+        .connect(&listening.endpoint().object_url("object"))
         .await
         .unwrap();
-    (listening, holder)
+    (listening, proxy)
+}
+
+/// Serves a [`Holder`] at `endpoint` (see [`serve_one`]).
+async fn serve_holder(endpoint: &str) -> (lanner::Listening, HolderProxy) {
+    let holder = Object::new(HolderStub::new(Arc::new(HolderImpl::default())));
+    serve_one(endpoint, holder).await
 }
 
 /// Calls `holder` with arguments whose `bad` value fails to decode (with `kind`), a
@@ -1353,6 +1341,13 @@ async fn arguments_that_fail_are_all_or_nothing(holder: &HolderProxy, bad: Picky
         holder.hold_after(bad, counter.clone()).await.unwrap_err();
     }
     drop(counter);
+    held_by_the_holder_alone(holder, &live).await;
+}
+
+/// Checks that the one counter alive in `live` is held by `holder` alone: alive a while
+/// after the caller dropped its own (not released while the holder holds it), and gone
+/// once the holder drops what it holds (its count was exactly the holder's).
+async fn held_by_the_holder_alone(holder: &HolderProxy, live: &AtomicI64) {
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(
         live.load(Ordering::Relaxed),
@@ -1360,7 +1355,7 @@ async fn arguments_that_fail_are_all_or_nothing(holder: &HolderProxy, bad: Picky
         "released while the server holds it"
     );
     holder.drop_all().await.unwrap();
-    assert_eq!(settle(&live).await, 0, "the held counter leaked");
+    assert_eq!(settle(live).await, 0, "the held counter leaked");
 }
 
 /// Arguments that fail to decode are all or nothing: the server gives up the references
@@ -1407,14 +1402,7 @@ async fn references_among_arguments_that_fail_to_decode_are_taken_back_whatever_
         .hold_after(Picky::REFUSED, ObjRef::new(live_counter(&live)))
         .await
         .unwrap_err();
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    assert_eq!(
-        live.load(Ordering::Relaxed),
-        1,
-        "released while the server holds it"
-    );
-    holder.drop_all().await.unwrap();
-    assert_eq!(settle(&live).await, 0, "the held counter leaked");
+    held_by_the_holder_alone(&holder, &live).await;
 }
 
 /// Arguments whose decoding panics (the user's code, fed by the peer) fail that call
@@ -1431,12 +1419,16 @@ async fn arguments_whose_decoding_panics_fail_only_their_call() {
     arguments_that_fail_are_all_or_nothing(&holder, Picky::PANICS, ErrorKind::Internal).await;
 }
 
-/// On the wire: a call to a handle the server never handed out, or to a method it does
-/// not have, is answered with the arguments-unread flag; one whose arguments decoded is
-/// not.
-#[tokio::test]
-async fn the_server_says_when_it_left_a_calls_arguments_unread() {
-    use lanner_proto::{Event, Limits, MessageBuilder, Status};
+/// A server publishing a [`Holder`] as `holder` over a Unix socket (named by `tag`),
+/// without authentication, and a raw client connected to it: the socket and the client's
+/// protocol state, past the handshake.
+async fn raw_client_of_a_holder(
+    tag: &str,
+) -> (
+    lanner::Listening,
+    tokio::net::UnixStream,
+    lanner_proto::Connection,
+) {
     use tokio::io::AsyncWriteExt;
 
     let server = Server::new().with_auth(lanner::ServerAuth::none());
@@ -1444,17 +1436,28 @@ async fn the_server_says_when_it_left_a_calls_arguments_unread() {
         "holder",
         Object::new(HolderStub::new(Arc::new(HolderImpl::default()))),
     );
-    let path = unix("raw-unread");
-    let listening = server.listen(&path).await.unwrap();
+    let listening = server.listen(&unix(tag)).await.unwrap();
     let socket_path = listening.endpoint().to_string().replace("unix://", "");
     let mut socket = tokio::net::UnixStream::connect(&socket_path).await.unwrap();
-    let (mut proto, hello) = lanner_proto::Connection::client(Limits::default());
+    let (mut proto, hello) = lanner_proto::Connection::client(lanner_proto::Limits::default());
     socket.write_all(&hello).await.unwrap();
     let welcome = common::read_frame(&mut socket).await.unwrap();
     assert!(matches!(
         proto.handle_frame(welcome),
-        Ok(Event::Established { .. })
+        Ok(lanner_proto::Event::Established { .. })
     ));
+    (listening, socket, proto)
+}
+
+/// On the wire: a call to a handle the server never handed out, or to a method it does
+/// not have, is answered with the arguments-unread flag; one whose arguments decoded is
+/// not.
+#[tokio::test]
+async fn the_server_says_when_it_left_a_calls_arguments_unread() {
+    use lanner_proto::{Event, MessageBuilder, Status};
+    use tokio::io::AsyncWriteExt;
+
+    let (_listening, mut socket, mut proto) = raw_client_of_a_holder("raw-unread").await;
     let mut ask = async |request: MessageBuilder| {
         let (_, frame) = proto.send_request(request).map_err(|(e, _)| e).unwrap();
         socket.write_all(&frame.into_contiguous()).await.unwrap();
@@ -1482,24 +1485,10 @@ async fn the_server_says_when_it_left_a_calls_arguments_unread() {
 /// table, as a method's result does.
 #[tokio::test]
 async fn a_root_answer_lists_the_reference_it_hands_out() {
-    use lanner_proto::{Event, Limits, MessageBuilder, Status};
+    use lanner_proto::{Event, MessageBuilder, Status};
     use tokio::io::AsyncWriteExt;
 
-    let server = Server::new().with_auth(lanner::ServerAuth::none());
-    server.publish(
-        "holder",
-        Object::new(HolderStub::new(Arc::new(HolderImpl::default()))),
-    );
-    let listening = server.listen(&unix("raw-root-table")).await.unwrap();
-    let socket_path = listening.endpoint().to_string().replace("unix://", "");
-    let mut socket = tokio::net::UnixStream::connect(&socket_path).await.unwrap();
-    let (mut proto, hello) = lanner_proto::Connection::client(Limits::default());
-    socket.write_all(&hello).await.unwrap();
-    let welcome = common::read_frame(&mut socket).await.unwrap();
-    assert!(matches!(
-        proto.handle_frame(welcome),
-        Ok(Event::Established { .. })
-    ));
+    let (_listening, mut socket, mut proto) = raw_client_of_a_holder("raw-root-table").await;
     let fingerprint =
         lanner::__private::method_fingerprint("resolve(String)->Result<ObjectRef,Error>");
     let mut resolve = MessageBuilder::request(0, 0, 0, fingerprint);
