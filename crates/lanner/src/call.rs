@@ -9,6 +9,7 @@ use crate::access::MethodAccess;
 use crate::connection::Connection;
 use crate::error::{Error, ErrorKind};
 use crate::id::MethodInfo;
+use crate::occasional::occasionally;
 use crate::server::CallLimit;
 
 /// A call received by a server: which method, its arguments, and where it came from. A
@@ -129,7 +130,8 @@ impl IncomingCall<'_> {
     #[cold]
     fn denied(&self, interface: &str, method: &MethodInfo) -> Reply {
         let principal = &self.connection.identity().principal;
-        tracing::info!(peer = %self.peer(), %principal, interface, method = method.name, "call denied");
+        // A peer can call what it may not on every call.
+        occasionally!(info, peer = %self.peer(), %principal, interface, method = method.name, "call denied");
         Reply::error(&Error::new(
             ErrorKind::PermissionDenied,
             format!("{principal} may not call {interface}::{}", method.name),

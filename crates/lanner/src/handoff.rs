@@ -30,6 +30,7 @@ use tokio::sync::Notify;
 
 use crate::client::Client;
 use crate::object::Object;
+use crate::occasional::Occasionally;
 
 /// An unguessable hand-off token.
 pub(crate) type Token = [u8; 16];
@@ -56,14 +57,7 @@ pub(crate) struct Handoffs {
     arrived: Notify,
     settings: Mutex<Settings>,
     /// Refused grants, for the log (see [`Handoffs::refusal_to_warn_of`]).
-    refusals: Mutex<RefusalLog>,
-}
-
-/// Grants refused since the last warning, and when that was.
-#[derive(Default)]
-struct RefusalLog {
-    since_warning: u64,
-    warned: Option<std::time::Instant>,
+    refusals: Occasionally,
 }
 
 /// At most one warning about refused grants per this long, per server: a peer sending
@@ -104,7 +98,7 @@ impl Default for Handoffs {
                 lease: DEFAULT_LEASE,
                 client: None,
             }),
-            refusals: Mutex::default(),
+            refusals: Occasionally::every(REFUSAL_WARNING_EVERY),
         }
     }
 }
@@ -122,17 +116,7 @@ impl Handoffs {
     /// grants since the last warning (at most one warning per
     /// [`REFUSAL_WARNING_EVERY`]), else `None` (log it at debug level).
     pub(crate) fn refusal_to_warn_of(&self) -> Option<u64> {
-        let mut log = self.refusals.lock().unwrap_or_else(|e| e.into_inner());
-        log.since_warning += 1;
-        let now = std::time::Instant::now();
-        if log
-            .warned
-            .is_some_and(|warned| now.duration_since(warned) < REFUSAL_WARNING_EVERY)
-        {
-            return None;
-        }
-        log.warned = Some(now);
-        Some(std::mem::take(&mut log.since_warning))
+        self.refusals.tick()
     }
 
     /// Sets how long a parked object waits for its token.
@@ -258,17 +242,13 @@ mod tests {
     }
 
     #[test]
-    fn refused_grants_are_warned_of_at_most_once_a_minute_with_their_count() {
+    fn refused_grants_are_warned_of_at_most_once_a_minute() {
+        // (The count a later warning carries is `Occasionally`'s, tested there.)
         let handoffs = Handoffs::default();
         assert_eq!(handoffs.refusal_to_warn_of(), Some(1));
         for _ in 0..99 {
             assert_eq!(handoffs.refusal_to_warn_of(), None);
         }
-        // A minute later, the next refusal warns of all those since the last warning.
-        handoffs.refusals.lock().unwrap().warned =
-            std::time::Instant::now().checked_sub(REFUSAL_WARNING_EVERY + Duration::from_secs(1));
-        assert_eq!(handoffs.refusal_to_warn_of(), Some(100));
-        assert_eq!(handoffs.refusal_to_warn_of(), None);
     }
 
     #[tokio::test(start_paused = true)]

@@ -92,6 +92,7 @@ pub mod loan;
 mod marshal;
 mod object;
 mod objref;
+mod occasional;
 mod options;
 mod proxy;
 mod reference;

@@ -10,6 +10,7 @@ use lanner_proto::{MessageBuilder, OutFrame, Status};
 
 use super::Connection;
 use crate::error::Error;
+use crate::occasional::occasionally;
 
 /// How long a deliberately closed connection keeps writing what it had queued.
 const CLOSE_LINGER: Duration = Duration::from_secs(5);
@@ -19,7 +20,8 @@ impl Connection {
     /// to go to but the log).
     pub(crate) fn finish_one_way(self: &Arc<Self>, call_id: u64, reply: &MessageBuilder) {
         if let Some(status) = reply.status().filter(|status| *status != Status::Ok) {
-            tracing::warn!(peer = %self.peer, call_id, ?status, "one-way call failed");
+            // A peer can aim one-way calls at nothing without end.
+            occasionally!(warn, peer = %self.peer, call_id, ?status, "one-way call failed");
         }
         let Some(finished) = self.with_open_proto(lanner_proto::Connection::finish_one_way_unsent)
         else {

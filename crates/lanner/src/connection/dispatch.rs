@@ -21,6 +21,7 @@ use crate::call::{IncomingCall, Reply};
 use crate::connection::exports::ExportedSlot;
 use crate::context::{CallContext, InCall};
 use crate::object::DispatchFuture;
+use crate::occasional::occasionally;
 use crate::server::{CallLimit, SuspendedCall};
 
 impl Connection {
@@ -206,7 +207,8 @@ fn reply_of(
         Ok(reply) => reply,
         Err(panic) => {
             let message = crate::error::panic_message(panic.as_ref());
-            tracing::error!(peer = %connection.peer(), %message, "method panicked");
+            // A peer can make a method panic on every call.
+            occasionally!(error, peer = %connection.peer(), %message, "method panicked");
             Reply::status(Status::Internal, &format!("the method panicked: {message}"))
         }
     }

@@ -16,6 +16,7 @@ use lanner_proto::frame::{HEADER_LEN, MAX_RELEASES_PER_FRAME, encode_release};
 
 use super::Connection;
 use crate::object::Object;
+use crate::occasional::occasionally;
 
 /// How long released handles gather before they are sent (the timer's resolution).
 const RELEASE_DELAY: std::time::Duration = std::time::Duration::from_millis(1);
@@ -86,7 +87,8 @@ impl Connection {
             let dropped = std::panic::catch_unwind(AssertUnwindSafe(|| drop(object)));
             if let Err(panic) = dropped {
                 let message = crate::error::panic_message(panic.as_ref());
-                tracing::error!(peer = %self.peer, %message, "dropping an object the peer let go of panicked");
+                // A peer can have such objects made and let go of without end.
+                occasionally!(error, peer = %self.peer, %message, "dropping an object the peer let go of panicked");
             }
         }
     }

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use super::{decoding, marshalling_connection};
 use crate::connection::Connection;
 use crate::error::{Error, ErrorKind};
+use crate::occasional::occasionally;
 use crate::reference::ObjectRef;
 
 thread_local! {
@@ -142,7 +143,8 @@ pub(crate) fn decoding_arguments<T>(
         std::panic::catch_unwind(AssertUnwindSafe(|| decoding(connection, f))).unwrap_or_else(
             |panic| {
                 let message = crate::error::panic_message(panic.as_ref());
-                tracing::error!(peer = %connection.peer(), %message, "decoding a call's arguments panicked");
+                // A peer can send what panics on every call.
+                occasionally!(error, peer = %connection.peer(), %message, "decoding a call's arguments panicked");
                 Err(Error::new(
                     ErrorKind::Internal,
                     format!("decoding them panicked: {message}"),
