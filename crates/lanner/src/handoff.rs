@@ -30,7 +30,6 @@ use tokio::sync::Notify;
 
 use crate::client::Client;
 use crate::object::Object;
-use crate::occasional::Occasionally;
 
 /// An unguessable hand-off token.
 pub(crate) type Token = [u8; 16];
@@ -56,13 +55,7 @@ pub(crate) struct Handoffs {
     /// Woken whenever an object is parked (a redemption may be waiting for it).
     arrived: Notify,
     settings: Mutex<Settings>,
-    /// Refused grants, for the log (see [`Handoffs::refusal_to_warn_of`]).
-    refusals: Occasionally,
 }
-
-/// At most one warning about refused grants per this long, per server: a peer sending
-/// grants without end (reconnecting, or from many connections) cannot flood the log.
-const REFUSAL_WARNING_EVERY: Duration = Duration::from_secs(60);
 
 struct Parked {
     object: Object,
@@ -98,7 +91,6 @@ impl Default for Handoffs {
                 lease: DEFAULT_LEASE,
                 client: None,
             }),
-            refusals: Occasionally::every(REFUSAL_WARNING_EVERY),
         }
     }
 }
@@ -110,13 +102,6 @@ impl Handoffs {
 
     fn settings(&self) -> MutexGuard<'_, Settings> {
         self.settings.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Counts a refused grant; `Some(refused)` if it is time to warn of the `refused`
-    /// grants since the last warning (at most one warning per
-    /// [`REFUSAL_WARNING_EVERY`]), else `None` (log it at debug level).
-    pub(crate) fn refusal_to_warn_of(&self) -> Option<u64> {
-        self.refusals.tick()
     }
 
     /// Sets how long a parked object waits for its token.
@@ -239,16 +224,6 @@ mod tests {
 
     fn object() -> Object {
         crate::root::root_object(Default::default())
-    }
-
-    #[test]
-    fn refused_grants_are_warned_of_at_most_once_a_minute() {
-        // (The count a later warning carries is `Occasionally`'s, tested there.)
-        let handoffs = Handoffs::default();
-        assert_eq!(handoffs.refusal_to_warn_of(), Some(1));
-        for _ in 0..99 {
-            assert_eq!(handoffs.refusal_to_warn_of(), None);
-        }
     }
 
     #[tokio::test(start_paused = true)]

@@ -1,8 +1,8 @@
 //! Log lines a peer can cause at will (a method that panics on what it sent, a one-way
 //! call it aims at nothing, a call the access policy denies, grants it sends without end):
-//! let through at most once per interval, each saying how many occurred since the last
-//! one, so that a peer cannot flood the log. The occurrences held back are logged at debug
-//! level.
+//! let through at most once a second per call site ([`occasionally!`]), each saying how
+//! many occurred since the last one, so that a peer cannot flood the log. The
+//! occurrences held back are logged at debug level.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

@@ -28,6 +28,7 @@ use crate::error::Error;
 use crate::id_hasher::IdBuildHasher;
 use crate::object::Object;
 use crate::objref::UnsentExports;
+use crate::occasional::occasionally;
 use crate::server::{CallLimit, NameRegistry};
 use crate::transport::{FrameSink, FrameSource};
 
@@ -381,14 +382,8 @@ impl Connection {
             return;
         };
         if let Err(refused) = names.handoffs.park(grant.token, object, &self.granted) {
-            // Peers may send grants without end: a warning at most once a minute per
-            // server, saying how many were refused since the last one; the rest at debug.
-            match names.handoffs.refusal_to_warn_of() {
-                Some(refusals) => {
-                    tracing::warn!(peer = %self.peer, ?refused, refusals, "refused hand-off grants (refusals counts those since the last warning, at most one a minute; the others are logged at debug level)")
-                }
-                None => tracing::debug!(peer = %self.peer, ?refused, "refused a hand-off grant"),
-            }
+            // Peers may send grants without end.
+            occasionally!(warn, peer = %self.peer, ?refused, "refused a hand-off grant");
         }
     }
 
