@@ -82,17 +82,19 @@ pub const CLOSE_FIXED_LEN: usize = HEADER_LEN + 4;
 /// The REQUEST flag of a one-way call: the callee sends no RESPONSE, only the credit back.
 pub const FLAG_ONE_WAY: u8 = 1;
 /// The RESPONSE flag of a call whose arguments the callee took nothing from (it had no
-/// such object or method, or they failed to decode): the object references among them
-/// were not taken, so the caller takes back what it counted for them.
+/// such object or method, or they failed to decode). The caller need do nothing about the
+/// object references among them: the callee releases what the request's reference table
+/// listed (see [`FLAG_REFERENCES`]), as for a one-way call. The flag says so, for
+/// diagnosis.
 pub const FLAG_ARGUMENTS_UNREAD: u8 = 1;
 /// The REQUEST and RESPONSE flag of a message whose inline part ends with a reference
 /// table: the handles of the sender's objects the message exported (each counted once by
 /// the sender, listed once per count), as little-endian u64s, then how many there are as
 /// a little-endian u32. The value comes before it ([`Payload::inline`] leaves the table
 /// out; [`Payload::references`] reads it). A receiver that cannot take the references
-/// the value carries (a one-way call to no such object, a value that fails to decode
-/// partway) releases each listed handle once, so that nothing the sender counted stays
-/// counted; it cannot tell which handles the undecoded rest of the value held.
+/// the value carries (a call to no such object, arguments or a result that fail to
+/// decode partway) releases each listed handle once, so that nothing the sender counted
+/// stays counted; it cannot tell which handles the undecoded rest of the value held.
 pub const FLAG_REFERENCES: u8 = 2;
 /// Total size of a CANCEL frame.
 pub const CANCEL_LEN: usize = HEADER_LEN + 8;

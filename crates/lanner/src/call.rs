@@ -70,10 +70,9 @@ impl IncomingCall<'_> {
     /// [`crate::AccessPolicy`]) gets a `PermissionDenied` reply; the check is on the
     /// method found, whatever ordinal the caller named.
     ///
-    /// Every `Err` reply tells the caller that its arguments were not decoded (the caller
-    /// then takes back the references among them; for a one-way call, which gets no
-    /// reply, this side releases what the request's reference table lists): answer with
-    /// it before decoding any.
+    /// Every `Err` reply says that the arguments were not decoded (this side then
+    /// releases the references among them, which the request's reference table lists):
+    /// answer with it before decoding any.
     pub fn route(&self, interface: &str, methods: &[MethodInfo]) -> Result<u16, Reply> {
         match self.find(interface, methods)? {
             (ordinal, None) => Ok(ordinal),
@@ -163,11 +162,11 @@ impl Reply {
         }
     }
 
-    /// Tells the caller that nothing was taken from its arguments (no such object or
-    /// method, refused before decoding, or they failed to decode): the references among
-    /// them were not taken, so the caller takes back what it counted for them (see
-    /// [`lanner_proto::frame::FLAG_ARGUMENTS_UNREAD`]). A one-way call's caller gets no
-    /// reply: this side releases what the request's reference table lists instead.
+    /// Says that nothing was taken from the arguments (no such object or method, refused
+    /// before decoding, or they failed to decode): the references among them were not
+    /// taken, so this side releases what the request's reference table lists as it
+    /// answers (the caller is told too: see
+    /// [`lanner_proto::frame::FLAG_ARGUMENTS_UNREAD`]).
     pub(crate) fn arguments_unread(mut self) -> Reply {
         self.message.set_arguments_unread();
         self

@@ -11,7 +11,6 @@ use std::time::Instant;
 use lanner_proto::{MessageBuilder, OutFrame, Response, SendError};
 
 use crate::id::MethodInfo;
-use crate::objref::UnsentExports;
 
 use super::Connection;
 use crate::error::{Error, ErrorKind};
@@ -22,26 +21,9 @@ use crate::id_hasher::IdBuildHasher;
 pub(super) struct PendingCall {
     reply: Option<Result<Response, Error>>,
     waker: Option<Waker>,
-    /// Set when the caller gave up on the call: its reply is disposed of when it comes.
-    abandoned: Option<Abandoned>,
-}
-
-/// A call its caller gave up on, waiting for its reply.
-pub(super) struct Abandoned {
-    /// Decodes the reply and drops what it decoded.
-    discard: Discard,
-    /// The handles the request exported, settled by the reply (see
-    /// [`UnsentExports::answered`]). Handles only: a guard here would hold the connection
-    /// in its own table, keeping it alive until the answer came.
-    exported: Box<[u64]>,
-}
-
-impl Abandoned {
-    /// Disposes of the reply, once it came (outside the state's lock).
-    fn settle(self, connection: &Arc<Connection>, response: Response) {
-        UnsentExports::reattach(connection, self.exported).answered(response.arguments_unread);
-        self.discard.apply(connection, response);
-    }
+    /// Set when the caller gave up on the call: its reply is decoded and dropped when it
+    /// comes (see [`Discard`]).
+    discard: Option<Discard>,
 }
 
 /// How to dispose of the reply of a call nobody waits for any more. A reply may carry
@@ -89,8 +71,7 @@ pub(super) type PendingCalls = HashMap<u64, PendingCall, IdBuildHasher>;
 /// Fails every outstanding call with `error`; returns the wakers to wake (outside the lock).
 /// Calls their callers gave up on are forgotten: no answer will come for them.
 pub(super) fn fail_all(pending: &mut PendingCalls, error: &Error) -> Vec<Waker> {
-    // (The handles these calls' requests exported go with the connection's table.)
-    pending.retain(|_, call| call.abandoned.is_none());
+    pending.retain(|_, call| call.discard.is_none());
     pending
         .values_mut()
         .filter_map(|call| {
@@ -142,52 +123,35 @@ impl Connection {
 
     /// Gives up on the call `call_id` and tells the peer, which may stop working on it.
     /// Its answer is dropped, or with `discard` decoded and dropped (now if it is here
-    /// already, else when it comes); `exported` (what its request exported) is settled
-    /// by the answer when it is decoded, else counted as taken.
-    pub(super) fn abandon(
-        self: &Arc<Self>,
-        call_id: u64,
-        discard: Option<Discard>,
-        exported: UnsentExports,
-    ) {
-        let (cancel, arrived, exported) = {
+    /// already, else when it comes).
+    pub(super) fn abandon(self: &Arc<Self>, call_id: u64, discard: Option<Discard>) {
+        let (cancel, arrived) = {
             let mut state = self.state();
             // On a closed connection no answer will come: nothing to wait for.
             let discard = discard.filter(|_| state.closed.is_none());
-            let (arrived, exported) = match state.pending.entry(call_id) {
+            let arrived = match state.pending.entry(call_id) {
                 Entry::Occupied(mut entry) => match (discard, entry.get_mut().reply.take()) {
                     (Some(discard), None) => {
                         let call = entry.get_mut();
                         call.waker = None;
-                        call.abandoned = Some(Abandoned {
-                            discard,
-                            exported: exported.detach(),
-                        });
-                        (None, None)
+                        call.discard = Some(discard);
+                        None
                     }
                     (discard, reply) => {
                         entry.remove();
-                        let unread =
-                            matches!(&reply, Some(Ok(response)) if response.arguments_unread);
-                        (
-                            discard.zip(reply.and_then(Result::ok)),
-                            Some((exported, unread)),
-                        )
+                        discard.zip(reply.and_then(Result::ok))
                     }
                 },
-                Entry::Vacant(_) => (None, Some((exported, false))),
+                Entry::Vacant(_) => None,
             };
             let cancel = match state.closed {
                 Some(_) => None,
                 None => state.proto.cancel(call_id),
             };
-            (cancel, arrived, exported)
+            (cancel, arrived)
         };
         if let Some(cancel) = cancel {
             let _ = self.send_frame(OutFrame::contiguous(cancel));
-        }
-        if let Some((exported, unread)) = exported {
-            exported.answered(unread);
         }
         if let Some((discard, response)) = arrived {
             discard.apply(self, response);
@@ -314,7 +278,7 @@ pub(super) enum Delivered {
     /// Stored in its call's slot; wake this waiter.
     Stored(Option<Waker>),
     /// Its caller gave up on it: to be disposed of (outside the state's lock).
-    Discarded(Abandoned, Response),
+    Discarded(Discard, Response),
 }
 
 impl Delivered {
@@ -329,8 +293,8 @@ impl Delivered {
                 }
                 None
             }
-            Delivered::Discarded(abandoned, response) => {
-                abandoned.settle(connection, response);
+            Delivered::Discarded(discard, response) => {
+                discard.apply(connection, response);
                 None
             }
         }
@@ -351,9 +315,9 @@ pub(super) fn deliver(
     }
     match pending.get_mut(&call_id) {
         Some(call) => {
-            if let Some(abandoned) = call.abandoned.take() {
+            if let Some(discard) = call.discard {
                 pending.remove(&call_id);
-                return Delivered::Discarded(abandoned, response);
+                return Delivered::Discarded(discard, response);
             }
             call.reply = Some(Ok(response));
             Delivered::Stored(call.waker.take())

@@ -116,25 +116,24 @@ impl Connection {
     }
 
     /// Ends the peer's call `call_id`: sends its reply, or for a one-way call (whose
-    /// caller wants none) returns its credit and logs a failure.
+    /// caller wants none) returns its credit and logs a failure. If the arguments went
+    /// unread, the references among them, which the caller counted, are released.
     fn answer(self: &Arc<Self>, call_id: u64, to: AnswerTo, reply: Reply) {
         let Reply {
             message,
             handed_back,
             exported,
         } = reply;
-        match to {
-            AnswerTo::Caller => self.respond(call_id, message, exported),
-            AnswerTo::Nobody { listed } => {
-                self.finish_one_way(call_id, &message);
-                // The result goes nowhere: what it exported is unexported.
-                drop(exported);
-                if message.is_arguments_unread() {
-                    // Nobody will tell the caller to take back what it counted for the
-                    // references among the arguments: they are released here.
-                    self.release_listed(listed.iter().copied());
-                }
-            }
+        let unread = message.is_arguments_unread();
+        if to.one_way {
+            self.finish_one_way(call_id, &message);
+            // The result goes nowhere: what it exported is unexported.
+            drop(exported);
+        } else {
+            self.respond(call_id, message, exported);
+        }
+        if unread {
+            self.release_listed(to.listed.iter().copied());
         }
         // The reply is written or queued: a release sent from now on follows it.
         drop(handed_back);
@@ -156,22 +155,21 @@ pub(crate) struct Served {
     to: AnswerTo,
 }
 
-/// Who a call's outcome goes to.
-pub(crate) enum AnswerTo {
-    /// The caller, waiting for the reply.
-    Caller,
-    /// Nobody: a one-way call. `listed` is what its reference table lists (see
-    /// [`lanner_proto::frame::FLAG_REFERENCES`]), released if the arguments go unread.
-    Nobody { listed: Box<[u64]> },
+/// Who a call's outcome goes to, and what to release if its arguments go unread.
+pub(crate) struct AnswerTo {
+    /// A one-way call: nobody waits for the outcome.
+    one_way: bool,
+    /// What the request's reference table lists (see
+    /// [`lanner_proto::frame::FLAG_REFERENCES`]; empty, unallocated, for nearly every
+    /// call): released if the arguments go unread, as nobody else will release them.
+    listed: Box<[u64]>,
 }
 
 impl AnswerTo {
     fn of(request: &Request) -> AnswerTo {
-        match request.one_way {
-            false => AnswerTo::Caller,
-            true => AnswerTo::Nobody {
-                listed: request.payload.references().collect(),
-            },
+        AnswerTo {
+            one_way: request.one_way,
+            listed: request.payload.references().collect(),
         }
     }
 }

@@ -64,8 +64,8 @@ pub(crate) struct PendingReply {
     discard: Option<Discard>,
     /// What the last look for the reply under the lock saw (see `delivery_marks`).
     last_look: Option<LastLook>,
-    /// This side's objects the request exported: unexported if it is dropped unsent, or
-    /// if the answer says the peer never decoded them (see [`PendingReply::unless_sent`]).
+    /// This side's objects the request exported, while it waits for a credit:
+    /// unexported if it is dropped unsent (see [`PendingReply::unless_sent`]).
     unsent: UnsentExports,
 }
 
@@ -110,16 +110,16 @@ impl Connection {
 }
 
 impl PendingReply {
-    /// What the request exported, to undo if the peer never takes it: dropped at once
-    /// (undoing it) if the call could not start; else kept while the request waits for a
-    /// credit (undone if the call is given up or fails meanwhile) and then for the answer,
-    /// which says whether the peer decoded the arguments (see
-    /// [`UnsentExports::answered`]). A call given up after its request went out leaves
-    /// it with the call's [`Discard`], if any, else counts it as taken.
+    /// What the request exported, to undo if the request never goes out: dropped at once
+    /// (undoing it) if the call could not start, kept while the request waits for a
+    /// credit (undone if the call is given up or fails meanwhile), taken by the peer once
+    /// the request is out. (A peer that then leaves the arguments unread releases what
+    /// the request's reference table lists itself.)
     pub(crate) fn unless_sent(&mut self, unsent: UnsentExports) {
         match self.phase {
             Phase::Failed(_) => drop(unsent),
-            _ => self.unsent = unsent,
+            Phase::Credit(_) => self.unsent = unsent,
+            _ => unsent.sent(),
         }
     }
 
@@ -139,7 +139,10 @@ impl PendingReply {
         self.call_id = call_id;
         self.armed = true;
         self.phase = match self.write(frame, alone) {
-            Ok(phase) => phase,
+            Ok(phase) => {
+                std::mem::take(&mut self.unsent).sent();
+                phase
+            }
             Err(error) => {
                 // The write failed: the peer did not get the handles.
                 drop(std::mem::take(&mut self.unsent));
@@ -253,18 +256,7 @@ impl Future for PendingReply {
     type Output = Result<Response, Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        let outcome = this.poll_phase(cx);
-        // Answered (a call still armed, past its deadline, leaves it to `abandon`). The
-        // request went out: what was never sent was undone where it failed.
-        if let Poll::Ready(outcome) = &outcome
-            && !this.armed
-            && !this.unsent.is_empty()
-        {
-            let unread = outcome.as_ref().is_ok_and(|answer| answer.arguments_unread);
-            std::mem::take(&mut this.unsent).answered(unread);
-        }
-        outcome
+        self.get_mut().poll_phase(cx)
     }
 }
 
@@ -297,8 +289,7 @@ impl PendingReply {
 impl Drop for PendingReply {
     fn drop(&mut self) {
         if self.armed {
-            let unsent = std::mem::take(&mut self.unsent);
-            self.connection.abandon(self.call_id, self.discard, unsent);
+            self.connection.abandon(self.call_id, self.discard);
         }
     }
 }

@@ -125,11 +125,9 @@ thread_local! {
 
 /// Runs `f`, which decodes the arguments of a request received on `connection`, all or
 /// nothing as far as object references go: if it fails, the references it had decoded
-/// are given up without releasing them, and the caller takes back the counts of all of
-/// them: told that its arguments went unread (see `Reply::arguments_unread`), a caller
-/// waiting for the answer does it itself; for a one-way call, which has no answer, the
-/// receiver releases every handle the request's reference table lists (see
-/// [`lanner_proto::frame::FLAG_REFERENCES`]) as it drops the call. Releasing only those
+/// are given up without releasing them, and the call, answered as unread (see
+/// `Reply::arguments_unread`), releases every handle the request's reference table lists
+/// (see [`lanner_proto::frame::FLAG_REFERENCES`]) once. Releasing only those
 /// decoded before the failure would leave the ones after it counted, and nobody could
 /// tell which. (A reference a user's `Deserialize` kept somewhere before failing then
 /// holds no count: calls through it fail once the caller has let the object go.) A
@@ -277,21 +275,6 @@ impl UnsentExports {
         }
     }
 
-    /// The handles, without the connection: to keep in the connection's own tables
-    /// (which must not hold it). Nothing is undone; [`UnsentExports::reattach`] gives
-    /// them back their guard.
-    pub(crate) fn detach(mut self) -> Box<[u64]> {
-        match self.exports.take() {
-            Some(exports) => exports.1.into_boxed_slice(),
-            None => Box::default(),
-        }
-    }
-
-    /// Handles [`UnsentExports::detach`] took from a message sent on `connection`.
-    pub(crate) fn reattach(connection: &Arc<Connection>, handles: Box<[u64]>) -> UnsentExports {
-        UnsentExports::new(connection, handles.into_vec())
-    }
-
     /// The handles the message exported (for its reference table).
     pub(crate) fn handles(&self) -> &[u64] {
         self.exports.as_ref().map_or(&[], |exports| &exports.1[..])
@@ -305,15 +288,6 @@ impl UnsentExports {
     /// The message went out: the peer holds the handles now, and releases them itself.
     pub(crate) fn sent(mut self) {
         self.exports = None;
-    }
-
-    /// The request went out and its answer came: the peer holds the handles, unless it
-    /// says it never decoded the arguments (`arguments_unread`), in which case nobody
-    /// will release them and they are unexported.
-    pub(crate) fn answered(self, arguments_unread: bool) {
-        if !arguments_unread {
-            self.sent();
-        }
     }
 }
 
