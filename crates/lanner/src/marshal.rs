@@ -367,7 +367,8 @@ pub(crate) fn error_from_payload(status: Status, payload: &Payload) -> Error {
 
 /// Decodes a call's inline arguments as `A` (a tuple of the method's non-bulk parameters).
 /// Arguments that fail to decode are answered as unread: every object reference among
-/// them goes back to the caller (all or nothing, even for a one-way call).
+/// them is released (all or nothing, even for a one-way call; see
+/// `Reply::arguments_unread`).
 pub fn arguments<A: DeserializeOwned>(
     call: &IncomingCall<'_>,
     method: &MethodInfo,
