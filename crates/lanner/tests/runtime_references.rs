@@ -928,8 +928,8 @@ mod keeper {
 }
 
 /// A call the server refuses without decoding its arguments (an incompatible method)
-/// answers so: the caller takes back the reference it exported for them, which nobody
-/// on the server will ever release.
+/// releases the reference the caller exported for them all the same (its request lists
+/// it): nothing else on the server ever would.
 #[tokio::test]
 async fn references_among_arguments_the_server_never_decoded_are_taken_back() {
     let server = Server::new();
@@ -1306,7 +1306,7 @@ async fn serve_holder(endpoint: &str) -> (lanner::Listening, HolderProxy) {
 }
 
 /// Calls `holder` with arguments whose `bad` value fails to decode (with `kind`), a
-/// counter before it and after it: the caller takes back every counter, and one the
+/// counter before it and after it: every counter's count is released, and one the
 /// server also holds through an earlier call keeps that count. Then the connection
 /// still serves.
 async fn arguments_that_fail_are_all_or_nothing(holder: &HolderProxy, bad: Picky, kind: ErrorKind) {
@@ -1359,8 +1359,8 @@ async fn held_by_the_holder_alone(holder: &HolderProxy, live: &AtomicI64) {
 }
 
 /// Arguments that fail to decode are all or nothing: the server gives up the references
-/// it had decoded before the failure without releasing them, and the caller takes back
-/// every reference among them, wherever the failure was.
+/// it had decoded before the failure without releasing them, and releases every
+/// reference the request lists instead, wherever the failure was.
 #[tokio::test]
 async fn references_among_arguments_that_fail_to_decode_are_taken_back_whatever_their_place() {
     let (_listening, holder) = serve_holder("mem://refs-partly-decoded").await;
