@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use lanner::{Client, ConnectionOptions, Object, Server};
+use lanner::{Client, ConnectionOptions, Object, Proxy, Server};
 
 #[lanner::interface]
 trait Counter {
@@ -78,6 +78,74 @@ async fn one_way_calls_over_a_unix_socket() {
     let _ = std::fs::remove_file(&path);
     one_way_calls_run_in_order_and_return_their_credits(&format!("unix://{}", path.display()))
         .await;
+    let _ = std::fs::remove_file(&path);
+}
+
+/// The server holds the credits of one-way calls to give them back together (a quarter
+/// of the window at a time while calls keep coming): one it holds alone, with nothing else
+/// going back to the client, still comes back once the server runs out of work (else the
+/// client would count the call as outstanding for good: its next calls would not be
+/// alone on the connection, and it could never look idle).
+async fn a_credit_held_alone_comes_back_when_the_server_runs_out_of_work(
+    endpoint: &str,
+    options: ConnectionOptions,
+) {
+    // Eight credits: they come back two at a time.
+    let server = Server::with_options(options.with_credits(8));
+    let service = Arc::new(CounterService::default());
+    server.publish("counter", Object::new(CounterStub::new(service.clone())));
+    let listening = server.listen(endpoint).await.unwrap();
+    let counter: CounterProxy = Client::new()
+        .connect(&listening.endpoint().object_url("counter"))
+        .await
+        .unwrap();
+    let before = counter.object().traffic();
+    counter.add(7).await.unwrap();
+    let patience = Instant::now() + Duration::from_secs(10);
+    while counter.object().traffic().messages_received == before.messages_received
+        && Instant::now() < patience
+    {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(
+        counter.object().traffic().messages_received,
+        before.messages_received + 1,
+        "the credit came back, in one frame"
+    );
+    assert_eq!(service.total.load(Ordering::SeqCst), 7);
+    assert_eq!(counter.total().await, Ok(7));
+}
+
+#[tokio::test]
+async fn a_held_credit_comes_back_in_memory() {
+    a_credit_held_alone_comes_back_when_the_server_runs_out_of_work(
+        "mem://one-way-held",
+        ConnectionOptions::default(),
+    )
+    .await;
+}
+
+/// A busy-polling server never sleeps: the credit comes back once it has polled a while
+/// with nothing arriving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_credit_comes_back_from_a_busy_polling_server() {
+    a_credit_held_alone_comes_back_when_the_server_runs_out_of_work(
+        "mem://one-way-held-busy",
+        ConnectionOptions::default().busy_poll(),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_credit_comes_back_over_a_unix_socket() {
+    let path =
+        std::env::temp_dir().join(format!("lanner-one-way-held-{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    a_credit_held_alone_comes_back_when_the_server_runs_out_of_work(
+        &format!("unix://{}", path.display()),
+        ConnectionOptions::default(),
+    )
+    .await;
     let _ = std::fs::remove_file(&path);
 }
 

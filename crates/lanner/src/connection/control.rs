@@ -15,6 +15,14 @@ use crate::occasional::occasionally;
 /// How long a deliberately closed connection keeps writing what it had queued.
 const CLOSE_LINGER: Duration = Duration::from_secs(5);
 
+/// How many credits of the peer's one-way calls are held before they go back on their own
+/// (see `Writer::return_credit`), with `window` credits granted to the peer: a quarter,
+/// so that the peer still has most of its window while they are held (one at a time with
+/// a window of less than eight).
+fn credit_batch(window: u32) -> u32 {
+    (window / 4).max(1)
+}
+
 impl Connection {
     /// Ends the peer's one-way call `call_id`: gives its credit back (a failure has nobody
     /// to go to but the log).
@@ -23,15 +31,18 @@ impl Connection {
             // A peer can aim one-way calls at nothing without end.
             occasionally!(warn, peer = %self.peer, call_id, ?status, "one-way call failed");
         }
-        let Some(finished) = self.with_open_proto(lanner_proto::Connection::finish_one_way_unsent)
-        else {
+        let Some(finished) = self.with_open_proto(|proto| {
+            proto
+                .finish_one_way_unsent()
+                .map(|()| credit_batch(proto.peer_window()))
+        }) else {
             return;
         };
         match finished {
-            Ok(()) => {
+            Ok(batch) => {
                 let returned = self
                     .writer()
-                    .return_credit(&mut Context::from_waker(Waker::noop()));
+                    .return_credit(batch, &mut Context::from_waker(Waker::noop()));
                 let _ = self.after_write(returned);
             }
             Err(error) => tracing::warn!(peer = %self.peer, %error, "credit not returned"),

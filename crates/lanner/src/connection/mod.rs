@@ -484,6 +484,19 @@ impl Connection {
         self.after_write(result).map(drop)
     }
 
+    /// Sends the credits of the peer's one-way calls held back so far (see
+    /// `Writer::return_credit`): the receiver has run out of work, and the peer may be
+    /// waiting for them.
+    pub(super) fn return_held_credits(self: &Arc<Self>) -> Result<(), Error> {
+        let mut writer = self.writer();
+        if !writer.holds_credits() {
+            return Ok(());
+        }
+        let result = writer.return_held_credits(&mut Context::from_waker(Waker::noop()));
+        drop(writer);
+        self.after_write(result).map(drop)
+    }
+
     /// Holds back frames sent from now on until [`Connection::uncork`]: the receiver is
     /// about to process frames that arrived together.
     pub(super) fn cork(&self) {

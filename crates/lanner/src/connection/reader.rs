@@ -71,6 +71,13 @@ const DEEP_BURST_FRAMES: usize = 64;
 /// flusher waits for room).
 const REACTOR_EVERY: u32 = 4;
 
+/// Empty bursts in a row after which the reader sends the credits of the peer's one-way
+/// calls held back (see `Writer::return_credit`), if any: the peer has stopped sending
+/// for a moment (a few microseconds over shared memory, more over a socket, where each
+/// attempt is a system call), so they are not worth holding for a batch any more. (Also
+/// before the reader sleeps; with no spin budget it sleeps after one attempt.)
+const IDLE_BURSTS_BEFORE_CREDITS: u32 = 16;
+
 /// Receive attempts per spin, back to back, before the reader lets other tasks run. A
 /// burst is a few microseconds: short enough not to hold up other tasks noticeably, long
 /// enough that the reader notices arriving data about as fast as a plain `recv` loop.
@@ -383,6 +390,8 @@ async fn read_loop(holder: &Holder, signal: &ReaderSignal, spin: Duration) -> Re
             return Ok(());
         };
         spin_while_busy(&connection, signal, spin).await?;
+        // Nothing arrived for the spin budget: the credits held back go before the sleep.
+        connection.fatal_for_reader(connection.return_held_credits())?;
         drop(connection);
         sleep(holder, signal).await?;
     }
@@ -399,6 +408,8 @@ async fn spin_while_busy(
     // Whether the transport may still be watched by the reactor (see `UNWATCH_AFTER_FRAMES`).
     let mut watched = !spin.is_zero();
     let mut spins = 0u32;
+    // Empty bursts since something last arrived (see `IDLE_BURSTS_BEFORE_CREDITS`).
+    let mut idle_bursts = 0u32;
     let mut write_progress = connection.write_progress.load(Ordering::Relaxed);
     let attempts = attempts_per_burst(spin);
     loop {
@@ -415,6 +426,7 @@ async fn spin_while_busy(
         });
         match burst.await? {
             Progress::Delivered | Progress::Mine(_) => {
+                idle_bursts = 0;
                 watched = watched && still_watched(connection, frames_at_wake);
                 // Let the caller we just woke run before we try the socket again. A deferred
                 // yield, because a caller in `block_on`'s root future only runs once the
@@ -423,6 +435,7 @@ async fn spin_while_busy(
                 tokio::task::yield_now().await;
             }
             Progress::Other => {
+                idle_bursts = 0;
                 watched = watched && still_watched(connection, frames_at_wake);
                 spin_until = Instant::now() + spin;
             }
@@ -431,6 +444,10 @@ async fn spin_while_busy(
                     return Ok(());
                 }
                 spins = spins.wrapping_add(1);
+                idle_bursts = idle_bursts.wrapping_add(1);
+                if idle_bursts == IDLE_BURSTS_BEFORE_CREDITS {
+                    connection.fatal_for_reader(connection.return_held_credits())?;
+                }
                 let flushing = connection.flusher_active.load(Ordering::Relaxed);
                 if flushing {
                     let progress = connection.write_progress.load(Ordering::Relaxed);

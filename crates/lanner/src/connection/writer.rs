@@ -17,6 +17,10 @@
 //!   to follow (a caller with other calls in flight leaves it to the connection's reader,
 //!   which flushes before each receive attempt).
 //!
+//! The credits of the peer's one-way calls are *held* rather than each sent in a frame of
+//! its own (see [`Writer::return_credit`]): they go out together, ahead of the next frames
+//! written anyway, once a batch of them is held, or when the receiver runs out of work.
+//!
 //! A frame sent with nothing queued and no cork is written at once, straight from the
 //! caller: a lone call pays nothing for batching.
 
@@ -34,11 +38,14 @@ pub(super) struct Writer {
     queue: VecDeque<OutFrame>,
     /// For each queued frame, how many credits it returns to the peer.
     returns_credit: VecDeque<u32>,
-    /// Credits of the peer's one-way calls returned while corked: they go out together,
-    /// in one CREDIT frame, when the writer uncorks (see [`Writer::return_credit`]).
-    corked_credits: u32,
-    /// Queued frames that return a credit (answers, one-way credits): the peer does not
-    /// have those credits back until they are written.
+    /// Credits of the peer's one-way calls returned but not in the queue yet: they go out
+    /// together, in one CREDIT frame (see [`Writer::return_credit`]).
+    held_credits: u32,
+    /// How many held credits are sent without waiting for another reason to write: the
+    /// latest `batch` given to [`Writer::return_credit`].
+    credit_batch: u32,
+    /// Credits returned to the peer and not written yet: those of queued frames (answers,
+    /// CREDIT frames) and the held ones. The peer does not have them back until written.
     queued_credits: u32,
     /// A flusher task is waiting for room on the transport; senders only queue.
     flushing: bool,
@@ -81,7 +88,8 @@ impl Writer {
             sink,
             queue: VecDeque::new(),
             returns_credit: VecDeque::new(),
-            corked_credits: 0,
+            held_credits: 0,
+            credit_batch: 1,
             queued_credits: 0,
             flushing: false,
             flusher: None,
@@ -105,12 +113,14 @@ impl Writer {
         cx: &mut Context<'_>,
     ) -> io::Result<Flushed> {
         if self.aborted {
-            return Err(io::Error::new(
-                io::ErrorKind::BrokenPipe,
-                "the connection is closed",
-            ));
+            return Err(closed());
         }
         self.frames_sent += 1;
+        if self.held_credits > 0 && !self.corked {
+            // Something goes to the peer anyway: the held credits go first, in the same
+            // batch (while corked, the uncork decides).
+            self.push_held_credits();
+        }
         if self.flushing {
             self.enqueue(frame, returns_credit);
             return Ok(Flushed::FlusherRunning);
@@ -148,19 +158,56 @@ impl Writer {
         self.returns_credit.push_back(credits);
     }
 
-    /// Gives back the credit of one of the peer's one-way calls: in a CREDIT frame sent
-    /// like any other, or, while corked (the receiver is going through frames that
-    /// arrived together), counted, to go out with the others returned meanwhile in a
-    /// single CREDIT frame when the writer uncorks. A stream of one-way calls then costs
-    /// one frame per batch on the way back, not one per call.
-    pub(super) fn return_credit(&mut self, cx: &mut Context<'_>) -> io::Result<Flushed> {
-        if self.corked && !self.aborted {
-            self.corked_credits += 1;
-            self.queued_credits += 1;
+    /// Gives back the credit of one of the peer's one-way calls. Credits are held and go
+    /// out together in one CREDIT frame: ahead of the next frame sent to the peer (an
+    /// answer, a request, or what a cork held back), at once when `batch` of them are
+    /// held, and otherwise when the receiver finds nothing more to do
+    /// ([`Writer::return_held_credits`]). A stream of one-way calls then costs one frame
+    /// on the way back per `batch` calls (or per burst of work), not one per call: on the
+    /// peer's side each frame is a receive and a dispatch, which cost as much as the call.
+    /// The peer keeps calling meanwhile as long as `batch` is well below the credits it
+    /// was granted.
+    pub(super) fn return_credit(
+        &mut self,
+        batch: u32,
+        cx: &mut Context<'_>,
+    ) -> io::Result<Flushed> {
+        if self.aborted {
+            return Err(closed());
+        }
+        self.held_credits += 1;
+        self.queued_credits += 1;
+        self.credit_batch = batch.max(1);
+        if self.corked || self.held_credits < self.credit_batch {
             return Ok(Flushed::Queued);
         }
-        let frame = OutFrame::contiguous(lanner_proto::frame::encode_credit(1));
-        self.send(frame, true, When::Now, cx)
+        self.push_held_credits();
+        self.flush(cx)
+    }
+
+    /// Sends the credits held back, if any (the receiver ran out of work: the peer may be
+    /// waiting for them). Done if there were none.
+    pub(super) fn return_held_credits(&mut self, cx: &mut Context<'_>) -> io::Result<Flushed> {
+        if self.held_credits == 0 || self.aborted {
+            return Ok(Flushed::Done);
+        }
+        self.push_held_credits();
+        self.flush(cx)
+    }
+
+    /// Whether credits are held back (see [`Writer::return_credit`]).
+    pub(super) fn holds_credits(&self) -> bool {
+        self.held_credits > 0
+    }
+
+    /// Queues the held credits in one CREDIT frame.
+    fn push_held_credits(&mut self) {
+        let credits = std::mem::take(&mut self.held_credits);
+        if credits > 0 {
+            self.frames_sent += 1;
+            let frame = lanner_proto::frame::encode_credit(credits);
+            self.push(OutFrame::contiguous(frame), credits);
+        }
     }
 
     /// Writes everything queued now, in one batch (unless a flusher task is on it or the
@@ -196,11 +243,9 @@ impl Writer {
     /// Ends a cork and writes what it held back (see [`Writer::flush`]).
     pub(super) fn uncork(&mut self, cx: &mut Context<'_>) -> io::Result<Flushed> {
         self.corked = false;
-        if self.corked_credits > 0 {
-            let credits = std::mem::take(&mut self.corked_credits);
-            self.frames_sent += 1;
-            let frame = lanner_proto::frame::encode_credit(credits);
-            self.push(OutFrame::contiguous(frame), credits);
+        if !self.queue.is_empty() || self.held_credits >= self.credit_batch {
+            // With what the cork held back, or a batch's worth on their own.
+            self.push_held_credits();
         }
         self.flush(cx)
     }
@@ -263,7 +308,7 @@ impl Writer {
     fn clear(&mut self) {
         self.queue.clear();
         self.returns_credit.clear();
-        self.corked_credits = 0;
+        self.held_credits = 0;
         self.queued_credits = 0;
     }
 
@@ -299,7 +344,7 @@ impl Writer {
                 written.recycle();
             }
             self.returns_credit.clear();
-            self.queued_credits = 0;
+            self.queued_credits = self.held_credits;
             return;
         }
         while let Some(front) = self.queue.front() {
@@ -312,6 +357,11 @@ impl Writer {
             self.queued_credits -= self.returns_credit.pop_front().unwrap_or(0);
         }
     }
+}
+
+/// The error of a write on a closed connection.
+fn closed() -> io::Error {
+    io::Error::new(io::ErrorKind::BrokenPipe, "the connection is closed")
 }
 
 #[cfg(test)]
