@@ -18,6 +18,10 @@ trait Counter {
     /// Fails; the caller never hears of it.
     #[oneway]
     async fn fail(&self) -> Result<(), lanner::Error>;
+    /// Adds `n` after a moment: the method finishes on a task of its own, not where the
+    /// call was received.
+    #[oneway]
+    async fn add_later(&self, n: u64) -> Result<(), lanner::Error>;
     /// The sum so far.
     async fn total(&self) -> Result<u64, lanner::Error>;
 }
@@ -38,6 +42,11 @@ impl Counter for CounterService {
             lanner::ErrorKind::Internal,
             "nobody hears this",
         ))
+    }
+
+    async fn add_later(&self, n: u64) -> Result<(), lanner::Error> {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        self.add(n).await
     }
 
     async fn total(&self) -> Result<u64, lanner::Error> {
@@ -84,12 +93,9 @@ async fn one_way_calls_over_a_unix_socket() {
 /// The server holds the credits of one-way calls to give them back together (a quarter
 /// of the window at a time while calls keep coming): one it holds alone, with nothing else
 /// going back to the client, still comes back once the server runs out of work (else the
-/// client would count the call as outstanding for good: its next calls would not be
-/// alone on the connection, and it could never look idle).
-async fn a_credit_held_alone_comes_back_when_the_server_runs_out_of_work(
-    endpoint: &str,
-    options: ConnectionOptions,
-) {
+/// client's window would stay that much smaller for good), whether the method finished
+/// where the call was received or (`later`) on a task of its own.
+async fn a_credit_held_alone_comes_back(endpoint: &str, options: ConnectionOptions, later: bool) {
     // Eight credits: they come back two at a time.
     let server = Server::with_options(options.with_credits(8));
     let service = Arc::new(CounterService::default());
@@ -100,7 +106,11 @@ async fn a_credit_held_alone_comes_back_when_the_server_runs_out_of_work(
         .await
         .unwrap();
     let before = counter.object().traffic();
-    counter.add(7).await.unwrap();
+    if later {
+        counter.add_later(7).await.unwrap();
+    } else {
+        counter.add(7).await.unwrap();
+    }
     let patience = Instant::now() + Duration::from_secs(10);
     while counter.object().traffic().messages_received == before.messages_received
         && Instant::now() < patience
@@ -118,35 +128,46 @@ async fn a_credit_held_alone_comes_back_when_the_server_runs_out_of_work(
 
 #[tokio::test]
 async fn a_held_credit_comes_back_in_memory() {
-    a_credit_held_alone_comes_back_when_the_server_runs_out_of_work(
-        "mem://one-way-held",
-        ConnectionOptions::default(),
-    )
-    .await;
+    for later in [false, true] {
+        let endpoint = format!("mem://one-way-held-{later}");
+        a_credit_held_alone_comes_back(&endpoint, ConnectionOptions::default(), later).await;
+    }
+}
+
+/// Without a spin budget the server's reader sleeps as soon as it finds nothing more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_credit_comes_back_from_a_server_that_does_not_spin() {
+    for later in [false, true] {
+        let endpoint = format!("mem://one-way-held-blocking-{later}");
+        let options = ConnectionOptions::default().with_spin(Duration::ZERO);
+        a_credit_held_alone_comes_back(&endpoint, options, later).await;
+    }
 }
 
 /// A busy-polling server never sleeps: the credit comes back once it has polled a while
-/// with nothing arriving.
+/// with nothing arriving, also when the method finishes after the reader began polling
+/// without anything to do.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_credit_comes_back_from_a_busy_polling_server() {
-    a_credit_held_alone_comes_back_when_the_server_runs_out_of_work(
-        "mem://one-way-held-busy",
-        ConnectionOptions::default().busy_poll(),
-    )
-    .await;
+    for later in [false, true] {
+        let endpoint = format!("mem://one-way-held-busy-{later}");
+        let options = ConnectionOptions::default().busy_poll();
+        a_credit_held_alone_comes_back(&endpoint, options, later).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_credit_comes_back_over_a_unix_socket() {
-    let path =
-        std::env::temp_dir().join(format!("lanner-one-way-held-{}.sock", std::process::id()));
-    let _ = std::fs::remove_file(&path);
-    a_credit_held_alone_comes_back_when_the_server_runs_out_of_work(
-        &format!("unix://{}", path.display()),
-        ConnectionOptions::default(),
-    )
-    .await;
-    let _ = std::fs::remove_file(&path);
+    for later in [false, true] {
+        let path = std::env::temp_dir().join(format!(
+            "lanner-one-way-held-{later}-{}.sock",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&path);
+        let endpoint = format!("unix://{}", path.display());
+        a_credit_held_alone_comes_back(&endpoint, ConnectionOptions::default(), later).await;
+        let _ = std::fs::remove_file(&path);
+    }
 }
 
 /// The environment variable that makes [`child_sends_one_way_calls_and_ends`] run: the

@@ -72,10 +72,11 @@ const DEEP_BURST_FRAMES: usize = 64;
 const REACTOR_EVERY: u32 = 4;
 
 /// Empty bursts in a row after which the reader sends the credits of the peer's one-way
-/// calls held back (see `Writer::return_credit`), if any: the peer has stopped sending
-/// for a moment (a few microseconds over shared memory, more over a socket, where each
-/// attempt is a system call), so they are not worth holding for a batch any more. (Also
-/// before the reader sleeps; with no spin budget it sleeps after one attempt.)
+/// calls held back (see `Writer::return_credit`), if any, and again after each as many
+/// more: the peer has stopped sending for a moment (a few microseconds over shared
+/// memory, more over a socket, where each attempt is a system call), so they are not
+/// worth holding for a batch any more. (Also before the reader sleeps, and while it
+/// sleeps; with no spin budget it sleeps after one attempt.)
 const IDLE_BURSTS_BEFORE_CREDITS: u32 = 16;
 
 /// Receive attempts per spin, back to back, before the reader lets other tasks run. A
@@ -390,8 +391,6 @@ async fn read_loop(holder: &Holder, signal: &ReaderSignal, spin: Duration) -> Re
             return Ok(());
         };
         spin_while_busy(&connection, signal, spin).await?;
-        // Nothing arrived for the spin budget: the credits held back go before the sleep.
-        connection.fatal_for_reader(connection.return_held_credits())?;
         drop(connection);
         sleep(holder, signal).await?;
     }
@@ -445,7 +444,9 @@ async fn spin_while_busy(
                 }
                 spins = spins.wrapping_add(1);
                 idle_bursts = idle_bursts.wrapping_add(1);
-                if idle_bursts == IDLE_BURSTS_BEFORE_CREDITS {
+                if idle_bursts % IDLE_BURSTS_BEFORE_CREDITS == 0 {
+                    // Again every so often: a method that finishes on a task of its own
+                    // holds its credit while the reader keeps polling.
                     connection.fatal_for_reader(connection.return_held_credits())?;
                 }
                 let flushing = connection.flusher_active.load(Ordering::Relaxed);
@@ -509,6 +510,13 @@ async fn sleep(holder: &Holder, signal: &ReaderSignal) -> Result<(), Error> {
         // Frames deferred just before we announced sleep: wake up and write them.
         if connection.deferred.load(Ordering::SeqCst) {
             return Poll::Ready(Ok(()));
+        }
+        // The credits held back go before the reader sleeps. Checked under the writer's
+        // lock after `asleep` was set: a one-way method that finishes on a task of its
+        // own later holds its credit under that lock too, and its `kick` then finds the
+        // reader asleep and wakes it.
+        if let Err(error) = connection.fatal_for_reader(connection.return_held_credits()) {
+            return Poll::Ready(Err(error));
         }
         connection
             .poll_receive(cx)

@@ -18,7 +18,7 @@
 //!   which flushes before each receive attempt).
 //!
 //! The credits of the peer's one-way calls are *held* rather than each sent in a frame of
-//! its own (see [`Writer::return_credit`]): they go out together, ahead of the next frames
+//! its own (see [`Writer::return_credit`]): they go out together, with the next frames
 //! written anyway, once a batch of them is held, or when the receiver runs out of work.
 //!
 //! A frame sent with nothing queued and no cork is written at once, straight from the
@@ -160,8 +160,8 @@ impl Writer {
 
     /// Gives back the credit of one of the peer's one-way calls. Credits are held and go
     /// out together in one CREDIT frame: ahead of the next frame sent to the peer (an
-    /// answer, a request, or what a cork held back), at once when `batch` of them are
-    /// held, and otherwise when the receiver finds nothing more to do
+    /// answer, a request), after what a cork held back when it ends, at once when `batch`
+    /// of them are held, and otherwise when the receiver finds nothing more to do
     /// ([`Writer::return_held_credits`]). A stream of one-way calls then costs one frame
     /// on the way back per `batch` calls (or per burst of work), not one per call: on the
     /// peer's side each frame is a receive and a dispatch, which cost as much as the call.

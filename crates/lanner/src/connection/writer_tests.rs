@@ -311,3 +311,25 @@ fn an_aborted_writer_forgets_the_credits_it_held_back() {
     assert_eq!(writer.uncork(&mut cx()).unwrap(), Flushed::Done);
     assert!(writes(&wire).is_empty());
 }
+
+#[test]
+fn credits_held_while_the_queue_drains_stay_counted() {
+    let (mut writer, wire) = writer(Some(0));
+    assert_eq!(
+        writer
+            .send(frame("answer"), true, When::Now, &mut cx())
+            .unwrap(),
+        Flushed::StartFlusher
+    );
+    for _ in 0..2 {
+        assert_eq!(writer.return_credit(8, &mut cx()).unwrap(), Flushed::Queued);
+    }
+    assert_eq!(writer.queued_credits(), 3);
+    wire.lock().unwrap().room = None;
+    let flushed = writer.poll_flusher(&mut cx(), || {});
+    assert!(matches!(flushed, Poll::Ready(Ok(()))));
+    assert_eq!(writes(&wire), [(1, "answer".to_owned())]);
+    // The answer's credit reached the peer; the held ones did not.
+    assert_eq!(writer.queued_credits(), 2);
+    assert!(writer.holds_credits());
+}
