@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use futures_util::future::Either;
 use lanner_proto::{MessageBuilder, Payload, Response, Status};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -148,16 +149,31 @@ pub struct Destination<'a> {
 /// one if it had to reconnect (a URL reference whose connection broke) or to claim the
 /// object first (a reference handed over by a third party). The call's timeout starts
 /// now.
-pub async fn destination(core: &ProxyCore) -> Result<Destination<'_>, Error> {
-    if let Some(target) = core.pinned_target() {
-        let timeout = core.timeout_on(&target.connection);
-        return Ok(Destination {
-            core,
-            target: target.clone(),
-            deadline: timeout.map(|timeout| Instant::now() + timeout),
-            timeout,
-        });
+///
+/// The common case, a proxy whose pinned connection takes calls, is settled before this
+/// returns, with a future that is ready at once: the reconnecting path's future (which
+/// can hold a whole connection setup) is boxed, so that it does not make every call's
+/// future as large as itself.
+pub fn destination(
+    core: &ProxyCore,
+) -> impl Future<Output = Result<Destination<'_>, Error>> + Send + '_ {
+    match core.pinned_target() {
+        Some(target) => {
+            let timeout = core.timeout_on(&target.connection);
+            Either::Left(std::future::ready(Ok(Destination {
+                core,
+                target: target.clone(),
+                deadline: timeout.map(|timeout| Instant::now() + timeout),
+                timeout,
+            })))
+        }
+        None => Either::Right(Box::pin(settled_destination(core))),
     }
+}
+
+/// [`destination`] of a proxy without a usable pinned connection: through its reference,
+/// which reconnects or claims the object if it must.
+async fn settled_destination(core: &ProxyCore) -> Result<Destination<'_>, Error> {
     let current = core.object().current_target();
     let mut timeout = core.timeout_on(&current.connection);
     let deadline = timeout.map(|timeout| Instant::now() + timeout);
@@ -300,27 +316,47 @@ pub(crate) fn set_deadline(
 
 /// Sends a one-way request built by [`request`]: `Ok` once it is written (the method's
 /// outcome never comes back); an error if it could not be sent.
-pub async fn invoke_one_way<E>(
+///
+/// With a credit at hand the request is sent before this returns, and the future is ready
+/// at once: a call in a stream of one-way calls then costs no future of its own beyond a
+/// word or two (a waiting one, boxed, is hundreds of bytes, moved at every `.await`).
+/// Only a call that must wait for a credit builds one.
+pub fn invoke_one_way<E>(
     to: Destination<'_>,
     request: Result<OutgoingRequest, Error>,
-) -> Result<(), E>
+) -> impl Future<Output = Result<(), E>> + Send + use<E>
 where
-    E: From<Error>,
+    E: From<Error> + Send,
 {
-    let OutgoingRequest {
-        mut message,
-        encoded,
-    } = request?;
-    message.set_one_way();
-    let sent = to
-        .target
-        .connection
-        .send_one_way(message, to.deadline)
-        .await;
-    if sent.is_ok() {
-        encoded.unsent.sent();
-    }
-    sent.map_err(E::from)
+    let attempt = request.and_then(|request| {
+        let OutgoingRequest {
+            mut message,
+            encoded,
+        } = request;
+        message.set_one_way();
+        match to.target.connection.try_send_one_way(message)? {
+            Ok(()) => {
+                encoded.unsent.sent();
+                Ok(None)
+            }
+            Err(message) => Ok(Some((message, encoded))),
+        }
+    });
+    let waiting = match attempt {
+        Ok(None) => return Either::Left(std::future::ready(Ok(()))),
+        Err(error) => return Either::Left(std::future::ready(Err(E::from(error)))),
+        Ok(Some(waiting)) => waiting,
+    };
+    let (message, encoded) = waiting;
+    let connection = to.target.connection.clone();
+    let deadline = to.deadline;
+    Either::Right(Box::pin(async move {
+        let sent = connection.send_one_way(message, deadline).await;
+        if sent.is_ok() {
+            encoded.unsent.sent();
+        }
+        sent.map_err(E::from)
+    }))
 }
 
 /// Decodes the answer to a call received on `connection`: a value that fails to decode

@@ -98,6 +98,23 @@ impl Connection {
     ) -> Result<(), Error> {
         debug_assert!(request.is_one_way());
         let (_, frame, alone) = self.begin_call_by(request, deadline).await?;
+        self.send_begun_one_way(frame, alone)
+    }
+
+    /// [`Connection::send_one_way`] when a credit is at hand, without waiting: the
+    /// request back (`Ok(Err(..))`) if there is none.
+    pub(crate) fn try_send_one_way(
+        self: &Arc<Self>,
+        request: MessageBuilder,
+    ) -> Result<Result<(), MessageBuilder>, Error> {
+        debug_assert!(request.is_one_way());
+        match self.try_begin(request, false)? {
+            Ok((_, frame, alone)) => self.send_begun_one_way(frame, alone).map(Ok),
+            Err(request) => Ok(Err(request)),
+        }
+    }
+
+    fn send_begun_one_way(self: &Arc<Self>, frame: OutFrame, alone: bool) -> Result<(), Error> {
         let sent = if alone || frame.remaining() > BATCHED_ONE_WAY_MAX {
             self.send_frame(frame)
         } else {
