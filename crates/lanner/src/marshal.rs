@@ -7,6 +7,7 @@
 //! (`Vec<Bytes>`, a struct field) would be encoded inline, which needs the `bytes` crate's
 //! `serde` feature; Lanner does not enable it, so use `Vec<u8>` there.
 
+use std::borrow::Cow;
 use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -139,7 +140,8 @@ pub struct OutgoingRequest {
 /// and the call's deadline. Settled by [`destination`] before the request is built.
 pub struct Destination<'a> {
     core: &'a ProxyCore,
-    target: Target,
+    /// Borrowed from the proxy in the common case: no reference count taken per call.
+    target: Cow<'a, Target>,
     deadline: Option<Instant>,
     /// What the request tells the callee it has left (see [`destination`]).
     timeout: Option<Duration>,
@@ -148,32 +150,18 @@ pub struct Destination<'a> {
 /// Settles where a call through `core` goes: the reference's current connection, or a new
 /// one if it had to reconnect (a URL reference whose connection broke) or to claim the
 /// object first (a reference handed over by a third party). The call's timeout starts
-/// now.
-///
-/// The common case, a proxy whose pinned connection takes calls, is settled before this
-/// returns, with a future that is ready at once: the reconnecting path's future (which
-/// can hold a whole connection setup) is boxed, so that it does not make every call's
-/// future as large as itself.
-pub fn destination(
-    core: &ProxyCore,
-) -> impl Future<Output = Result<Destination<'_>, Error>> + Send + '_ {
-    match core.pinned_target() {
-        Some(target) => {
-            let timeout = core.timeout_on(&target.connection);
-            Either::Left(std::future::ready(Ok(Destination {
-                core,
-                target: target.clone(),
-                deadline: timeout.map(|timeout| Instant::now() + timeout),
-                timeout,
-            })))
-        }
-        None => Either::Right(Box::pin(settled_destination(core))),
+/// now. (Reconnecting and claiming are boxed by the reference: they add nothing to the
+/// size of a call's future.)
+pub async fn destination(core: &ProxyCore) -> Result<Destination<'_>, Error> {
+    if let Some(target) = core.pinned_target() {
+        let timeout = core.timeout_on(&target.connection);
+        return Ok(Destination {
+            core,
+            target: Cow::Borrowed(target),
+            deadline: timeout.map(|timeout| Instant::now() + timeout),
+            timeout,
+        });
     }
-}
-
-/// [`destination`] of a proxy without a usable pinned connection: through its reference,
-/// which reconnects or claims the object if it must.
-async fn settled_destination(core: &ProxyCore) -> Result<Destination<'_>, Error> {
     let current = core.object().current_target();
     let mut timeout = core.timeout_on(&current.connection);
     let deadline = timeout.map(|timeout| Instant::now() + timeout);
@@ -187,7 +175,7 @@ async fn settled_destination(core: &ProxyCore) -> Result<Destination<'_>, Error>
     }
     Ok(Destination {
         core,
-        target,
+        target: Cow::Owned(target),
         deadline,
         timeout,
     })
@@ -274,7 +262,9 @@ where
 {
     let started = request.map(|request| {
         let OutgoingRequest { message, encoded } = request;
-        let mut pending = to.target.connection.call(message, to.deadline);
+        // The call in flight keeps its connection (a reference count taken here).
+        let connection = to.target.into_owned().connection;
+        let mut pending = connection.call(message, to.deadline);
         pending.discard_with(Discard {
             run: discard_reply::<C, E>,
             method,
@@ -317,10 +307,10 @@ pub(crate) fn set_deadline(
 /// Sends a one-way request built by [`request`]: `Ok` once it is written (the method's
 /// outcome never comes back); an error if it could not be sent.
 ///
-/// With a credit at hand the request is sent before this returns, and the future is ready
-/// at once: a call in a stream of one-way calls then costs no future of its own beyond a
-/// word or two (a waiting one, boxed, is hundreds of bytes, moved at every `.await`).
-/// Only a call that must wait for a credit builds one.
+/// With a credit at hand the request is written (or queued for the reader's next batch)
+/// before this returns, and the future is ready at once, the size of its result. Only a
+/// call that must wait for a credit builds a waiting future, boxed: its hundreds of bytes
+/// are then no part of every call's future, which is moved at every `.await` it crosses.
 pub fn invoke_one_way<E>(
     to: Destination<'_>,
     request: Result<OutgoingRequest, Error>,
@@ -348,10 +338,10 @@ where
         Ok(Some(waiting)) => waiting,
     };
     let (message, encoded) = waiting;
-    let connection = to.target.connection.clone();
+    let connection = to.target.into_owned().connection;
     let deadline = to.deadline;
     Either::Right(Box::pin(async move {
-        let sent = connection.send_one_way(message, deadline).await;
+        let sent = connection.wait_to_send_one_way(message, deadline).await;
         if sent.is_ok() {
             encoded.unsent.sent();
         }

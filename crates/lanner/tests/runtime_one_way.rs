@@ -170,6 +170,26 @@ async fn a_held_credit_comes_back_over_a_unix_socket() {
     }
 }
 
+/// A one-way call that finds a credit at hand is sent when its future is first polled,
+/// which is then ready: the future holds no state of waiting for a credit (boxed when
+/// needed), as it is moved at every `.await` it crosses (1,448 bytes before).
+#[tokio::test]
+async fn a_one_way_call_future_stays_small() {
+    let server = Server::new();
+    let service = Arc::new(CounterService::default());
+    server.publish("counter", Object::new(CounterStub::new(service.clone())));
+    let listening = server.listen("mem://one-way-small").await.unwrap();
+    let counter: CounterProxy = Client::new()
+        .connect(&listening.endpoint().object_url("counter"))
+        .await
+        .unwrap();
+    let add = counter.add(5);
+    let size = std::mem::size_of_val(&add);
+    assert!(size <= 256, "a one-way call's future is {size} bytes");
+    add.await.unwrap();
+    assert_eq!(counter.total().await, Ok(5));
+}
+
 /// The environment variable that makes [`child_sends_one_way_calls_and_ends`] run: the
 /// counter's URL.
 const CHILD_COUNTER: &str = "LANNER_TEST_ONE_WAY_CHILD";

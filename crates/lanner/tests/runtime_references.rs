@@ -869,6 +869,56 @@ async fn a_request_never_sent_for_want_of_a_credit_unexports_what_it_exported() 
     );
 }
 
+/// The same for a one-way call, which waits for its credit on a path of its own (boxed,
+/// apart from the ready future of a call that found one at hand).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_way_call_never_sent_for_want_of_a_credit_unexports_what_it_exported() {
+    let server = Server::with_options(lanner::ConnectionOptions::default().with_credits(1));
+    let naps = Arc::new(AtomicU64::new(0));
+    server.publish(
+        "keeper",
+        Object::new(keeper::old::KeeperStub::new(Arc::new(keeper::OldKeeper(
+            naps.clone(),
+        )))),
+    );
+    let listening = server.listen("mem://refs-one-way-no-credit").await.unwrap();
+    let url = listening.endpoint().object_url("keeper");
+    let keeper: keeper::old::KeeperProxy = Client::new().connect(&url).await.unwrap();
+    let live = Arc::new(AtomicI64::new(0));
+    // The one credit is taken by a napping call; each one-way call below waits for it.
+    let napping = tokio::spawn({
+        let keeper = keeper.clone();
+        async move { keeper::old::Keeper::nap(&keeper, 500).await }
+    });
+    while naps.load(Ordering::Relaxed) == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let hurried = keeper.with_timeout(Duration::from_millis(50));
+    let error = keeper::old::Keeper::lend(&hurried, ObjRef::new(live_counter(&live)))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::DeadlineExceeded, "{error}");
+    assert!(!error.may_have_executed(), "{error}");
+    let dropped = tokio::time::timeout(
+        Duration::from_millis(50),
+        keeper::old::Keeper::lend(&keeper, ObjRef::new(live_counter(&live))),
+    )
+    .await;
+    assert!(dropped.is_err(), "the call got a credit");
+    napping.await.unwrap().unwrap();
+    assert_eq!(
+        settle(&live).await,
+        0,
+        "the unsent one-way calls' counters leaked"
+    );
+    // Once the credit is back, a one-way call hands its counter over, and the server
+    // releases it when the method is done with it.
+    keeper::old::Keeper::lend(&keeper, ObjRef::new(live_counter(&live)))
+        .await
+        .unwrap();
+    assert_eq!(settle(&live).await, 0);
+}
+
 /// Two versions of one interface (same id) whose `keep` differs in signature: a client
 /// of the newer calls a server of the older.
 mod keeper {

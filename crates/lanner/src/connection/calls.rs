@@ -82,8 +82,9 @@ pub(super) fn fail_all(pending: &mut PendingCalls, error: &Error) -> Vec<Waker> 
 }
 
 impl Connection {
-    /// Sends a one-way request: waits for a credit (until `deadline`), writes the request
-    /// and returns. No answer comes; the peer returns the credit when the call is done.
+    /// Sends a one-way request if a credit is at hand, without waiting: the request back
+    /// (`Ok(Err(..))`) if there is none (then [`Connection::wait_to_send_one_way`]). No
+    /// answer comes; the peer returns the credit when the call is done.
     ///
     /// A one-way call made while nothing else is outstanding is written at once. One made
     /// while calls or earlier one-way calls are (their credits not back yet: a stream of
@@ -91,18 +92,6 @@ impl Connection {
     /// in flight is: otherwise every small one-way call would cost a write of its own
     /// (a system call per message over a socket). A large one is written at once: its
     /// bytes cost more than the write.
-    pub(crate) async fn send_one_way(
-        self: &Arc<Self>,
-        request: MessageBuilder,
-        deadline: Option<Instant>,
-    ) -> Result<(), Error> {
-        debug_assert!(request.is_one_way());
-        let (_, frame, alone) = self.begin_call_by(request, deadline).await?;
-        self.send_begun_one_way(frame, alone)
-    }
-
-    /// [`Connection::send_one_way`] when a credit is at hand, without waiting: the
-    /// request back (`Ok(Err(..))`) if there is none.
     pub(crate) fn try_send_one_way(
         self: &Arc<Self>,
         request: MessageBuilder,
@@ -112,6 +101,19 @@ impl Connection {
             Ok((_, frame, alone)) => self.send_begun_one_way(frame, alone).map(Ok),
             Err(request) => Ok(Err(request)),
         }
+    }
+
+    /// Sends a one-way request that found no credit at hand: waits for one (until
+    /// `deadline`), then sends it as [`Connection::try_send_one_way`] does.
+    pub(crate) async fn wait_to_send_one_way(
+        self: &Arc<Self>,
+        request: MessageBuilder,
+        deadline: Option<Instant>,
+    ) -> Result<(), Error> {
+        debug_assert!(request.is_one_way());
+        let waiting = self.wait_for_credit(request);
+        let (_, frame, alone) = until(deadline, waiting, credit_deadline_passed).await??;
+        self.send_begun_one_way(frame, alone)
     }
 
     fn send_begun_one_way(self: &Arc<Self>, frame: OutFrame, alone: bool) -> Result<(), Error> {
@@ -129,13 +131,7 @@ impl Connection {
         request: MessageBuilder,
         deadline: Option<Instant>,
     ) -> Result<Begun, Error> {
-        until(deadline, self.begin_call(request), || {
-            Error::new(
-                ErrorKind::DeadlineExceeded,
-                "the deadline passed while the call waited for a credit (the request was not sent)",
-            )
-        })
-        .await?
+        until(deadline, self.begin_call(request), credit_deadline_passed).await?
     }
 
     /// Gives up on the call `call_id` and tells the peer, which may stop working on it.
@@ -179,10 +175,16 @@ impl Connection {
     /// whether the call is the only one outstanding.
     async fn begin_call(&self, request: MessageBuilder) -> Result<Begun, Error> {
         // The common case, a credit at hand, costs one lock and no wake-up registration.
-        let mut request = match self.try_begin(request, false)? {
-            Ok(begun) => return Ok(begun),
-            Err(returned) => returned,
-        };
+        match self.try_begin(request, false)? {
+            Ok(begun) => Ok(begun),
+            Err(returned) => self.wait_for_credit(returned).await,
+        }
+    }
+
+    /// [`Connection::begin_call`] for a request that just found no credit: registers for
+    /// the next one before it looks again, then waits.
+    async fn wait_for_credit(&self, request: MessageBuilder) -> Result<Begun, Error> {
+        let mut request = request;
         loop {
             let notified = self.credit_available.notified();
             let mut notified = std::pin::pin!(notified);
@@ -271,6 +273,14 @@ impl Connection {
         entry.remove();
         Some(reply)
     }
+}
+
+/// The error of a call whose deadline passed while it waited for a credit.
+fn credit_deadline_passed() -> Error {
+    Error::new(
+        ErrorKind::DeadlineExceeded,
+        "the deadline passed while the call waited for a credit (the request was not sent)",
+    )
 }
 
 /// Runs `future` until `deadline` (if any); `expired` is the error if the deadline comes
