@@ -54,16 +54,27 @@ impl Counter for CounterService {
     }
 }
 
-async fn one_way_calls_run_in_order_and_return_their_credits(endpoint: &str) {
-    // Few credits, many calls: the caller must get credits back from one-way calls.
-    let server = Server::with_options(ConnectionOptions::default().with_credits(4));
+/// Serves a counter at `endpoint` with `options`; the listener (keep it), the service and
+/// a proxy.
+async fn serve_counter(
+    endpoint: &str,
+    options: ConnectionOptions,
+) -> (lanner::Listening, Arc<CounterService>, CounterProxy) {
+    let server = Server::with_options(options);
     let service = Arc::new(CounterService::default());
     server.publish("counter", Object::new(CounterStub::new(service.clone())));
     let listening = server.listen(endpoint).await.unwrap();
-    let counter: CounterProxy = Client::new()
+    let counter = Client::new()
         .connect(&listening.endpoint().object_url("counter"))
         .await
         .unwrap();
+    (listening, service, counter)
+}
+
+async fn one_way_calls_run_in_order_and_return_their_credits(endpoint: &str) {
+    // Few credits, many calls: the caller must get credits back from one-way calls.
+    let (_listening, service, counter) =
+        serve_counter(endpoint, ConnectionOptions::default().with_credits(4)).await;
     for n in 1..=1_000 {
         counter.add(n).await.unwrap();
         if n % 100 == 0 {
@@ -97,14 +108,7 @@ async fn one_way_calls_over_a_unix_socket() {
 /// where the call was received or (`later`) on a task of its own.
 async fn a_credit_held_alone_comes_back(endpoint: &str, options: ConnectionOptions, later: bool) {
     // Eight credits: they come back two at a time.
-    let server = Server::with_options(options.with_credits(8));
-    let service = Arc::new(CounterService::default());
-    server.publish("counter", Object::new(CounterStub::new(service.clone())));
-    let listening = server.listen(endpoint).await.unwrap();
-    let counter: CounterProxy = Client::new()
-        .connect(&listening.endpoint().object_url("counter"))
-        .await
-        .unwrap();
+    let (_listening, service, counter) = serve_counter(endpoint, options.with_credits(8)).await;
     let before = counter.object().traffic();
     if later {
         counter.add_later(7).await.unwrap();
@@ -175,14 +179,8 @@ async fn a_held_credit_comes_back_over_a_unix_socket() {
 /// needed), as it is moved at every `.await` it crosses (1,448 bytes before).
 #[tokio::test]
 async fn a_one_way_call_future_stays_small() {
-    let server = Server::new();
-    let service = Arc::new(CounterService::default());
-    server.publish("counter", Object::new(CounterStub::new(service.clone())));
-    let listening = server.listen("mem://one-way-small").await.unwrap();
-    let counter: CounterProxy = Client::new()
-        .connect(&listening.endpoint().object_url("counter"))
-        .await
-        .unwrap();
+    let (_listening, _service, counter) =
+        serve_counter("mem://one-way-small", ConnectionOptions::default()).await;
     let add = counter.add(5);
     let size = std::mem::size_of_val(&add);
     assert!(size <= 256, "a one-way call's future is {size} bytes");

@@ -183,8 +183,7 @@ impl Connection {
 
     /// [`Connection::begin_call`] for a request that just found no credit: registers for
     /// the next one before it looks again, then waits.
-    async fn wait_for_credit(&self, request: MessageBuilder) -> Result<Begun, Error> {
-        let mut request = request;
+    async fn wait_for_credit(&self, mut request: MessageBuilder) -> Result<Begun, Error> {
         loop {
             let notified = self.credit_available.notified();
             let mut notified = std::pin::pin!(notified);
