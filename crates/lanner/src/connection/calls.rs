@@ -111,8 +111,7 @@ impl Connection {
         deadline: Option<Instant>,
     ) -> Result<(), Error> {
         debug_assert!(request.is_one_way());
-        let waiting = self.wait_for_credit(request);
-        let (_, frame, alone) = until(deadline, waiting, credit_deadline_passed).await??;
+        let (_, frame, alone) = self.begin_call_by(request, deadline).await?;
         self.send_begun_one_way(frame, alone)
     }
 
@@ -125,13 +124,20 @@ impl Connection {
         sent.map(drop).map_err(Error::after_sending)
     }
 
-    /// [`Connection::begin_call`], giving up at `deadline` (the request is then not sent).
+    /// Stamps a request that just found no credit at hand ([`Connection::try_begin`]) once
+    /// one is available, and registers the call; gives up at `deadline` (the request is
+    /// then not sent). Also says whether the call is the only one outstanding.
     pub(super) async fn begin_call_by(
         &self,
         request: MessageBuilder,
         deadline: Option<Instant>,
     ) -> Result<Begun, Error> {
-        until(deadline, self.begin_call(request), credit_deadline_passed).await?
+        until(
+            deadline,
+            self.wait_for_credit(request),
+            credit_deadline_passed,
+        )
+        .await?
     }
 
     /// Gives up on the call `call_id` and tells the peer, which may stop working on it.
@@ -171,18 +177,8 @@ impl Connection {
         }
     }
 
-    /// Stamps the request once a credit is available and registers the call. Also says
-    /// whether the call is the only one outstanding.
-    async fn begin_call(&self, request: MessageBuilder) -> Result<Begun, Error> {
-        // The common case, a credit at hand, costs one lock and no wake-up registration.
-        match self.try_begin(request, false)? {
-            Ok(begun) => Ok(begun),
-            Err(returned) => self.wait_for_credit(returned).await,
-        }
-    }
-
-    /// [`Connection::begin_call`] for a request that just found no credit: registers for
-    /// the next one before it looks again, then waits.
+    /// [`Connection::begin_call_by`] without a deadline: registers for the next credit
+    /// before it looks again, then waits.
     async fn wait_for_credit(&self, mut request: MessageBuilder) -> Result<Begun, Error> {
         loop {
             let notified = self.credit_available.notified();
@@ -200,7 +196,7 @@ impl Connection {
         }
     }
 
-    /// One attempt at [`Connection::begin_call`]: the request back if there is no credit
+    /// One attempt at stamping and registering a call: the request back if there is no credit
     /// (counted as a credit waiter if `will_wait`).
     pub(super) fn try_begin(
         &self,

@@ -15,14 +15,6 @@ use crate::occasional::occasionally;
 /// How long a deliberately closed connection keeps writing what it had queued.
 const CLOSE_LINGER: Duration = Duration::from_secs(5);
 
-/// How many credits of the peer's one-way calls are held before they go back on their own
-/// (see `Writer::return_credit`), with `window` credits granted to the peer: a quarter,
-/// so that the peer still has most of its window while they are held (one at a time with
-/// a window of less than eight).
-fn credit_batch(window: u32) -> u32 {
-    (window / 4).max(1)
-}
-
 impl Connection {
     /// Ends the peer's one-way call `call_id`: gives its credit back (a failure has nobody
     /// to go to but the log).
@@ -31,18 +23,19 @@ impl Connection {
             // A peer can aim one-way calls at nothing without end.
             occasionally!(warn, peer = %self.peer, call_id, ?status, "one-way call failed");
         }
-        let Some(finished) = self.with_open_proto(|proto| {
-            proto
-                .finish_one_way_unsent()
-                .map(|()| credit_batch(proto.peer_window()))
-        }) else {
+        let Some(finished) = self.with_open_proto(lanner_proto::Connection::finish_one_way_unsent)
+        else {
             return;
         };
         match finished {
-            Ok(batch) => {
-                let returned = self
-                    .writer()
-                    .return_credit(batch, &mut Context::from_waker(Waker::noop()));
+            Ok(()) => {
+                let mut writer = self.writer();
+                let returned = writer.return_credit(&mut Context::from_waker(Waker::noop()));
+                if writer.holds_credits() {
+                    // Under the writer's lock, before the kick below (see `reader::sleep`).
+                    self.credits_held.store(true, Ordering::SeqCst);
+                }
+                drop(writer);
                 let _ = self.after_write(returned);
             }
             Err(error) => tracing::warn!(peer = %self.peer, %error, "credit not returned"),

@@ -62,6 +62,10 @@ pub(crate) struct Connection {
     flusher_active: AtomicBool,
     /// Frames wait in the writer for the reader to flush them (see [`When::Deferred`]).
     deferred: AtomicBool,
+    /// The writer may hold credits of the peer's one-way calls (see
+    /// `Writer::return_credit`): set under the writer's lock when one is held, cleared by
+    /// the reader when it sends them, so that a reader with none to send takes no lock.
+    credits_held: AtomicBool,
     /// Writing stopped because the peer stopped reading; the reader goes on with what it
     /// sent before (see [`Connection::written`]).
     writes_stopped: AtomicBool,
@@ -143,6 +147,14 @@ impl State {
     }
 }
 
+/// How many credits of the peer's one-way calls are held before they go back on their own
+/// (see `Writer::return_credit`), with `window` credits granted to the peer: a quarter,
+/// so that the peer still has most of its window while they are held (one at a time with
+/// a window of less than eight).
+fn credit_batch(window: u32) -> u32 {
+    (window / 4).max(1)
+}
+
 /// How callers nudge a sleeping reader into spinning again, and how a dropped connection
 /// tells its reader to stop.
 #[derive(Default)]
@@ -202,6 +214,7 @@ impl Connection {
         options: &crate::ConnectionOptions,
     ) -> Arc<Connection> {
         source.set_max_frame_size(proto.max_incoming_frame_size());
+        let peer_window = proto.peer_window();
         let loans = sink.loan_area();
         let signal = Arc::new(ReaderSignal::default());
         let mut exports = ExportTable::new();
@@ -230,7 +243,8 @@ impl Connection {
                     one_way_out: 0,
                 }),
                 source: Mutex::new(source),
-                writer: Mutex::new(Writer::new(sink)),
+                writer: Mutex::new(Writer::new(sink, credit_batch(peer_window))),
+                credits_held: AtomicBool::new(false),
                 flusher_active: AtomicBool::new(false),
                 deferred: AtomicBool::new(false),
                 writes_stopped: AtomicBool::new(false),
@@ -488,12 +502,15 @@ impl Connection {
     /// `Writer::return_credit`): the receiver has run out of work, and the peer may be
     /// waiting for them.
     pub(super) fn return_held_credits(self: &Arc<Self>) -> Result<(), Error> {
-        let mut writer = self.writer();
-        if !writer.holds_credits() {
+        // A plain load first, as for `deferred`: the reader looks on every idle stretch.
+        if !self.credits_held.load(Ordering::Relaxed)
+            || !self.credits_held.swap(false, Ordering::SeqCst)
+        {
             return Ok(());
         }
-        let result = writer.return_held_credits(&mut Context::from_waker(Waker::noop()));
-        drop(writer);
+        let result = self
+            .writer()
+            .return_held_credits(&mut Context::from_waker(Waker::noop()));
         self.after_write(result).map(drop)
     }
 

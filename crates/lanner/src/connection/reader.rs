@@ -406,8 +406,7 @@ async fn spin_while_busy(
     let mut spin_until = Instant::now() + spin;
     // Whether the transport may still be watched by the reactor (see `UNWATCH_AFTER_FRAMES`).
     let mut watched = !spin.is_zero();
-    let mut spins = 0u32;
-    // Empty bursts since something last arrived (see `IDLE_BURSTS_BEFORE_CREDITS`).
+    // Empty bursts since something last arrived.
     let mut idle_bursts = 0u32;
     let mut write_progress = connection.write_progress.load(Ordering::Relaxed);
     let attempts = attempts_per_burst(spin);
@@ -442,7 +441,6 @@ async fn spin_while_busy(
                 if spin.is_zero() || signal.shutdown.load(Ordering::Relaxed) {
                     return Ok(());
                 }
-                spins = spins.wrapping_add(1);
                 idle_bursts = idle_bursts.wrapping_add(1);
                 if idle_bursts % IDLE_BURSTS_BEFORE_CREDITS == 0 {
                     // Again every so often: a method that finishes on a task of its own
@@ -457,7 +455,7 @@ async fn spin_while_busy(
                         spin_until = Instant::now() + spin;
                     }
                 }
-                if spins % REACTOR_EVERY == 0 || flushing {
+                if idle_bursts % REACTOR_EVERY == 0 || flushing {
                     if Instant::now() >= spin_until {
                         return Ok(());
                     }
@@ -511,10 +509,10 @@ async fn sleep(holder: &Holder, signal: &ReaderSignal) -> Result<(), Error> {
         if connection.deferred.load(Ordering::SeqCst) {
             return Poll::Ready(Ok(()));
         }
-        // The credits held back go before the reader sleeps. Checked under the writer's
-        // lock after `asleep` was set: a one-way method that finishes on a task of its
-        // own later holds its credit under that lock too, and its `kick` then finds the
-        // reader asleep and wakes it.
+        // The credits held back go before the reader sleeps. Checked after `asleep` was
+        // set: a one-way method that finishes on a task of its own sets `credits_held`
+        // before its `kick` reads `asleep`, so either this sees the flag or the kick sees
+        // the reader asleep and wakes it (both sequentially consistent).
         if let Err(error) = connection.fatal_for_reader(connection.return_held_credits()) {
             return Poll::Ready(Err(error));
         }

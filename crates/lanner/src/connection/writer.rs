@@ -41,8 +41,7 @@ pub(super) struct Writer {
     /// Credits of the peer's one-way calls returned but not in the queue yet: they go out
     /// together, in one CREDIT frame (see [`Writer::return_credit`]).
     held_credits: u32,
-    /// How many held credits are sent without waiting for another reason to write: the
-    /// latest `batch` given to [`Writer::return_credit`].
+    /// How many held credits go out on their own, without another reason to write.
     credit_batch: u32,
     /// Credits returned to the peer and not written yet: those of queued frames (answers,
     /// CREDIT frames) and the held ones. The peer does not have them back until written.
@@ -74,7 +73,9 @@ pub(super) enum When {
 pub(super) enum Flushed {
     /// Everything is written.
     Done,
-    /// The frame waits in the queue for a flush that follows (a cork, or a deferral).
+    /// The frame waits in the queue for a flush that follows (a cork, or a deferral), or
+    /// the returned credit is held (it goes with the next frame, or when the receiver
+    /// runs out of work).
     Queued,
     /// The transport is full; a flusher task must finish (start one).
     StartFlusher,
@@ -83,13 +84,15 @@ pub(super) enum Flushed {
 }
 
 impl Writer {
-    pub(super) fn new(sink: Box<dyn FrameSink>) -> Writer {
+    /// A writer to `sink` that holds back up to `credit_batch` (at least one) returned
+    /// one-way credits (see [`Writer::return_credit`]).
+    pub(super) fn new(sink: Box<dyn FrameSink>, credit_batch: u32) -> Writer {
         Writer {
             sink,
             queue: VecDeque::new(),
             returns_credit: VecDeque::new(),
             held_credits: 0,
-            credit_batch: 1,
+            credit_batch: credit_batch.max(1),
             queued_credits: 0,
             flushing: false,
             flusher: None,
@@ -102,7 +105,8 @@ impl Writer {
     /// Sends `frame`: written now with everything queued before it (what the transport
     /// cannot take stays queued for a flusher), or queued if the writer is corked or the
     /// sender defers it. With nothing queued and no cork, a frame sent [`When::Now`] is
-    /// written straight from the caller.
+    /// written straight from the caller. Credits held back go ahead of it, in one CREDIT
+    /// frame (see [`Writer::return_credit`]).
     /// `returns_credit` marks an answer or a one-way call's credit (see
     /// [`Writer::queued_credits`]).
     pub(super) fn send(
@@ -160,27 +164,23 @@ impl Writer {
 
     /// Gives back the credit of one of the peer's one-way calls. Credits are held and go
     /// out together in one CREDIT frame: ahead of the next frame sent to the peer (an
-    /// answer, a request), after what a cork held back when it ends, at once when `batch`
-    /// of them are held, and otherwise when the receiver finds nothing more to do
+    /// answer, a request, what a cork held back), at once when the writer's credit batch
+    /// is held, and otherwise when the receiver finds nothing more to do
     /// ([`Writer::return_held_credits`]). A stream of one-way calls then costs one frame
-    /// on the way back per `batch` calls (or per burst of work), not one per call: on the
-    /// peer's side each frame is a receive and a dispatch, which cost as much as the call.
-    /// The peer keeps calling meanwhile as long as `batch` is well below the credits it
-    /// was granted.
-    pub(super) fn return_credit(
-        &mut self,
-        batch: u32,
-        cx: &mut Context<'_>,
-    ) -> io::Result<Flushed> {
+    /// on the way back per batch (or per burst of work), not one per call: on the peer's
+    /// side each frame is a receive and a dispatch, which cost as much as the call. The
+    /// peer keeps calling meanwhile as long as the batch is well below the credits it was
+    /// granted. [`Flushed::Queued`] if the credit is held.
+    pub(super) fn return_credit(&mut self, cx: &mut Context<'_>) -> io::Result<Flushed> {
         if self.aborted {
             return Err(closed());
         }
         self.held_credits += 1;
         self.queued_credits += 1;
-        self.credit_batch = batch.max(1);
-        if self.corked || self.held_credits < self.credit_batch {
+        if self.held_credits < self.credit_batch {
             return Ok(Flushed::Queued);
         }
+        // A batch's worth: queued now (written at once, or when a cork ends).
         self.push_held_credits();
         self.flush(cx)
     }
@@ -188,7 +188,7 @@ impl Writer {
     /// Sends the credits held back, if any (the receiver ran out of work: the peer may be
     /// waiting for them). Done if there were none.
     pub(super) fn return_held_credits(&mut self, cx: &mut Context<'_>) -> io::Result<Flushed> {
-        if self.held_credits == 0 || self.aborted {
+        if self.held_credits == 0 {
             return Ok(Flushed::Done);
         }
         self.push_held_credits();
@@ -243,8 +243,8 @@ impl Writer {
     /// Ends a cork and writes what it held back (see [`Writer::flush`]).
     pub(super) fn uncork(&mut self, cx: &mut Context<'_>) -> io::Result<Flushed> {
         self.corked = false;
-        if !self.queue.is_empty() || self.held_credits >= self.credit_batch {
-            // With what the cork held back, or a batch's worth on their own.
+        if !self.queue.is_empty() {
+            // With what the cork held back.
             self.push_held_credits();
         }
         self.flush(cx)

@@ -70,11 +70,19 @@ impl FrameSink for FakeSink {
 }
 
 fn writer(room: Option<usize>) -> (Writer, Arc<Mutex<Wire>>) {
+    writer_holding(room, 8)
+}
+
+/// A writer that holds back up to `credit_batch` returned credits.
+fn writer_holding(room: Option<usize>, credit_batch: u32) -> (Writer, Arc<Mutex<Wire>>) {
     let wire = Arc::new(Mutex::new(Wire {
         writes: Vec::new(),
         room,
     }));
-    (Writer::new(Box::new(FakeSink(wire.clone()))), wire)
+    (
+        Writer::new(Box::new(FakeSink(wire.clone())), credit_batch),
+        wire,
+    )
 }
 
 fn frame(text: &'static str) -> OutFrame {
@@ -197,11 +205,11 @@ fn credits_returned_while_corked_go_out_in_one_frame_after_the_rest() {
     let (mut writer, wire) = writer(Some(0));
     writer.cork();
     for _ in 0..3 {
-        assert_eq!(writer.return_credit(8, &mut cx()).unwrap(), Flushed::Queued);
+        assert_eq!(writer.return_credit(&mut cx()).unwrap(), Flushed::Queued);
     }
     let other = OutFrame::contiguous(lanner_proto::frame::encode_ping(7));
     writer.send(other, true, When::Now, &mut cx()).unwrap();
-    assert_eq!(writer.return_credit(8, &mut cx()).unwrap(), Flushed::Queued);
+    assert_eq!(writer.return_credit(&mut cx()).unwrap(), Flushed::Queued);
     // Counted until written, though not in a frame yet.
     assert_eq!(writer.queued_credits(), 5);
     // Something goes out when the cork ends: the held credits go with it.
@@ -225,13 +233,13 @@ fn credits_returned_while_corked_go_out_in_one_frame_after_the_rest() {
 
 #[test]
 fn held_credits_go_out_with_a_full_batch_or_ahead_of_the_next_frame() {
-    let (mut writer, wire) = writer(None);
+    let (mut writer, wire) = writer_holding(None, 3);
     for _ in 0..2 {
-        assert_eq!(writer.return_credit(3, &mut cx()).unwrap(), Flushed::Queued);
+        assert_eq!(writer.return_credit(&mut cx()).unwrap(), Flushed::Queued);
     }
     assert!(writes(&wire).is_empty(), "held: fewer than a batch");
     assert_eq!(writer.queued_credits(), 2);
-    assert_eq!(writer.return_credit(3, &mut cx()).unwrap(), Flushed::Done);
+    assert_eq!(writer.return_credit(&mut cx()).unwrap(), Flushed::Done);
     assert!(matches!(
         decoded_frames(&wire, 0)[..],
         [lanner_proto::Frame::Credit(3)]
@@ -239,7 +247,7 @@ fn held_credits_go_out_with_a_full_batch_or_ahead_of_the_next_frame() {
     assert_eq!(writer.queued_credits(), 0);
 
     // Fewer than a batch, then a frame to send: the credits go first, in the same write.
-    assert_eq!(writer.return_credit(3, &mut cx()).unwrap(), Flushed::Queued);
+    assert_eq!(writer.return_credit(&mut cx()).unwrap(), Flushed::Queued);
     let ping = OutFrame::contiguous(lanner_proto::frame::encode_ping(9));
     assert_eq!(
         writer.send(ping, false, When::Now, &mut cx()).unwrap(),
@@ -252,16 +260,17 @@ fn held_credits_go_out_with_a_full_batch_or_ahead_of_the_next_frame() {
     assert_eq!(writer.queued_credits(), 0);
 
     // A batch of one: each credit at once, in a frame of its own.
-    assert_eq!(writer.return_credit(1, &mut cx()).unwrap(), Flushed::Done);
+    let (mut writer, wire) = writer_holding(None, 1);
+    assert_eq!(writer.return_credit(&mut cx()).unwrap(), Flushed::Done);
     assert!(matches!(
-        decoded_frames(&wire, 2)[..],
+        decoded_frames(&wire, 0)[..],
         [lanner_proto::Frame::Credit(1)]
     ));
 }
 
 #[test]
 fn held_credits_wait_past_an_empty_uncork_and_go_when_the_receiver_runs_out_of_work() {
-    let (mut writer, wire) = writer(None);
+    let (mut writer, wire) = writer_holding(None, 4);
     assert_eq!(
         writer.return_held_credits(&mut cx()).unwrap(),
         Flushed::Done
@@ -269,7 +278,7 @@ fn held_credits_wait_past_an_empty_uncork_and_go_when_the_receiver_runs_out_of_w
     assert!(!writer.holds_credits());
     writer.cork();
     for _ in 0..2 {
-        writer.return_credit(4, &mut cx()).unwrap();
+        writer.return_credit(&mut cx()).unwrap();
     }
     // Nothing else to write and fewer than a batch: still held.
     assert_eq!(writer.uncork(&mut cx()).unwrap(), Flushed::Done);
@@ -290,7 +299,7 @@ fn held_credits_wait_past_an_empty_uncork_and_go_when_the_receiver_runs_out_of_w
     // A batch's worth held through a cork goes when it ends, with nothing else.
     writer.cork();
     for _ in 0..4 {
-        writer.return_credit(4, &mut cx()).unwrap();
+        writer.return_credit(&mut cx()).unwrap();
     }
     assert_eq!(writer.uncork(&mut cx()).unwrap(), Flushed::Done);
     assert!(matches!(
@@ -303,11 +312,11 @@ fn held_credits_wait_past_an_empty_uncork_and_go_when_the_receiver_runs_out_of_w
 fn an_aborted_writer_forgets_the_credits_it_held_back() {
     let (mut writer, wire) = writer(None);
     writer.cork();
-    writer.return_credit(8, &mut cx()).unwrap();
+    writer.return_credit(&mut cx()).unwrap();
     writer.abort();
     assert_eq!(writer.queued_credits(), 0);
     assert!(!writer.holds_credits());
-    assert!(writer.return_credit(8, &mut cx()).is_err());
+    assert!(writer.return_credit(&mut cx()).is_err());
     assert_eq!(writer.uncork(&mut cx()).unwrap(), Flushed::Done);
     assert!(writes(&wire).is_empty());
 }
@@ -322,7 +331,7 @@ fn credits_held_while_the_queue_drains_stay_counted() {
         Flushed::StartFlusher
     );
     for _ in 0..2 {
-        assert_eq!(writer.return_credit(8, &mut cx()).unwrap(), Flushed::Queued);
+        assert_eq!(writer.return_credit(&mut cx()).unwrap(), Flushed::Queued);
     }
     assert_eq!(writer.queued_credits(), 3);
     wire.lock().unwrap().room = None;
