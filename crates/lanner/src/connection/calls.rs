@@ -58,7 +58,7 @@ impl Discard {
 
 /// The largest one-way request (whole frame, in bytes) queued for the reader's next batch
 /// rather than written at once when other calls are outstanding (see
-/// [`Connection::send_one_way`]).
+/// [`Connection::try_send_one_way`]).
 const BATCHED_ONE_WAY_MAX: usize = 32 * 1024;
 
 /// A call stamped and registered: its id, its frame, and whether it is the only one

@@ -123,7 +123,7 @@ struct State {
     closed: Option<Error>,
     credit_waiters: usize,
     /// One-way calls sent whose credit has not come back yet (see
-    /// [`Connection::send_one_way`]). CREDIT frames that grant more credits count against
+    /// [`Connection::try_send_one_way`]). CREDIT frames that grant more credits count against
     /// it too, so it may fall short; it only decides how one-way requests are batched.
     one_way_out: u32,
 }
