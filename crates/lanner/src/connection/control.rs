@@ -31,8 +31,10 @@ impl Connection {
             Ok(()) => {
                 let mut writer = self.writer();
                 let returned = writer.return_credit(&mut Context::from_waker(Waker::noop()));
-                if writer.holds_credits() {
-                    // Under the writer's lock, before the kick below (see `reader::sleep`).
+                // Under the writer's lock, before the kick below (see `reader::sleep`); a
+                // load first, so that a stream of held credits stores the flag once, not
+                // once per call.
+                if writer.holds_credits() && !self.credits_held.load(Ordering::SeqCst) {
                     self.credits_held.store(true, Ordering::SeqCst);
                 }
                 drop(writer);

@@ -502,8 +502,10 @@ impl Connection {
     /// `Writer::return_credit`): the receiver has run out of work, and the peer may be
     /// waiting for them.
     pub(super) fn return_held_credits(self: &Arc<Self>) -> Result<(), Error> {
-        // A plain load first, as for `deferred`: the reader looks on every idle stretch.
-        if !self.credits_held.load(Ordering::Relaxed)
+        // A load first (a plain one on x86; sequentially consistent for the sleeping
+        // reader's check, see `reader::sleep`), and a swap only when set: the reader looks
+        // on every idle stretch.
+        if !self.credits_held.load(Ordering::SeqCst)
             || !self.credits_held.swap(false, Ordering::SeqCst)
         {
             return Ok(());
