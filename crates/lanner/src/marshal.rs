@@ -332,12 +332,11 @@ where
             Err(message) => Ok(Some((message, encoded))),
         }
     });
-    let waiting = match attempt {
+    let (message, encoded) = match attempt {
         Ok(None) => return Either::Left(std::future::ready(Ok(()))),
         Err(error) => return Either::Left(std::future::ready(Err(E::from(error)))),
         Ok(Some(waiting)) => waiting,
     };
-    let (message, encoded) = waiting;
     let connection = to.target.into_owned().connection;
     let deadline = to.deadline;
     Either::Right(Box::pin(async move {
