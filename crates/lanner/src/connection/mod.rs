@@ -64,7 +64,9 @@ pub(crate) struct Connection {
     deferred: AtomicBool,
     /// The writer may hold credits of the peer's one-way calls (see
     /// `Writer::return_credit`): set under the writer's lock when one is held, cleared by
-    /// the reader when it sends them, so that a reader with none to send takes no lock.
+    /// the reader when it looks, so that a reader with none to send takes no lock. Credits
+    /// that leave with another frame leave it set: the reader then takes the lock once and
+    /// finds none.
     credits_held: AtomicBool,
     /// Writing stopped because the peer stopped reading; the reader goes on with what it
     /// sent before (see [`Connection::written`]).

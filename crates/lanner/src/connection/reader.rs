@@ -213,7 +213,11 @@ impl Connection {
     fn check_credits(self: &Arc<Self>) -> Result<(), Error> {
         if !self.flusher_active.load(Ordering::Relaxed) {
             // The transport takes what is written: what waits is at most the answers a
-            // cork holds back, one burst's worth, written when the burst ends.
+            // cork holds back, one burst's worth, written when the burst ends, and the
+            // credits of one-way calls held for a batch (fewer than a batch, sent when the
+            // reader goes idle). Both are bounded, and so is the slack they leave a peer that
+            // spends credits it has not received yet; the protocol core still refuses
+            // more calls than the window.
             return Ok(());
         }
         let queued = self.writer().queued_credits();

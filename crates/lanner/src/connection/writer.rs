@@ -18,8 +18,9 @@
 //!   which flushes before each receive attempt).
 //!
 //! The credits of the peer's one-way calls are *held* rather than each sent in a frame of
-//! its own (see [`Writer::return_credit`]): they go out together, with the next frames
-//! written anyway, once a batch of them is held, or when the receiver runs out of work.
+//! its own (see [`Writer::return_credit`]): they go out together, ahead of the next frame
+//! sent (after what a cork held back, when it ends), once a batch of them is held, or when
+//! the receiver runs out of work.
 //!
 //! A frame sent with nothing queued and no cork is written at once, straight from the
 //! caller: a lone call pays nothing for batching.
@@ -106,7 +107,8 @@ impl Writer {
     /// cannot take stays queued for a flusher), or queued if the writer is corked or the
     /// sender defers it. With nothing queued and no cork, a frame sent [`When::Now`] is
     /// written straight from the caller. Credits held back go ahead of it, in one CREDIT
-    /// frame (see [`Writer::return_credit`]).
+    /// frame, unless the writer is corked: the uncork then sends them after what the cork
+    /// held back (see [`Writer::return_credit`]).
     /// `returns_credit` marks an answer or a one-way call's credit (see
     /// [`Writer::queued_credits`]).
     pub(super) fn send(
@@ -164,9 +166,11 @@ impl Writer {
 
     /// Gives back the credit of one of the peer's one-way calls. Credits are held and go
     /// out together in one CREDIT frame: ahead of the next frame sent to the peer (an
-    /// answer, a request, what a cork held back), at once when the writer's credit batch
-    /// is held, and otherwise when the receiver finds nothing more to do
-    /// ([`Writer::return_held_credits`]). A stream of one-way calls then costs one frame
+    /// answer, a request; while corked, after what the cork held back, when it ends), at
+    /// once when the writer's credit batch is held (queued behind a cork until it ends),
+    /// and otherwise when the receiver finds nothing more to do
+    /// ([`Writer::return_held_credits`]). Frames already queued that a flush writes
+    /// (deferred requests, a flusher's queue) do not take them along. A stream of one-way calls then costs one frame
     /// on the way back per batch (or per burst of work), not one per call: on the peer's
     /// side each frame is a receive and a dispatch, which cost as much as the call. The
     /// peer keeps calling meanwhile as long as the batch is well below the credits it was
