@@ -529,6 +529,10 @@ impl Scribbler {
     }
 }
 
+/// How soon a connection the server refuses for what it found in the ring must be closed:
+/// well before the handshake's deadline (5 s), which closes a silent one anyway.
+const REFUSED_AT_ONCE: Duration = Duration::from_secs(2);
+
 #[test]
 fn scribbling_over_the_region_closes_only_that_connection() {
     let server = server(TransportArg::Shm);
@@ -565,6 +569,24 @@ fn scribbling_over_the_region_closes_only_that_connection() {
     scribbler.write(RING0_DATA, &header);
     scribbler.publish(8);
     expect_eof(&mut scribbler.socket);
+
+    // A ring of empty fragments, which add nothing to a message: republished lap after
+    // lap, they would keep the server's receiver taking them.
+    let mut scribbler = Scribbler::connect(&server);
+    let empty_fragment = [0, 0, 0, 0, 2, 0, 0, 0];
+    scribbler.write(RING0_DATA, &empty_fragment.repeat(capacity as usize / 8));
+    scribbler.publish(capacity);
+    // At once, not at the handshake's deadline (5 s), which would close it anyway.
+    expect_eof_within(&mut scribbler.socket, REFUSED_AT_ONCE);
+
+    // Padding over the whole ring, which no producer writes.
+    let mut scribbler = Scribbler::connect(&server);
+    let mut header = [0u8; 8];
+    header[0..4].copy_from_slice(&(capacity as u32 - 8).to_le_bytes());
+    header[4..8].copy_from_slice(&1u32.to_le_bytes());
+    scribbler.write(RING0_DATA, &header);
+    scribbler.publish(capacity);
+    expect_eof_within(&mut scribbler.socket, REFUSED_AT_ONCE);
 
     still_serving(&server);
 }

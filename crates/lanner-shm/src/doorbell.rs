@@ -31,6 +31,10 @@ pub enum Drained {
     Rung,
     /// Nothing arrived.
     Quiet,
+    /// The peer rang more than one drain reads ([`MAX_DRAIN_READS`] reads): more may be
+    /// waiting. Counts as rung; the socket was not read to its end, so whoever waits on
+    /// its readiness must not consider it drained.
+    Flooded,
     /// The peer closed its end: it exited or dropped the connection.
     PeerGone,
 }
@@ -66,12 +70,17 @@ impl Doorbell {
     }
 }
 
+/// Reads one drain makes at most, of up to a kilobyte each: an honest peer rings once per
+/// sleep (one byte), and a peer that keeps writing to its end cannot keep the drainer in
+/// its loop (the next drain reads on).
+pub const MAX_DRAIN_READS: usize = 16;
+
 /// Reads whatever rings arrived on a doorbell socket (any descriptor of it), without
-/// blocking.
+/// blocking; at most [`MAX_DRAIN_READS`] reads ([`Drained::Flooded`] if more was there).
 pub fn drain(socket: BorrowedFd<'_>) -> io::Result<Drained> {
-    let mut buf = [0u8; 64];
+    let mut buf = [0u8; 1024];
     let mut rung = false;
-    loop {
+    for _ in 0..MAX_DRAIN_READS {
         match sys::recv_nonblocking(socket, &mut buf) {
             Ok(0) => return Ok(Drained::PeerGone),
             Ok(_) => rung = true,
@@ -85,6 +94,7 @@ pub fn drain(socket: BorrowedFd<'_>) -> io::Result<Drained> {
             },
         }
     }
+    Ok(Drained::Flooded)
 }
 
 impl Wake for Doorbell {
@@ -143,6 +153,33 @@ mod tests {
             a.ring();
         }
         assert_eq!(b.drain().unwrap(), Drained::Rung);
+    }
+
+    #[test]
+    fn draining_a_flooded_socket_is_bounded() {
+        let (a, b) = pair();
+        // A peer writing large chunks to its end for as long as the socket takes them.
+        let mut flood = UnixStream::from(a.socket.try_clone().unwrap());
+        flood.set_nonblocking(true).unwrap();
+        let chunk = vec![1u8; 64 * 1024];
+        let mut written = 0;
+        while let Ok(n) = std::io::Write::write(&mut flood, &chunk) {
+            written += n;
+        }
+        assert!(written > MAX_DRAIN_READS * 1024, "only {written} bytes fit");
+        // Each drain reads a bounded amount and says there may be more.
+        assert_eq!(b.drain().unwrap(), Drained::Flooded);
+        let mut drains = 1;
+        let last = loop {
+            match b.drain().unwrap() {
+                Drained::Flooded => drains += 1,
+                other => break other,
+            }
+            assert!(drains < 10_000, "the socket never ran dry");
+        };
+        assert!(drains > 1, "a full socket takes several drains");
+        assert!(matches!(last, Drained::Rung | Drained::Quiet), "{last:?}");
+        assert_eq!(b.drain().unwrap(), Drained::Quiet);
     }
 
     #[test]

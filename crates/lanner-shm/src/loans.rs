@@ -243,12 +243,15 @@ impl Lender {
         ledger.blocks.containing(granule)
     }
 
+    /// Takes the returns the receiver sent: at most [`MAX_LENT`] (as many as it can
+    /// owe), so that a hostile receiver that keeps publishing returns, which are ignored
+    /// when they name no lent block, cannot keep this loop (and the ledger's lock) going.
     fn collect_returns(&self, ledger: &mut Ledger) {
         if ledger.broken {
             return;
         }
         let mut returns = self.returns.lock().unwrap_or_else(|e| e.into_inner());
-        loop {
+        for _ in 0..MAX_LENT {
             match returns.try_recv() {
                 Ok(Some(record)) => match record.bytes.first_chunk::<8>() {
                     Some(offset) if record.bytes.len() == 8 && !record.more => {

@@ -5,7 +5,10 @@
 //! header (`len: u32`, `flags: u32`, little-endian) followed by `len` payload bytes, padded
 //! to a multiple of 8. Records never wrap: when one does not fit before the end of the
 //! data area, the producer publishes a padding record that fills the rest, and the record
-//! starts at offset 0.
+//! starts at offset 0. Padding is therefore never at offset 0 (a record always fits in a
+//! whole ring), and a fragment (`FLAG_MORE`) carries at least one byte: the consumer
+//! refuses either, as it refuses a `tail` more than a ring ahead of the `head` it last
+//! stored, so that no sequence of records can keep it taking records that lead nowhere.
 //!
 //! The producer publishes by storing `tail` (release); the consumer releases space by
 //! storing `head`. A side about to sleep sets its flag with a swap, then re-checks the
@@ -127,11 +130,13 @@ impl Producer {
         self.capacity() as u64
     }
 
-    /// Re-reads `head`. A value that goes backwards, past our tail or more than a ring
-    /// behind it is a protocol violation.
+    /// Re-reads `head`. A value past what we published (the consumer cannot have released
+    /// records it never saw: believing it would let us overwrite records committed but
+    /// not yet published), more than a ring behind our tail, or misaligned is a protocol
+    /// violation.
     fn refresh_head(&mut self) -> Result<(), RingError> {
         let head = self.memory.head().load(Ordering::Acquire);
-        if head > self.tail || self.tail - head > self.capacity_u64() || head % 8 != 0 {
+        if head > self.published || self.tail - head > self.capacity_u64() || head % 8 != 0 {
             return Err(RingError("the consumer's position is out of range"));
         }
         // A stale or lying head that goes backwards only shrinks our free space.
@@ -248,7 +253,8 @@ impl Reservation<'_> {
     }
 
     /// Publishes the record (and any committed unpublished before it). `more` marks it as
-    /// a fragment: the next record continues the same message.
+    /// a fragment: the next record continues the same message. A fragment carries at
+    /// least one byte (the consumer refuses an empty one, which could make it loop).
     pub fn commit(self, more: bool) {
         let tail = self.finish(more);
         self.producer.publish(tail);
@@ -265,6 +271,10 @@ impl Reservation<'_> {
 
     /// Writes the record's header; returns the tail after it.
     fn finish(&self, more: bool) -> u64 {
+        assert!(
+            !more || self.len > 0,
+            "an empty record cannot be a fragment"
+        );
         let producer = &self.producer;
         let offset = producer.memory.offset_of(producer.tail) as usize;
         let flags = if more { FLAG_MORE } else { 0 };
@@ -463,13 +473,24 @@ impl Consumer {
         self.memory().capacity() as u64
     }
 
-    /// Reads `tail`. A value that goes backwards or more than a ring ahead of what we
-    /// released is a protocol violation.
+    /// Bytes in the ring's data area.
+    pub fn ring_capacity(&self) -> usize {
+        self.memory().capacity()
+    }
+
+    /// Reads `tail`. A value that goes backwards, is misaligned, or is more than a ring
+    /// ahead of what we released is a protocol violation.
     fn refresh_tail(&mut self) -> Result<(), RingError> {
         let tail = self.memory().tail().load(Ordering::Acquire);
-        // `read - capacity` bounds what is still unreleased; held records keep the head
-        // lower, but the producer never had more than `capacity` beyond the head.
-        if tail < self.tail || tail % 8 != 0 || tail - self.read > self.capacity() {
+        // The producer never writes more than a ring past the head it read, which is at
+        // most the head we stored last (`stored_head`, stored before `head`, which the
+        // producer reads before it publishes this tail: the load above makes that store
+        // visible here). Checked against our own copy, not the shared `head` the peer
+        // can rewrite. Without it a peer could publish lap after lap while a record is
+        // held in place, and every record consumed meanwhile would queue behind it
+        // (see `Releases::release_consumed`) without bound.
+        let released = self.releases.stored_head.load(Ordering::Relaxed);
+        if tail < self.tail || tail % 8 != 0 || tail - released > self.capacity() {
             return Err(RingError("the producer's position is out of range"));
         }
         self.tail = tail;
@@ -505,6 +526,12 @@ impl Consumer {
                 if to_end > available {
                     return Err(RingError("a padding record runs past the published data"));
                 }
+                // A producer pads only when a record does not fit before the end, and
+                // every record fits in a whole ring: padding at offset 0 would only make
+                // this loop go round the ring again.
+                if offset == 0 {
+                    return Err(RingError("a padding record fills the whole ring"));
+                }
                 self.read += to_end;
                 self.releases.release_consumed(self.read);
                 continue;
@@ -516,6 +543,11 @@ impl Consumer {
             let start = offset + RECORD_HEADER;
             let len = len as usize;
             let more = flags & FLAG_MORE != 0;
+            if more && len == 0 {
+                // It adds nothing to its message: a stream of them would keep a receiver
+                // taking records without ever reaching a frame or a size limit.
+                return Err(RingError("a fragment record is empty"));
+            }
             self.read += size;
             let in_place = len >= self.in_place_min && !more;
             let bytes = if in_place {

@@ -129,9 +129,12 @@ fn a_valid_ring_reads_back_its_records() {
 
 #[test]
 fn padding_that_fills_the_ring_and_laps_replay() {
-    // Padding over the whole ring, alone: nothing to receive, every lap.
+    // Padding over the whole ring, alone: no producer writes it (a record always fits in
+    // an empty ring), and taking it would only send the consumer round the ring again.
     let whole = record(&[0; 56], FLAG_PADDING);
-    assert_eq!(receive_all(64, &whole, 64), (vec![], None));
+    let (records, error) = receive_all(64, &whole, 64);
+    assert_eq!(records, vec![]);
+    assert!(error.is_some(), "padding at offset 0 is refused");
     ring_read(&input(0, 8, &whole));
 
     // A record, then padding to the end: later laps start over at offset 0.
@@ -168,10 +171,11 @@ fn laps_that_start_mid_record_replay() {
 
 #[test]
 fn held_records_overwritten_on_the_next_lap_replay() {
-    // One record over the whole ring, republished every lap: the consumer accepts each
-    // new lap against its read position while the previous record may still be held in
-    // place, so the driver holds several views of the same bytes. Must not panic, and
-    // every release must still bring head to the tail.
+    // One record over the whole ring, republished every lap: while the previous record is
+    // held in place, the consumer refuses the new lap (it is more than a ring ahead of
+    // what was released); once it is released, the lap is accepted and the driver may
+    // hold several views of the same bytes. Must not panic, and every release must still
+    // bring head to the tail.
     let contents = record(&[0xab; 56], 0);
     for selector in [0u8, 0x08, 0x10, 0x18] {
         ring_read(&input(selector, 8, &contents));

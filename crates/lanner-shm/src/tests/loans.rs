@@ -165,3 +165,25 @@ fn a_block_being_filled_is_not_freed_by_an_early_return() {
     drop(block);
     assert!(area.loan(AREA).is_some(), "free once the loan is dropped");
 }
+
+#[test]
+fn one_collection_takes_at_most_max_lent_returns() {
+    // A receiver that keeps publishing returns (ignored when they name no lent block)
+    // cannot keep the owner collecting, under the ledger's lock, for as long as it
+    // likes: one collection takes at most as many returns as the receiver can owe.
+    let (area, receiver) = heap_loans(AREA);
+    let bytes = area.loan(64).unwrap().freeze();
+    let offset = area.lend(&bytes).unwrap();
+    for _ in 0..MAX_LENT {
+        drop(receiver.take(AREA as u64 - 1, 1));
+    }
+    drop(receiver.take(offset, 64).unwrap());
+    area.collect_returns();
+    assert_eq!(
+        area.lent(),
+        1,
+        "the genuine return waits behind the bogus ones"
+    );
+    area.collect_returns();
+    assert_eq!(area.lent(), 0);
+}

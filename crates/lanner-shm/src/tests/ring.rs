@@ -217,6 +217,8 @@ fn hostile_positions_and_headers_are_errors_not_panics() {
         (header(5000, 0), 4096, "record past the end of the ring"),
         (header(0, 1), 16, "padding past the published data"),
         (header(u32::MAX, 0), 4096, "huge length"),
+        (header(0, 2), 8, "an empty fragment"),
+        (header(4088, 1), 4096, "padding over the whole ring"),
     ];
     for (contents, tail, why) in cases {
         let mut consumer = hostile_consumer(4096, &contents, tail);
@@ -273,4 +275,46 @@ fn records_committed_unpublished_appear_together_at_publication() {
     send(&mut producer, b"now", false);
     assert_eq!(consumer.try_recv().unwrap().unwrap().bytes, &b"late"[..]);
     assert_eq!(consumer.try_recv().unwrap().unwrap().bytes, &b"now"[..]);
+}
+
+#[test]
+fn an_empty_fragment_is_an_error_even_in_a_stream_of_them() {
+    // A ring full of empty fragments, which add nothing to their message: without the
+    // check a consumer would take them lap after lap as the peer republishes.
+    let contents: Vec<u8> = (0..512).flat_map(|_| [0, 0, 0, 0, 2, 0, 0, 0]).collect();
+    let mut consumer = hostile_consumer(4096, &contents, 4096);
+    assert!(consumer.try_recv().is_err());
+}
+
+#[test]
+fn a_lap_published_over_a_held_record_is_an_error() {
+    // The producer may write a ring past what the consumer released, not past what it
+    // read: a record held in place keeps its space, and every record consumed while it
+    // is held waits behind it (bookkeeping that would otherwise grow without bound).
+    let (mut producer, mut consumer, _, _) = ring(4096, 8);
+    send(&mut producer, b"12345678", false);
+    let held = consumer.try_recv().unwrap().expect("published").bytes;
+    consumer.shared().tail().store(16 + 4096, Ordering::Release);
+    assert!(consumer.try_recv().is_err());
+    drop(held);
+
+    // Once the record is released, a whole ring past it is fine.
+    let (mut producer, mut consumer, _, _) = ring(4096, 8);
+    send(&mut producer, b"12345678", false);
+    drop(consumer.try_recv().unwrap().expect("published"));
+    consumer.shared().tail().store(16 + 4096, Ordering::Release);
+    assert!(consumer.try_recv().is_ok());
+}
+
+#[test]
+fn a_head_past_what_was_published_is_an_error_for_the_producer() {
+    // The consumer cannot have released records it never saw: believing it would let
+    // the producer overwrite records committed but not published yet.
+    let (mut producer, consumer, _, _) = ring(1024, 64);
+    send(&mut producer, b"12345678", false);
+    let mut reservation = producer.try_reserve(8).unwrap().unwrap();
+    reservation.write(0, b"unpublis");
+    reservation.commit_unpublished(false);
+    consumer.shared().head().store(32, Ordering::Relaxed);
+    assert!(producer.prepare_wait(8).is_err());
 }

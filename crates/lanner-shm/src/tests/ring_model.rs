@@ -47,6 +47,8 @@ proptest! {
             match op {
                 Op::Send { len, more } => {
                     let len = len.min(producer.max_record_len());
+                    // A fragment carries at least one byte.
+                    let more = more && len > 0;
                     let bytes = payload(len, seed);
                     seed += 1;
                     let mut reservation = producer.try_reserve(len).unwrap();

@@ -88,12 +88,17 @@ impl ShmSink {
         };
         let len = plan.record_len(head.len());
         let reservation = match len > self.largest_whole() {
-            true => None,
-            false => self.producer.try_reserve(len).map_err(ring_error)?,
+            true => Ok(None),
+            false => self.producer.try_reserve(len),
         };
-        let Some(mut reservation) = reservation else {
-            plan.undo(area);
-            return Ok(false);
+        let mut reservation = match reservation {
+            Ok(Some(reservation)) => reservation,
+            unwritten => {
+                // Nothing went out: the lendings are taken back, whether the ring has no
+                // room now or is broken.
+                plan.undo(area);
+                return unwritten.map(|_| false).map_err(ring_error);
+            }
         };
         plan.write(&mut reservation, head, bulk);
         complete(reservation, publish, false);

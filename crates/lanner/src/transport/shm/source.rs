@@ -149,12 +149,18 @@ impl ShmSource {
         }
     }
 
-    /// Takes records until a frame is complete or the ring is empty.
+    /// Takes records until a frame is complete or the ring is empty, or half a ring's worth
+    /// of fragments has been taken without completing one (then reports partial progress:
+    /// the caller comes back, but a peer streaming tiny fragments cannot keep this thread
+    /// here until the frame's size limit is reached; an honest peer's pieces are a
+    /// quarter ring each, see `ShmSink`).
     #[inline]
     fn receive(&mut self) -> Result<Option<Received>, RecvError> {
         let mut progress = false;
+        let mut taken = 0usize;
         while let Some(record) = self.consumer.try_recv().map_err(ring_error)? {
             progress = true;
+            taken += lanner_shm::ring::record_size(record.bytes.len());
             // A frame put back together from pieces is a copy, even if its last piece was not.
             let in_place = record.in_place && self.assembling.is_none();
             if let Some(frame) = self.take(record)? {
@@ -165,6 +171,9 @@ impl ShmSource {
                     return Ok(Some(self.take_in_place(frame)));
                 }
                 return Ok(Some(Received::Frame(frame)));
+            }
+            if taken >= self.consumer.ring_capacity() / 2 {
+                break;
             }
         }
         Ok(progress.then_some(Received::Partial))
@@ -222,5 +231,69 @@ impl FrameSource for ShmSource {
 
     fn take_shared(&mut self) -> Option<SharedFrame> {
         self.shared.take()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lanner_shm::Wake;
+    use lanner_shm::loans::heap_loans;
+    use lanner_shm::ring::RECORD_HEADER;
+    use lanner_shm::ring::heap_ring;
+
+    struct Nobody;
+
+    impl Wake for Nobody {
+        fn wake(&self) {}
+    }
+
+    fn doorbell() -> Arc<Doorbell> {
+        let (ours, _theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        Arc::new(Doorbell::new(ours.into()))
+    }
+
+    #[tokio::test]
+    async fn a_stream_of_tiny_fragments_is_taken_half_a_ring_at_a_time() {
+        const CAPACITY: usize = 4096;
+        let (mut producer, consumer) = heap_ring(CAPACITY, Arc::new(Nobody), Arc::new(Nobody), 64);
+        let (waiter_end, _peer) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (_area, loans) = heap_loans(64 * 1024);
+        let mut source = ShmSource::new(
+            consumer,
+            Waiter::new(waiter_end.into()).unwrap(),
+            [doorbell(), doorbell()],
+            loans,
+        );
+        source.set_max_frame_size(1 << 20);
+        // The first piece announces a frame far larger than all the pieces that follow.
+        let mut first = [0u8; 8];
+        first[..4].copy_from_slice(&(1u32 << 20).to_le_bytes());
+        let mut pieces = 0;
+        let mut send = |bytes: &[u8]| {
+            let mut reservation = producer.try_reserve(bytes.len()).unwrap().expect("room");
+            reservation.write(0, bytes);
+            reservation.commit(true);
+        };
+        send(&first);
+        // Three quarters of the ring in one-byte pieces (16 bytes of ring each).
+        while (pieces + 2) * (RECORD_HEADER + 8) <= CAPACITY * 3 / 4 {
+            send(&[7]);
+            pieces += 1;
+        }
+        assert!(matches!(source.try_recv(), Ok(Received::Partial)));
+        assert!(
+            source.frame_ready(),
+            "the receive stopped after half a ring, with pieces still published"
+        );
+        assert!(matches!(source.try_recv(), Ok(Received::Partial)));
+        assert!(
+            !source.frame_ready(),
+            "the rest was taken by the next receive"
+        );
+        assert_eq!(
+            source.assembling.as_ref().map(BytesMut::len),
+            Some(8 + pieces)
+        );
     }
 }

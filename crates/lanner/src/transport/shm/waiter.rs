@@ -38,12 +38,13 @@ impl Waiter {
             Poll::Ready(Ok(())) => {}
         }
         // Drain to WouldBlock, so that the reactor's readiness is cleared, remembering
-        // whether the peer hung up.
+        // whether the peer hung up. A drain cut short (a peer flooding the socket) keeps
+        // the readiness: the socket is not empty, and no new edge may come to say so.
         let mut drained = Drained::Quiet;
         let result = self.socket.try_io(Interest::READABLE, || {
             drained = doorbell::drain(self.socket.as_fd())?;
             match drained {
-                Drained::PeerGone => Ok(()),
+                Drained::PeerGone | Drained::Flooded => Ok(()),
                 Drained::Rung | Drained::Quiet => Err(io::ErrorKind::WouldBlock.into()),
             }
         });
@@ -52,7 +53,7 @@ impl Waiter {
             (_, Err(e)) if e.kind() != io::ErrorKind::WouldBlock => Poll::Ready(Err(PeerGone)),
             // Even when nothing was left to drain (a liveness check may have drained the
             // ring): the caller re-checks its ring either way.
-            (Drained::Rung | Drained::Quiet, _) => Poll::Ready(Ok(())),
+            (Drained::Rung | Drained::Quiet | Drained::Flooded, _) => Poll::Ready(Ok(())),
         }
     }
 
@@ -61,7 +62,7 @@ impl Waiter {
     pub(super) fn peer_gone(&self) -> bool {
         !matches!(
             doorbell::drain(self.socket.as_fd()),
-            Ok(Drained::Rung | Drained::Quiet)
+            Ok(Drained::Rung | Drained::Quiet | Drained::Flooded)
         )
     }
 }
