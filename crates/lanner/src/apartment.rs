@@ -35,17 +35,19 @@ impl Apartment {
     }
 
     /// Serves `call`, received on `connection`: now if the apartment is idle, else after
-    /// the calls before it.
+    /// the calls before it. True if it, or a call queued before it, goes on in a task
+    /// (see `Connection::dispatch`): it was queued, its method waited, or it finished and
+    /// the apartment's next call was started.
     pub(crate) fn enter(
         self: &Arc<Self>,
         connection: &Arc<Connection>,
         call: Served,
         cx: &mut Context<'_>,
-    ) {
+    ) -> bool {
         let mut state = self.state();
         if state.busy {
             state.queue.push_back(connection.suspend(call));
-            return;
+            return true;
         }
         state.busy = true;
         drop(state);
@@ -53,19 +55,24 @@ impl Apartment {
             None => self.next(),
             Some(waiting) => {
                 tokio::spawn(self.clone().run(waiting));
+                true
             }
         }
     }
 
-    /// The running call ended: start the next one, or become idle.
-    fn next(self: &Arc<Self>) {
+    /// The running call ended: start the next one (true), or become idle.
+    fn next(self: &Arc<Self>) -> bool {
         let mut state = self.state();
         match state.queue.pop_front() {
             Some(waiting) => {
                 drop(state);
                 tokio::spawn(self.clone().run(waiting));
+                true
             }
-            None => state.busy = false,
+            None => {
+                state.busy = false;
+                false
+            }
         }
     }
 

@@ -105,6 +105,18 @@ impl Factory for FactoryImpl {
 #[derive(Default)]
 struct Heard(std::sync::Mutex<Vec<u64>>);
 
+/// A listener whose method waits (once) before it records: served on a task of its own.
+#[derive(Default)]
+struct HeardLater(std::sync::Mutex<Vec<u64>>);
+
+impl Listener for HeardLater {
+    async fn notify(&self, value: u64) -> Result<(), Error> {
+        tokio::task::yield_now().await;
+        self.0.lock().unwrap().push(value);
+        Ok(())
+    }
+}
+
 impl Listener for Heard {
     async fn notify(&self, value: u64) -> Result<(), Error> {
         self.0.lock().unwrap().push(value);
@@ -184,6 +196,54 @@ async fn a_callback_is_called_back_on_the_same_connection_during_and_after_the_c
     factory.ring(42).await.unwrap();
     factory.ring(43).await.unwrap();
     assert_eq!(*heard.0.lock().unwrap(), vec![1, 2, 3, 42, 43]);
+}
+
+/// A caller spinning for its own reply (busy-poll mode: it never stops on its own) takes
+/// the server's callbacks as they arrive; one whose method waits goes on in a task that
+/// can run only on the caller's thread (a current-thread runtime). The caller must let it
+/// run, or the server, which awaits the callback before it answers, never does.
+#[tokio::test]
+async fn a_busy_polling_caller_lets_a_callback_that_waits_run() {
+    let _watchdog = common::watchdog(
+        "a_busy_polling_caller_lets_a_callback_that_waits_run",
+        Duration::from_secs(60),
+    );
+    // The server on a thread and runtime of its own, as in another process.
+    let (url_sender, url) = std::sync::mpsc::channel();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server_thread = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let server = Server::new();
+            server.publish(
+                "factory",
+                Object::new(FactoryStub::new(Arc::new(FactoryImpl::default()))),
+            );
+            let listening = server.listen(&unix("busy-callback")).await.unwrap();
+            url_sender
+                .send(listening.endpoint().object_url("factory"))
+                .unwrap();
+            let _ = stopped.await;
+        });
+    });
+    let url = url.recv().unwrap();
+    let client = Client::with_options(lanner::ConnectionOptions::default().busy_poll());
+    let factory: FactoryProxy = client.connect(&url).await.unwrap();
+    let heard = Arc::new(HeardLater::default());
+    let listener = ObjRef::new(Object::new(ListenerStub::new(heard.clone())));
+    for round in 1..=20u64 {
+        assert_eq!(
+            factory.count_to(listener.clone(), 3).await,
+            Ok(3),
+            "round {round}"
+        );
+    }
+    assert_eq!(heard.0.lock().unwrap().len(), 60);
+    drop(stop);
+    server_thread.join().unwrap();
 }
 
 #[tokio::test]

@@ -26,7 +26,9 @@ use crate::server::{CallLimit, SuspendedCall};
 
 impl Connection {
     /// Serves one request; `cx` is the receiving task's context, used for the first poll.
-    pub(super) fn dispatch(self: &Arc<Self>, request: Request, cx: &mut Context<'_>) {
+    /// True if the call goes on elsewhere (its method waited, so it continues in a task of
+    /// its own, or its apartment was busy): that task may need this thread to run.
+    pub(super) fn dispatch(self: &Arc<Self>, request: Request, cx: &mut Context<'_>) -> bool {
         let call_id = request.call_id;
         let to = AnswerTo::of(&request);
         // Refused by the stub (see `IncomingCall::__route`), which first decodes the
@@ -41,7 +43,8 @@ impl Connection {
             Ok(slot) => slot,
             Err(message) => {
                 let reply = Reply::status(Status::NotFound, &message).arguments_unread();
-                return self.answer(call_id, to, reply);
+                self.answer(call_id, to, reply);
+                return false;
             }
         };
         // 0: no deadline; the largest value: "at least that long", which is no deadline the
@@ -63,7 +66,10 @@ impl Connection {
         // call, as a panicking method does, not the connection's receiver.
         let future = match std::panic::catch_unwind(AssertUnwindSafe(|| direct.dispatch(call))) {
             Ok(future) => future,
-            Err(panic) => return self.answer(call_id, to, reply_of(self, Err(panic))),
+            Err(panic) => {
+                self.answer(call_id, to, reply_of(self, Err(panic)));
+                return false;
+            }
         };
         let call = Served {
             future: context.scope(future),
@@ -74,11 +80,13 @@ impl Connection {
             // A refusal is answered at once, never queued behind the apartment's calls
             // (where it would count against the very limit it refuses for).
             Some(apartment) if overloaded.is_none() => apartment.enter(self, call, cx),
-            _ => {
-                if let Some(waiting) = self.run_inline(call, cx) {
+            _ => match self.run_inline(call, cx) {
+                Some(waiting) => {
                     tokio::spawn(waiting.finish());
+                    true
                 }
-            }
+                None => false,
+            },
         }
     }
 

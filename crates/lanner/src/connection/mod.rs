@@ -549,12 +549,19 @@ impl Connection {
                 let connection = self.clone();
                 self.runtime.spawn(async move {
                     let result = poll_fn(|cx| {
-                        connection.writer().poll_flusher(cx, || {
+                        let mut writer = connection.writer();
+                        let flushed = writer.poll_flusher(cx, || {
                             connection.write_progress.fetch_add(1, Ordering::Relaxed);
-                        })
+                        });
+                        // Cleared under the writer's lock, where the writer stopped
+                        // flushing: a sender that starts the next flusher does so after
+                        // this, and its setting of the flag is not undone by this one.
+                        if flushed.is_ready() {
+                            connection.flusher_active.store(false, Ordering::Relaxed);
+                        }
+                        flushed
                     })
                     .await;
-                    connection.flusher_active.store(false, Ordering::Relaxed);
                     // A large frame just went out whole: its answer (or the next request)
                     // follows, so the reader spins for it.
                     connection.signal.kick();

@@ -22,7 +22,7 @@
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, TryLockError, Weak};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -37,6 +37,9 @@ use crate::transport::{FrameSource, Received, RecvError};
 pub(super) enum Progress {
     /// The response the receiving caller waits for.
     Mine(Response),
+    /// A request's method waits: the call goes on in a task of its own (or in its
+    /// apartment's queue), which may be able to run only on this thread.
+    Handed,
     /// A response was delivered to its call's slot.
     Delivered,
     /// Some other frame was processed, or part of a frame arrived.
@@ -49,6 +52,7 @@ impl Progress {
     /// What two steps achieved together (neither is [`Progress::Mine`]).
     fn and(self, other: Progress) -> Progress {
         match (self, other) {
+            (Progress::Handed, _) | (_, Progress::Handed) => Progress::Handed,
             (Progress::Delivered, _) | (_, Progress::Delivered) => Progress::Delivered,
             (Progress::Other, _) | (_, Progress::Other) => Progress::Other,
             _ => Progress::Empty,
@@ -96,8 +100,10 @@ impl Connection {
         cx: &mut Context<'_>,
         mine: Option<u64>,
     ) -> Result<Progress, Error> {
-        let Ok(mut source) = self.source.try_lock() else {
-            return Ok(Progress::Empty);
+        let mut source = match self.source.try_lock() {
+            Ok(source) => source,
+            Err(TryLockError::WouldBlock) => return Ok(Progress::Empty),
+            Err(TryLockError::Poisoned(_)) => return Err(receiver_panicked()),
         };
         let mut progress = Progress::Empty;
         let mut corked = false;
@@ -141,8 +147,13 @@ impl Connection {
         };
         // Uncorked before the receive lock is let go: the next receiver's cork is its own.
         if corked {
-            let uncorked = self.uncork();
-            self.fatal_for_reader(uncorked)?;
+            // A reply already taken from its call's slot still goes to its caller: the
+            // failed write has failed the connection, which later calls will see.
+            if let Err(error) = self.fatal_for_reader(self.uncork())
+                && !matches!(result, Ok(Progress::Mine(_)))
+            {
+                return Err(error);
+            }
         }
         drop(source);
         result
@@ -163,9 +174,11 @@ impl Connection {
     /// Like [`Connection::receive_once`], but registers `cx` to be woken when the transport
     /// has data. `Pending` if nothing arrived; part of a frame counts as progress.
     fn poll_receive(self: &Arc<Self>, cx: &mut Context<'_>) -> Poll<Result<Progress, Error>> {
-        let Ok(mut source) = self.source.try_lock() else {
+        let mut source = match self.source.try_lock() {
+            Ok(source) => source,
             // Someone else is receiving right now; look again soon.
-            return Poll::Ready(Ok(Progress::Empty));
+            Err(TryLockError::WouldBlock) => return Poll::Ready(Ok(Progress::Empty)),
+            Err(TryLockError::Poisoned(_)) => return Poll::Ready(Err(receiver_panicked())),
         };
         match source.poll_recv(cx) {
             Poll::Ready(Ok(Received::Frame(frame))) => {
@@ -260,8 +273,10 @@ impl Connection {
             }
             Ok(Handled::Event(Event::Request(request))) => {
                 self.check_credits()?;
-                self.dispatch(request, cx);
-                Ok(Progress::Other)
+                Ok(match self.dispatch(request, cx) {
+                    true => Progress::Handed,
+                    false => Progress::Other,
+                })
             }
             Ok(Handled::Event(Event::Ping { pong })) => {
                 let _ = self.send_frame(OutFrame::contiguous(pong));
@@ -303,8 +318,13 @@ impl Connection {
     }
 
     /// The private-socket path: the only outstanding caller spins on the transport for its
-    /// own reply, for the spin budget (extended while a large reply keeps arriving).
-    /// `None` if the budget ran out first.
+    /// own reply, for the spin budget (extended while a large reply keeps arriving), never
+    /// past the call's deadline. `None` if either passed first, or if what arrived gave
+    /// this thread work for others: a caller woken with its reply, or a request whose
+    /// method waits and goes on in a task of its own. Those may be able to run only on
+    /// this thread (a current-thread runtime; a worker's next-task slot, which other
+    /// workers do not take), so spinning on would hold them up, and if our reply waits
+    /// for them (a callback the server awaits), forever in busy-poll mode.
     pub(super) fn spin_for_reply(
         self: &Arc<Self>,
         cx: &mut Context<'_>,
@@ -312,13 +332,14 @@ impl Connection {
         call_deadline: Option<Instant>,
     ) -> Option<Result<Response, Error>> {
         // The clock is read only every few tries (and not at all for a quick reply).
-        let mut deadline: Option<Instant> = None;
+        let mut spin_end: Option<Instant> = None;
         let mut tries = 0u32;
         loop {
             match self.receive_once(cx, Some(call_id)) {
                 Ok(Progress::Empty) => {}
                 Ok(Progress::Mine(response)) => return Some(Ok(response)),
-                Ok(Progress::Delivered | Progress::Other) => deadline = None,
+                Ok(Progress::Handed | Progress::Delivered) => return None,
+                Ok(Progress::Other) => spin_end = None,
                 Err(error) => {
                     self.fail(error);
                     return self.take_reply(call_id);
@@ -332,12 +353,12 @@ impl Connection {
                     return Some(reply);
                 }
                 let now = Instant::now();
-                match deadline {
-                    None => {
-                        let spin_end = now + self.spin;
-                        deadline = Some(call_deadline.map_or(spin_end, |d| d.min(spin_end)));
-                    }
-                    Some(deadline) if now >= deadline => return None,
+                if call_deadline.is_some_and(|deadline| now >= deadline) {
+                    return None;
+                }
+                match spin_end {
+                    None => spin_end = Some(now + self.spin),
+                    Some(end) if now >= end => return None,
                     Some(_) => {}
                 }
             }
@@ -376,12 +397,37 @@ pub(super) fn spawn(connection: &Arc<Connection>, signal: Arc<ReaderSignal>, sid
     };
     let spin = connection.spin;
     tokio::spawn(async move {
+        let _unwinding = FailIfUnwinding(&holder);
         if let Err(error) = read_loop(&holder, &signal, spin).await {
             if let Some(connection) = holder.get() {
                 connection.fail(error);
             }
         }
     });
+}
+
+/// Fails the connection if the reader task unwinds (a panic outside the methods' own
+/// guards: in a waker, a log subscriber…), so that its callers get an error instead of
+/// waiting for a reader that is gone. (Dropped without a panic, when the task ends or the
+/// runtime drops it, it does nothing.)
+struct FailIfUnwinding<'a>(&'a Holder);
+
+impl Drop for FailIfUnwinding<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking()
+            && let Some(connection) = self.0.get()
+        {
+            connection.fail(receiver_panicked());
+        }
+    }
+}
+
+/// The error of a connection whose receiving side panicked.
+fn receiver_panicked() -> Error {
+    Error::new(
+        crate::ErrorKind::Internal,
+        "the connection's receiver panicked; the connection is closed",
+    )
 }
 
 async fn read_loop(holder: &Holder, signal: &ReaderSignal, spin: Duration) -> Result<(), Error> {
@@ -427,10 +473,11 @@ async fn spin_while_busy(
             Poll::Ready(connection.receive_once(cx, None))
         });
         match burst.await? {
-            Progress::Delivered | Progress::Mine(_) => {
+            Progress::Handed | Progress::Delivered | Progress::Mine(_) => {
                 idle_bursts = 0;
                 watched = watched && still_watched(connection, frames_at_wake);
-                // Let the caller we just woke run before we try the socket again. A deferred
+                // Let the caller we just woke (or the call that went on in a task of its
+                // own) run before we try the socket again. A deferred
                 // yield, because a caller in `block_on`'s root future only runs once the
                 // scheduler finds no other task ready.
                 spin_until = Instant::now() + spin;

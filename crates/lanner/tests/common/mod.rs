@@ -399,3 +399,20 @@ where
     stream.read_exact(&mut frame[4..]).await?;
     Ok(frame.into())
 }
+
+/// Ends the test process with a message if the guard it returns is still alive after
+/// `limit`: for tests whose failure is a thread stuck in a loop that never yields, which
+/// neither a timeout future nor the runtime's shutdown can stop.
+pub fn watchdog(what: &'static str, limit: std::time::Duration) -> Watchdog {
+    let (done, waiting) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = waiting.recv_timeout(limit) {
+            eprintln!("{what}: not done within {limit:?}; stopping the test process");
+            std::process::exit(101);
+        }
+    });
+    Watchdog(done)
+}
+
+/// See [`watchdog`]: dropping it (when the test is done) calls the watchdog off.
+pub struct Watchdog(std::sync::mpsc::Sender<()>);
