@@ -80,7 +80,9 @@ impl ConnectionOptions {
 
     /// Busy-poll mode: readers never sleep ([`ConnectionOptions::BUSY_POLL`] of spin). The
     /// lowest latency, at the price of a core per busy connection's reader; meant for
-    /// shared memory between pinned processes.
+    /// shared memory between pinned processes. A caller waiting alone for its reply still
+    /// spins on its own thread for at most a millisecond, then leaves the reply to the
+    /// reader, so that the other tasks of its thread keep running.
     pub fn busy_poll(self) -> Self {
         self.with_spin(Self::BUSY_POLL)
     }

@@ -38,6 +38,10 @@ trait Factory {
     async fn peek(&self, counter: ObjRef<CounterProxy>) -> Result<bool, Error>;
     /// Makes a counter, and answers with it after `millis` milliseconds.
     async fn counter_later(&self, millis: u64) -> Result<ObjRef<CounterProxy>, Error>;
+    /// Returns once [`Factory::bell`] has been called (before or after).
+    async fn wait_for_bell(&self) -> Result<(), Error>;
+    /// Lets one [`Factory::wait_for_bell`] return.
+    async fn bell(&self) -> Result<(), Error>;
 }
 
 struct CounterImpl(AtomicU64, Option<Arc<AtomicI64>>);
@@ -59,6 +63,7 @@ impl Counter for CounterImpl {
 #[derive(Default)]
 struct FactoryImpl {
     subscriber: Mutex<Option<ListenerProxy>>,
+    rung: tokio::sync::Notify,
     /// Counters alive now.
     live: Arc<AtomicI64>,
 }
@@ -99,6 +104,16 @@ impl Factory for FactoryImpl {
         let counter = self.counter(0).await;
         tokio::time::sleep(Duration::from_millis(millis)).await;
         counter
+    }
+
+    async fn wait_for_bell(&self) -> Result<(), Error> {
+        self.rung.notified().await;
+        Ok(())
+    }
+
+    async fn bell(&self) -> Result<(), Error> {
+        self.rung.notify_one();
+        Ok(())
     }
 }
 
@@ -198,20 +213,19 @@ async fn a_callback_is_called_back_on_the_same_connection_during_and_after_the_c
     assert_eq!(*heard.0.lock().unwrap(), vec![1, 2, 3, 42, 43]);
 }
 
-/// A caller spinning for its own reply (busy-poll mode: it never stops on its own) takes
-/// the server's callbacks as they arrive; one whose method waits goes on in a task that
-/// can run only on the caller's thread (a current-thread runtime). The caller must let it
-/// run, or the server, which awaits the callback before it answers, never does.
-#[tokio::test]
-async fn a_busy_polling_caller_lets_a_callback_that_waits_run() {
-    let _watchdog = common::watchdog(
-        "a_busy_polling_caller_lets_a_callback_that_waits_run",
-        Duration::from_secs(60),
-    );
-    // The server on a thread and runtime of its own, as in another process.
+/// A factory served on a thread and runtime of its own, as in another process: its URL,
+/// and what stops it (send or drop, then join).
+fn factory_on_its_own_thread(
+    tag: &str,
+) -> (
+    String,
+    tokio::sync::oneshot::Sender<()>,
+    std::thread::JoinHandle<()>,
+) {
+    let endpoint = unix(tag);
     let (url_sender, url) = std::sync::mpsc::channel();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server_thread = std::thread::spawn(move || {
+    let thread = std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -222,14 +236,27 @@ async fn a_busy_polling_caller_lets_a_callback_that_waits_run() {
                 "factory",
                 Object::new(FactoryStub::new(Arc::new(FactoryImpl::default()))),
             );
-            let listening = server.listen(&unix("busy-callback")).await.unwrap();
+            let listening = server.listen(&endpoint).await.unwrap();
             url_sender
                 .send(listening.endpoint().object_url("factory"))
                 .unwrap();
             let _ = stopped.await;
         });
     });
-    let url = url.recv().unwrap();
+    (url.recv().unwrap(), stop, thread)
+}
+
+/// A caller spinning for its own reply (busy-poll mode: its spin budget has no end) takes
+/// the server's callbacks as they arrive; one whose method waits goes on in a task that
+/// can run only on the caller's thread (a current-thread runtime). The caller must let it
+/// run, or the server, which awaits the callback before it answers, never does.
+#[tokio::test]
+async fn a_busy_polling_caller_lets_a_callback_that_waits_run() {
+    let _watchdog = common::watchdog(
+        "a_busy_polling_caller_lets_a_callback_that_waits_run",
+        Duration::from_secs(60),
+    );
+    let (url, stop, server) = factory_on_its_own_thread("busy-callback");
     let client = Client::with_options(lanner::ConnectionOptions::default().busy_poll());
     let factory: FactoryProxy = client.connect(&url).await.unwrap();
     let heard = Arc::new(HeardLater::default());
@@ -243,7 +270,35 @@ async fn a_busy_polling_caller_lets_a_callback_that_waits_run() {
     }
     assert_eq!(heard.0.lock().unwrap().len(), 60);
     drop(stop);
-    server_thread.join().unwrap();
+    server.join().unwrap();
+}
+
+/// A caller spinning for its own reply (busy-poll mode) whose answer waits for another
+/// task of its thread, which Lanner knows nothing of (here, a call on another
+/// connection): the spin ends after a while, however long the budget, and that task runs.
+#[tokio::test]
+async fn a_busy_polling_caller_lets_the_other_tasks_of_its_thread_run() {
+    let _watchdog = common::watchdog(
+        "a_busy_polling_caller_lets_the_other_tasks_of_its_thread_run",
+        Duration::from_secs(60),
+    );
+    let (url, stop, server) = factory_on_its_own_thread("busy-other-task");
+    let busy = Client::with_options(lanner::ConnectionOptions::default().busy_poll());
+    let waiter: FactoryProxy = busy.connect(&url).await.unwrap();
+    let ringer: FactoryProxy = Client::new().connect(&url).await.unwrap();
+    for _ in 0..3 {
+        let ringing = tokio::spawn({
+            let ringer = ringer.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                ringer.bell().await
+            }
+        });
+        assert_eq!(waiter.wait_for_bell().await, Ok(()));
+        assert_eq!(ringing.await.unwrap(), Ok(()));
+    }
+    drop(stop);
+    server.join().unwrap();
 }
 
 #[tokio::test]

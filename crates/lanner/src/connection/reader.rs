@@ -20,6 +20,7 @@
 //!   request follows). See [`crate::ConnectionOptions`].
 
 use std::future::{Future, poll_fn};
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, TryLockError, Weak};
@@ -27,6 +28,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use futures_util::FutureExt;
 use lanner_proto::{Event, ExternalSegments, OutFrame, ProtocolError, Response};
 
 use super::{Connection, Handled, ReaderSignal, Side};
@@ -82,6 +84,21 @@ const REACTOR_EVERY: u32 = 4;
 /// worth holding for a batch any more. (Also before the reader sleeps, and while it
 /// sleeps; with no spin budget it sleeps after one attempt.)
 const IDLE_BURSTS_BEFORE_CREDITS: u32 = 16;
+
+/// The longest a caller spins for its own reply on its own thread, whatever the spin
+/// budget (busy-poll mode's has no end) and whatever else arrives meanwhile: then it waits
+/// like any other call, for the reader (which in busy-poll mode keeps polling). Replies
+/// that take longer gain little from the spin, and its thread's other tasks (which the
+/// reply may depend on, unknown to Lanner) get to run.
+const CALLER_SPIN_LIMIT: Duration = Duration::from_millis(1);
+
+/// How long the reader polls at most, taking frames that wake nobody, before it yields to
+/// the scheduler (and the reactor) anyway. A steady stream of such frames (requests
+/// answered where they arrived, pings, pieces of a large frame) otherwise kept it polling
+/// without end: on a current-thread runtime every other task waited for the stream to
+/// stop. (Measured in time, not bursts: in a tight ping-pong nearly every burst takes a
+/// request, and a yield every 16 of them cost 0.01–0.05 µs per call.)
+const BUSY_POLL_BEFORE_YIELD: Duration = Duration::from_micros(200);
 
 /// Receive attempts per spin, back to back, before the reader lets other tasks run. A
 /// burst is a few microseconds: short enough not to hold up other tasks noticeably, long
@@ -279,7 +296,12 @@ impl Connection {
                 })
             }
             Ok(Handled::Event(Event::Ping { pong })) => {
-                let _ = self.send_frame(OutFrame::contiguous(pong));
+                // Not while a flusher waits for the peer to read: each answer would queue
+                // behind it, and a peer that pings without reading would grow the queue
+                // without bound. What is queued reaches it, as a sign of life, once it reads.
+                if !self.flusher_active.load(Ordering::Relaxed) {
+                    let _ = self.send_frame(OutFrame::contiguous(pong));
+                }
                 Ok(Progress::Other)
             }
             Ok(Handled::Event(Event::Pong(_))) => Ok(Progress::Other),
@@ -319,7 +341,7 @@ impl Connection {
 
     /// The private-socket path: the only outstanding caller spins on the transport for its
     /// own reply, for the spin budget (extended while a large reply keeps arriving), never
-    /// past the call's deadline. `None` if either passed first, or if what arrived gave
+    /// past the call's deadline nor [`CALLER_SPIN_LIMIT`]. `None` if either passed first, or if what arrived gave
     /// this thread work for others: a caller woken with its reply, or a request whose
     /// method waits and goes on in a task of its own. Those may be able to run only on
     /// this thread (a current-thread runtime; a worker's next-task slot, which other
@@ -333,6 +355,7 @@ impl Connection {
     ) -> Option<Result<Response, Error>> {
         // The clock is read only every few tries (and not at all for a quick reply).
         let mut spin_end: Option<Instant> = None;
+        let mut limit: Option<Instant> = None;
         let mut tries = 0u32;
         loop {
             match self.receive_once(cx, Some(call_id)) {
@@ -353,7 +376,9 @@ impl Connection {
                     return Some(reply);
                 }
                 let now = Instant::now();
-                if call_deadline.is_some_and(|deadline| now >= deadline) {
+                if call_deadline.is_some_and(|deadline| now >= deadline)
+                    || now >= *limit.get_or_insert(now + CALLER_SPIN_LIMIT)
+                {
                     return None;
                 }
                 match spin_end {
@@ -397,29 +422,26 @@ pub(super) fn spawn(connection: &Arc<Connection>, signal: Arc<ReaderSignal>, sid
     };
     let spin = connection.spin;
     tokio::spawn(async move {
-        let _unwinding = FailIfUnwinding(&holder);
-        if let Err(error) = read_loop(&holder, &signal, spin).await {
-            if let Some(connection) = holder.get() {
-                connection.fail(error);
+        // A panic while receiving (outside the methods' own guards: in a waker, a log
+        // subscriber…) fails the connection, so that its callers get an error instead of
+        // waiting for a reader that is gone; then it goes on unwinding the task.
+        let ended = AssertUnwindSafe(read_loop(&holder, &signal, spin))
+            .catch_unwind()
+            .await;
+        let error = match ended {
+            Ok(Ok(())) => return,
+            Ok(Err(error)) => error,
+            Err(panic) => {
+                if let Some(connection) = holder.get() {
+                    connection.fail(receiver_panicked());
+                }
+                std::panic::resume_unwind(panic);
             }
+        };
+        if let Some(connection) = holder.get() {
+            connection.fail(error);
         }
     });
-}
-
-/// Fails the connection if the reader task unwinds (a panic outside the methods' own
-/// guards: in a waker, a log subscriber…), so that its callers get an error instead of
-/// waiting for a reader that is gone. (Dropped without a panic, when the task ends or the
-/// runtime drops it, it does nothing.)
-struct FailIfUnwinding<'a>(&'a Holder);
-
-impl Drop for FailIfUnwinding<'_> {
-    fn drop(&mut self) {
-        if std::thread::panicking()
-            && let Some(connection) = self.0.get()
-        {
-            connection.fail(receiver_panicked());
-        }
-    }
 }
 
 /// The error of a connection whose receiving side panicked.
@@ -458,6 +480,9 @@ async fn spin_while_busy(
     let mut watched = !spin.is_zero();
     // Empty bursts since something last arrived.
     let mut idle_bursts = 0u32;
+    // When the reader began taking frames without letting other tasks run, if it is
+    // doing so (see `BUSY_POLL_BEFORE_YIELD`).
+    let mut busy_since: Option<Instant> = None;
     let mut write_progress = connection.write_progress.load(Ordering::Relaxed);
     let attempts = attempts_per_burst(spin);
     loop {
@@ -473,20 +498,36 @@ async fn spin_while_busy(
             Poll::Ready(connection.receive_once(cx, None))
         });
         match burst.await? {
-            Progress::Handed | Progress::Delivered | Progress::Mine(_) => {
+            Progress::Handed => {
                 idle_bursts = 0;
                 watched = watched && still_watched(connection, frames_at_wake);
-                // Let the caller we just woke (or the call that went on in a task of its
-                // own) run before we try the socket again. A deferred
+                spin_until = Instant::now() + spin;
+                // Let the call that went on in a task of its own start.
+                yield_once().await;
+                busy_since = None;
+            }
+            Progress::Delivered | Progress::Mine(_) => {
+                idle_bursts = 0;
+                watched = watched && still_watched(connection, frames_at_wake);
+                // Let the caller we just woke run before we try the socket again. A deferred
                 // yield, because a caller in `block_on`'s root future only runs once the
                 // scheduler finds no other task ready.
                 spin_until = Instant::now() + spin;
                 tokio::task::yield_now().await;
+                busy_since = None;
             }
             Progress::Other => {
                 idle_bursts = 0;
                 watched = watched && still_watched(connection, frames_at_wake);
-                spin_until = Instant::now() + spin;
+                let now = Instant::now();
+                spin_until = now + spin;
+                let since = *busy_since.get_or_insert(now);
+                if now.saturating_duration_since(since) >= BUSY_POLL_BEFORE_YIELD {
+                    // Frames keep coming (a busy peer, or one that never stops): the other
+                    // tasks of this thread, the reactor and the timers get a turn anyway.
+                    tokio::task::yield_now().await;
+                    busy_since = None;
+                }
             }
             Progress::Empty => {
                 if spin.is_zero() || signal.shutdown.load(Ordering::Relaxed) {
@@ -514,6 +555,7 @@ async fn spin_while_busy(
                 } else {
                     yield_once().await;
                 }
+                busy_since = None;
             }
         }
     }
