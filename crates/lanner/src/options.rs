@@ -82,7 +82,8 @@ impl ConnectionOptions {
     /// lowest latency, at the price of a core per busy connection's reader; meant for
     /// shared memory between pinned processes. A caller waiting alone for its reply still
     /// spins on its own thread for at most a millisecond, then leaves the reply to the
-    /// reader, so that the other tasks of its thread keep running.
+    /// reader, so that the other tasks of its thread keep running. (With a finite budget
+    /// it spins at most the budget or a millisecond, whichever is longer.)
     pub fn busy_poll(self) -> Self {
         self.with_spin(Self::BUSY_POLL)
     }

@@ -246,18 +246,21 @@ fn factory_on_its_own_thread(
     (url.recv().unwrap(), stop, thread)
 }
 
-/// A caller spinning for its own reply (busy-poll mode: its spin budget has no end) takes
-/// the server's callbacks as they arrive; one whose method waits goes on in a task that
-/// can run only on the caller's thread (a current-thread runtime). The caller must let it
-/// run, or the server, which awaits the callback before it answers, never does.
+/// A caller spinning for its own reply (here with a spin budget of an hour) takes the
+/// server's callbacks as they arrive; one whose method waits goes on in a task that can
+/// run only on the caller's thread (a current-thread runtime). The caller must let it run
+/// at once, or the server, which awaits the callback before it answers, does not answer
+/// until the spin ends.
 #[tokio::test]
-async fn a_busy_polling_caller_lets_a_callback_that_waits_run() {
+async fn a_spinning_caller_lets_a_callback_that_waits_run() {
     let _watchdog = common::watchdog(
-        "a_busy_polling_caller_lets_a_callback_that_waits_run",
+        "a_spinning_caller_lets_a_callback_that_waits_run",
         Duration::from_secs(60),
     );
-    let (url, stop, server) = factory_on_its_own_thread("busy-callback");
-    let client = Client::with_options(lanner::ConnectionOptions::default().busy_poll());
+    let (url, stop, server) = factory_on_its_own_thread("spin-callback");
+    let client = Client::with_options(
+        lanner::ConnectionOptions::default().with_spin(Duration::from_secs(3600)),
+    );
     let factory: FactoryProxy = client.connect(&url).await.unwrap();
     let heard = Arc::new(HeardLater::default());
     let listener = ObjRef::new(Object::new(ListenerStub::new(heard.clone())));

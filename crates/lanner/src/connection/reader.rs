@@ -10,7 +10,9 @@
 //!
 //! - a caller whose call is the only one outstanding on the connection receives its own
 //!   reply, spinning on the socket for the spin budget (the DCE "private socket": no
-//!   hand-off to another task or thread on the critical path);
+//!   hand-off to another task or thread on the critical path), for a millisecond at most
+//!   in busy-poll mode, and not once the thread has work for others (see
+//!   [`Connection::spin_for_reply`]);
 //! - the connection's reader task receives everything else: it tries a non-blocking
 //!   receive in a loop for the spin budget after each frame, letting other tasks run in
 //!   between, then registers with the reactor and sleeps. Before each attempt it writes
@@ -53,9 +55,12 @@ pub(super) enum Progress {
 impl Progress {
     /// What two steps achieved together (neither is [`Progress::Mine`]).
     fn and(self, other: Progress) -> Progress {
+        // A delivery outranks a hand-off: the reader's yield after one lets a caller in
+        // `block_on`'s root future run too (see `spin_while_busy`), and both end a
+        // caller's spin.
         match (self, other) {
-            (Progress::Handed, _) | (_, Progress::Handed) => Progress::Handed,
             (Progress::Delivered, _) | (_, Progress::Delivered) => Progress::Delivered,
+            (Progress::Handed, _) | (_, Progress::Handed) => Progress::Handed,
             (Progress::Other, _) | (_, Progress::Other) => Progress::Other,
             _ => Progress::Empty,
         }
@@ -85,11 +90,12 @@ const REACTOR_EVERY: u32 = 4;
 /// sleeps; with no spin budget it sleeps after one attempt.)
 const IDLE_BURSTS_BEFORE_CREDITS: u32 = 16;
 
-/// The longest a caller spins for its own reply on its own thread, whatever the spin
-/// budget (busy-poll mode's has no end) and whatever else arrives meanwhile: then it waits
-/// like any other call, for the reader (which in busy-poll mode keeps polling). Replies
-/// that take longer gain little from the spin, and its thread's other tasks (which the
-/// reply may depend on, unknown to Lanner) get to run.
+/// The longest a caller spins for its own reply on its own thread whatever else arrives
+/// meanwhile (frames extend the spin budget), unless the spin budget is longer; and the
+/// longest in busy-poll mode, whose budget has no end. Then it waits like any other call,
+/// for the reader (which in busy-poll mode keeps polling). Replies that take longer gain
+/// little from the spin, and its thread's other tasks (which the reply may depend on,
+/// unknown to Lanner) get to run. See [`Connection::caller_spin_limit`].
 const CALLER_SPIN_LIMIT: Duration = Duration::from_millis(1);
 
 /// How long the reader polls at most, taking frames that wake nobody, before it yields to
@@ -339,10 +345,21 @@ impl Connection {
         }
     }
 
+    /// How long a caller spins for its own reply at most (see [`CALLER_SPIN_LIMIT`]): the
+    /// spin budget if it is longer than that limit, the limit otherwise or in busy-poll
+    /// mode.
+    fn caller_spin_limit(&self) -> Duration {
+        if self.spin >= crate::ConnectionOptions::BUSY_POLL {
+            CALLER_SPIN_LIMIT
+        } else {
+            self.spin.max(CALLER_SPIN_LIMIT)
+        }
+    }
+
     /// The private-socket path: the only outstanding caller spins on the transport for its
     /// own reply, for the spin budget (extended while a large reply keeps arriving), never
-    /// past the call's deadline nor [`CALLER_SPIN_LIMIT`]. `None` if either passed first, or if what arrived gave
-    /// this thread work for others: a caller woken with its reply, or a request whose
+    /// past the call's deadline nor [`Connection::caller_spin_limit`]. `None` if one of
+    /// them passed first, or if what arrived gave this thread work for others: a caller woken with its reply, or a request whose
     /// method waits and goes on in a task of its own. Those may be able to run only on
     /// this thread (a current-thread runtime; a worker's next-task slot, which other
     /// workers do not take), so spinning on would hold them up, and if our reply waits
@@ -377,7 +394,7 @@ impl Connection {
                 }
                 let now = Instant::now();
                 if call_deadline.is_some_and(|deadline| now >= deadline)
-                    || now >= *limit.get_or_insert(now + CALLER_SPIN_LIMIT)
+                    || now >= *limit.get_or_insert_with(|| now + self.caller_spin_limit())
                 {
                     return None;
                 }
