@@ -359,11 +359,12 @@ impl Connection {
     /// The private-socket path: the only outstanding caller spins on the transport for its
     /// own reply, for the spin budget (extended while a large reply keeps arriving), never
     /// past the call's deadline nor [`Connection::caller_spin_limit`]. `None` if one of
-    /// them passed first, or if what arrived gave this thread work for others: a caller woken with its reply, or a request whose
-    /// method waits and goes on in a task of its own. Those may be able to run only on
-    /// this thread (a current-thread runtime; a worker's next-task slot, which other
-    /// workers do not take), so spinning on would hold them up, and if our reply waits
-    /// for them (a callback the server awaits), forever in busy-poll mode.
+    /// them passed first, or if what arrived gave this thread work for others: a caller
+    /// woken with its reply, or a request whose method waits and goes on in a task of its
+    /// own. Those may be able to run only on this thread (a current-thread runtime; a
+    /// worker's next-task slot, which other workers do not take), so spinning on would
+    /// hold them up, and if our reply waits for them (a callback the server awaits), until
+    /// the spin ends.
     pub(super) fn spin_for_reply(
         self: &Arc<Self>,
         cx: &mut Context<'_>,
