@@ -469,13 +469,13 @@ impl Consumer {
         &self.releases.memory
     }
 
-    fn capacity(&self) -> u64 {
-        self.memory().capacity() as u64
+    /// Bytes in the ring's data area.
+    pub fn capacity(&self) -> usize {
+        self.memory().capacity()
     }
 
-    /// Bytes in the ring's data area.
-    pub fn ring_capacity(&self) -> usize {
-        self.memory().capacity()
+    fn capacity_u64(&self) -> u64 {
+        self.capacity() as u64
     }
 
     /// Reads `tail`. A value that goes backwards, is misaligned, or is more than a ring
@@ -490,7 +490,7 @@ impl Consumer {
         // held in place, and every record consumed meanwhile would queue behind it
         // (see `Releases::release_consumed`) without bound.
         let released = self.releases.stored_head.load(Ordering::Relaxed);
-        if tail < self.tail || tail % 8 != 0 || tail - released > self.capacity() {
+        if tail < self.tail || tail % 8 != 0 || tail - released > self.capacity_u64() {
             return Err(RingError("the producer's position is out of range"));
         }
         self.tail = tail;
@@ -521,7 +521,7 @@ impl Consumer {
             if flags & !KNOWN_FLAGS != 0 {
                 return Err(RingError("a record has unknown flags"));
             }
-            let to_end = self.capacity() - offset as u64;
+            let to_end = self.capacity_u64() - offset as u64;
             if flags & FLAG_PADDING != 0 {
                 if to_end > available {
                     return Err(RingError("a padding record runs past the published data"));

@@ -172,7 +172,7 @@ impl ShmSource {
                 }
                 return Ok(Some(Received::Frame(frame)));
             }
-            if taken >= self.consumer.ring_capacity() / 2 {
+            if taken >= self.consumer.capacity() / 2 {
                 break;
             }
         }
