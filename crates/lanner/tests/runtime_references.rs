@@ -213,37 +213,60 @@ async fn a_callback_is_called_back_on_the_same_connection_during_and_after_the_c
     assert_eq!(*heard.0.lock().unwrap(), vec![1, 2, 3, 42, 43]);
 }
 
-/// A factory served on a thread and runtime of its own, as in another process: its URL,
-/// and what stops it (send or drop, then join).
-fn factory_on_its_own_thread(
-    tag: &str,
-) -> (
-    String,
-    tokio::sync::oneshot::Sender<()>,
-    std::thread::JoinHandle<()>,
-) {
-    let endpoint = unix(tag);
-    let (url_sender, url) = std::sync::mpsc::channel();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let thread = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let server = Server::new();
-            server.publish(
-                "factory",
-                Object::new(FactoryStub::new(Arc::new(FactoryImpl::default()))),
-            );
-            let listening = server.listen(&endpoint).await.unwrap();
-            url_sender
-                .send(listening.endpoint().object_url("factory"))
+/// A factory served on a thread and runtime of its own, as in another process; stopped
+/// (and its thread joined) when dropped.
+struct FactoryThread {
+    url: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl FactoryThread {
+    fn start(tag: &str) -> FactoryThread {
+        let endpoint = unix(tag);
+        let (url_sender, url) = std::sync::mpsc::channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
                 .unwrap();
-            let _ = stopped.await;
+            runtime.block_on(async move {
+                let server = Server::new();
+                server.publish(
+                    "factory",
+                    Object::new(FactoryStub::new(Arc::new(FactoryImpl::default()))),
+                );
+                let listening = server.listen(&endpoint).await.unwrap();
+                url_sender
+                    .send(listening.endpoint().object_url("factory"))
+                    .unwrap();
+                let _ = stopped.await;
+            });
         });
-    });
-    (url.recv().unwrap(), stop, thread)
+        FactoryThread {
+            url: url.recv().unwrap(),
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    /// Connects to the factory with a client of `options`.
+    async fn connect(&self, options: lanner::ConnectionOptions) -> FactoryProxy {
+        Client::with_options(options)
+            .connect(&self.url)
+            .await
+            .unwrap()
+    }
+}
+
+impl Drop for FactoryThread {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 /// A caller spinning for its own reply (here with a spin budget of an hour) takes the
@@ -257,11 +280,10 @@ async fn a_spinning_caller_lets_a_callback_that_waits_run() {
         "a_spinning_caller_lets_a_callback_that_waits_run",
         Duration::from_secs(60),
     );
-    let (url, stop, server) = factory_on_its_own_thread("spin-callback");
-    let client = Client::with_options(
-        lanner::ConnectionOptions::default().with_spin(Duration::from_secs(3600)),
-    );
-    let factory: FactoryProxy = client.connect(&url).await.unwrap();
+    let server = FactoryThread::start("spin-callback");
+    let factory = server
+        .connect(lanner::ConnectionOptions::default().with_spin(Duration::from_secs(3600)))
+        .await;
     let heard = Arc::new(HeardLater::default());
     let listener = ObjRef::new(Object::new(ListenerStub::new(heard.clone())));
     for round in 1..=20u64 {
@@ -272,8 +294,6 @@ async fn a_spinning_caller_lets_a_callback_that_waits_run() {
         );
     }
     assert_eq!(heard.0.lock().unwrap().len(), 60);
-    drop(stop);
-    server.join().unwrap();
 }
 
 /// A caller spinning for its own reply (busy-poll mode) whose answer waits for another
@@ -285,10 +305,11 @@ async fn a_busy_polling_caller_lets_the_other_tasks_of_its_thread_run() {
         "a_busy_polling_caller_lets_the_other_tasks_of_its_thread_run",
         Duration::from_secs(60),
     );
-    let (url, stop, server) = factory_on_its_own_thread("busy-other-task");
-    let busy = Client::with_options(lanner::ConnectionOptions::default().busy_poll());
-    let waiter: FactoryProxy = busy.connect(&url).await.unwrap();
-    let ringer: FactoryProxy = Client::new().connect(&url).await.unwrap();
+    let server = FactoryThread::start("busy-other-task");
+    let waiter = server
+        .connect(lanner::ConnectionOptions::default().busy_poll())
+        .await;
+    let ringer = server.connect(lanner::ConnectionOptions::default()).await;
     for _ in 0..3 {
         let ringing = tokio::spawn({
             let ringer = ringer.clone();
@@ -300,8 +321,6 @@ async fn a_busy_polling_caller_lets_the_other_tasks_of_its_thread_run() {
         assert_eq!(waiter.wait_for_bell().await, Ok(()));
         assert_eq!(ringing.await.unwrap(), Ok(()));
     }
-    drop(stop);
-    server.join().unwrap();
 }
 
 #[tokio::test]
