@@ -46,7 +46,17 @@ struct ClientInner {
     auth: ClientAuth,
     /// Where references handed over by third parties may lead (`None`: anywhere).
     handoff_filter: Option<HandoffFilter>,
-    connections: tokio::sync::Mutex<HashMap<Endpoint, Arc<Connection>>>,
+    /// One slot per endpoint, each opened on its own: a server that is slow to answer
+    /// (or unreachable until the handshake timeout) holds up only the callers that want
+    /// that endpoint, never those of another.
+    connections: std::sync::Mutex<HashMap<Endpoint, Arc<EndpointSlot>>>,
+}
+
+/// The connection to one endpoint, if open; its lock is held while opening one, so that
+/// callers wanting the same endpoint together open it once.
+#[derive(Default)]
+struct EndpointSlot {
+    connection: tokio::sync::Mutex<Option<Arc<Connection>>>,
 }
 
 /// See [`Client::with_handoff_filter`].
@@ -93,7 +103,7 @@ impl Client {
                 options,
                 auth,
                 handoff_filter,
-                connections: tokio::sync::Mutex::new(HashMap::new()),
+                connections: std::sync::Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -234,46 +244,103 @@ impl Client {
 
     /// The shared connection to `endpoint`, opened if needed or broken.
     pub(crate) async fn connection(&self, endpoint: &Endpoint) -> Result<Arc<Connection>, Error> {
-        let mut connections = self.inner.connections.lock().await;
-        if let Some(connection) = connections.get(endpoint) {
-            if connection.usable() {
-                return Ok(connection.clone());
+        let slot = self.endpoint_slot(endpoint);
+        let mut current = slot.connection.lock().await;
+        if let Some(connection) = current.as_ref().filter(|c| c.usable()) {
+            return Ok(connection.clone());
+        }
+        match self.open(endpoint).await {
+            Ok(connection) => {
+                *current = Some(connection.clone());
+                Ok(connection)
+            }
+            Err(error) => {
+                // A broken connection is not kept for the next caller either.
+                *current = None;
+                drop(current);
+                self.forget_if_unused(endpoint, &slot);
+                Err(error)
             }
         }
-        // Bounded like the handshake: a TCP connect to an unreachable host would otherwise
-        // wait for the kernel's SYN retries (minutes).
-        let timeout = self.inner.options.handshake_timeout;
+    }
+
+    /// The slot of `endpoint`, made if there is none.
+    fn endpoint_slot(&self, endpoint: &Endpoint) -> Arc<EndpointSlot> {
+        let mut connections = lock(&self.inner.connections);
+        match connections.get(endpoint) {
+            Some(slot) => slot.clone(),
+            None => {
+                let slot = Arc::new(EndpointSlot::default());
+                connections.insert(endpoint.clone(), slot.clone());
+                slot
+            }
+        }
+    }
+
+    /// Drops `endpoint`'s slot if it holds no connection and nobody else waits on it, so
+    /// that endpoints that could not be reached (named by references from anywhere) do
+    /// not accumulate.
+    fn forget_if_unused(&self, endpoint: &Endpoint, slot: &Arc<EndpointSlot>) {
+        let mut connections = lock(&self.inner.connections);
+        // Only the map and `slot` hold it: anyone else would have cloned it under this
+        // lock first.
+        let unused = connections
+            .get(endpoint)
+            .is_some_and(|kept| Arc::ptr_eq(kept, slot))
+            && Arc::strong_count(slot) == 2
+            && slot
+                .connection
+                .try_lock()
+                .is_ok_and(|connection| connection.is_none());
+        if unused {
+            connections.remove(endpoint);
+        }
+    }
+
+    /// Opens a new connection to `endpoint`: transport and handshake together within
+    /// the handshake timeout.
+    async fn open(&self, endpoint: &Endpoint) -> Result<Arc<Connection>, Error> {
+        let options = &self.inner.options;
+        // Bounded: a TCP connect to an unreachable host would otherwise wait for the
+        // kernel's SYN retries (minutes).
+        let deadline = connection::HandshakeDeadline::starting_now(options);
         let auth = &self.inner.auth;
         let opening = async {
             match auth.transport_for(endpoint)? {
-                ClientTransport::Plain => {
-                    transport::connect_with(endpoint, &self.inner.options).await
-                }
+                ClientTransport::Plain => transport::connect_with(endpoint, options).await,
                 ClientTransport::Tls(config, name) => {
                     transport::connect_tls(endpoint, config.clone(), name).await
                 }
             }
             .map_err(|e| Error::io(&format!("connecting to {endpoint}"), &e))
         };
-        let transport = tokio::time::timeout(timeout, opening).await.map_err(|_| {
+        let transport = deadline.bound(opening).await.ok_or_else(|| {
             Error::unavailable(format!(
-                "connecting to {endpoint}: no answer within {timeout:?}"
+                "connecting to {endpoint}: no answer within {:?}",
+                options.handshake_timeout
             ))
         })??;
         let opened_by = WeakClient(Arc::downgrade(&self.inner));
-        let connection = connection::connect(
+        connection::connect(
             transport,
-            &self.inner.options,
+            options,
+            deadline,
             auth.authenticator(),
             connection::Onward {
                 endpoint: endpoint.clone(),
                 client: opened_by,
             },
         )
-        .await?;
-        connections.insert(endpoint.clone(), connection.clone());
-        Ok(connection)
+        .await
     }
+}
+
+/// The endpoint map's lock (nothing panics while holding it; a poisoned one is used as
+/// it is).
+fn lock(
+    connections: &std::sync::Mutex<HashMap<Endpoint, Arc<EndpointSlot>>>,
+) -> std::sync::MutexGuard<'_, HashMap<Endpoint, Arc<EndpointSlot>>> {
+    connections.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Resolves an object URL with the process-wide [`Client`] and returns a proxy for

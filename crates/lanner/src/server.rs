@@ -303,17 +303,15 @@ impl Server {
                         let open = accepted.count();
                         tokio::spawn(async move {
                             let peer = incoming.peer().to_owned();
-                            let established = tokio::time::timeout(
-                                options.handshake_timeout,
-                                incoming.establish(),
-                            );
-                            let transport = match established.await {
-                                Ok(Ok(transport)) => transport,
-                                Ok(Err(error)) => {
+                            // One deadline for the TLS handshake and Lanner's together.
+                            let deadline = connection::HandshakeDeadline::starting_now(&options);
+                            let transport = match deadline.bound(incoming.establish()).await {
+                                Some(Ok(transport)) => transport,
+                                Some(Err(error)) => {
                                     tracing::warn!(%peer, %error, "connection setup failed");
                                     return;
                                 }
-                                Err(_) => {
+                                None => {
                                     tracing::warn!(%peer, "connection setup timed out");
                                     return;
                                 }
@@ -324,7 +322,7 @@ impl Server {
                                     "too many connections ({open}, the server allows {max_connections})"
                                 );
                                 let status = lanner_proto::Status::Overloaded;
-                                connection::refuse(transport, &options, status, &reason).await;
+                                connection::refuse(transport, deadline, status, &reason).await;
                                 return;
                             }
                             let subject = tls.then(|| transport.certificate_subject.clone());
@@ -335,7 +333,7 @@ impl Server {
                                 calls,
                             };
                             let accepted_now =
-                                connection::accept(transport, &options, admission).await;
+                                connection::accept(transport, &options, deadline, admission).await;
                             drop(handshake);
                             match accepted_now {
                                 Ok(connection) => accepted.add(&connection),

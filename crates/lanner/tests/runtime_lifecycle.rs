@@ -174,6 +174,39 @@ async fn a_proxy_to_a_name_reconnects_when_the_server_is_back() {
 }
 
 #[tokio::test]
+async fn a_server_that_never_answers_holds_up_only_the_connects_to_it() {
+    // A listener that takes connections and says nothing: a connect to it waits for the
+    // handshake timeout, an hour here.
+    let path = std::env::temp_dir().join(format!("lanner-silent-{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let silent = tokio::net::UnixListener::bind(&path).unwrap();
+    let silent_url = format!("unix://{}/slow", path.display());
+    let (_server, listening) = serve_numbered("mem://silent-neighbour", 7).await;
+    let client = Client::with_options(
+        lanner::ConnectionOptions::default().with_handshake_timeout(Duration::from_secs(3600)),
+    );
+    let stuck = tokio::spawn({
+        let client = client.clone();
+        async move { client.connect::<SlowProxy>(&silent_url).await.map(drop) }
+    });
+    // Once the silent server has the connection, the stuck connect waits for its WELCOME.
+    let (_socket, _) = silent.accept().await.unwrap();
+
+    // The same client reaches another server meanwhile.
+    let slow: SlowProxy = tokio::time::timeout(
+        Duration::from_secs(30),
+        client.connect(&listening.endpoint().object_url("slow")),
+    )
+    .await
+    .expect("a connect to one server waited for another server's handshake")
+    .unwrap();
+    assert_eq!(slow.sleep_ms(1).await, Ok(8));
+    assert!(!stuck.is_finished());
+    stuck.abort();
+    let _ = std::fs::remove_file(&path);
+}
+
+#[tokio::test]
 async fn connections_beyond_the_limit_are_refused_with_overloaded() {
     let server = Server::new().with_max_connections(2);
     server.publish("slow", Object::new(SlowStub::new(Arc::new(SlowService))));

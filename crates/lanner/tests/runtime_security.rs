@@ -666,3 +666,44 @@ async fn silent_clients_beyond_the_handshake_bound_wait_and_real_ones_get_in() {
         assert!(received.is_empty());
     }
 }
+
+#[tokio::test]
+async fn the_handshake_timeout_bounds_the_whole_handshake_not_each_step() {
+    use lanner_proto::auth::psk::{NONCE_LEN, PskClient};
+    use std::time::Duration;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let timeout = Duration::from_secs(2);
+    let options = lanner::ConnectionOptions::default().with_handshake_timeout(timeout);
+    let (_server, listening) = serve(
+        Server::with_options(options).with_auth(ServerAuth::psk(key("ops", 7))),
+        "tcp://127.0.0.1:0",
+    )
+    .await;
+    let address = listening.endpoint().to_string().replace("tcp://", "");
+
+    // A client that knows the key and takes most of the timeout over each step: HELLO
+    // after half of it, AUTH three quarters of it after the WELCOME. Each step is in
+    // time; the handshake as a whole is not, and the server hangs up before the AUTH.
+    let authenticator = PskClient::new("ops", Arc::from([7u8; 32]), [1; NONCE_LEN]).unwrap();
+    let (mut proto, hello) = lanner_proto::Connection::client_with(
+        lanner_proto::Limits::default(),
+        Box::new(authenticator),
+    );
+    let mut socket = tokio::net::TcpStream::connect(&address).await.unwrap();
+    tokio::time::sleep(timeout / 2).await;
+    socket.write_all(&hello).await.unwrap();
+    let welcome = common::read_frame(&mut socket).await.unwrap();
+    let auth = match proto.handle_frame(welcome) {
+        Ok(lanner_proto::Event::Established { auth: Some(auth) }) => auth,
+        other => panic!("expected WELCOME asking for AUTH, got {other:?}"),
+    };
+    tokio::time::sleep(timeout * 3 / 4).await;
+    // The server may have reset the connection already.
+    let _ = socket.write_all(&auth).await;
+    let mut received = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), socket.read_to_end(&mut received))
+        .await
+        .expect("the server hangs up instead of admitting a late client");
+    assert!(received.is_empty(), "{read:?} {received:?}");
+}

@@ -3,9 +3,10 @@
 //! authenticated. A failed authentication ends with a CLOSE saying why, on both sides, and
 //! is logged by the server.
 
-use std::future::poll_fn;
+use std::future::{Future, poll_fn};
 use std::sync::Arc;
 use std::task::Poll;
+use std::time::Duration;
 
 use bytes::Bytes;
 use lanner_proto::{
@@ -25,6 +26,7 @@ use crate::transport::{FrameSink, FrameSource, Received, RecvError, Transport};
 pub(crate) async fn connect(
     transport: Transport,
     options: &ConnectionOptions,
+    deadline: HandshakeDeadline,
     authenticator: Box<dyn ClientAuthenticator>,
     onward: super::Onward,
 ) -> Result<Arc<Connection>, Error> {
@@ -36,15 +38,15 @@ pub(crate) async fn connect(
         ..
     } = transport;
     let (mut proto, hello) = lanner_proto::Connection::client_with(options.limits(), authenticator);
-    send(sink.as_mut(), hello, &peer).await?;
-    let frame = receive(source.as_mut(), options, &peer)
+    send(sink.as_mut(), hello, deadline, &peer).await?;
+    let frame = receive(source.as_mut(), deadline, &peer)
         .await
         .map_err(|error| hint_at_tls(error, &peer))?
         .map_err(|error| handshake_failed(&peer, &error))?;
     match proto.handle_frame(frame) {
         Ok(Event::Established { auth }) => {
             if let Some(auth) = auth {
-                send(sink.as_mut(), auth, &peer).await?;
+                send(sink.as_mut(), auth, deadline, &peer).await?;
             }
         }
         Ok(Event::Closed(close)) => {
@@ -55,7 +57,7 @@ pub(crate) async fn connect(
         }
         Ok(_) => return Err(Error::protocol(format!("{peer} sent no WELCOME"))),
         // Tell the server why (it logs it); this side reports it to the caller.
-        Err(error) => return Err(refuse_peer(sink.as_mut(), &error, &peer).await),
+        Err(error) => return Err(refuse_peer(sink.as_mut(), &error, deadline, &peer).await),
     }
     let principal = proto
         .peer_principal()
@@ -89,6 +91,7 @@ pub(crate) struct Admission {
 pub(crate) async fn accept(
     transport: Transport,
     options: &ConnectionOptions,
+    deadline: HandshakeDeadline,
     admission: Admission,
 ) -> Result<Arc<Connection>, Error> {
     let Transport {
@@ -100,16 +103,16 @@ pub(crate) async fn accept(
     } = transport;
     let mut proto =
         lanner_proto::Connection::server_with(options.limits(), admission.authenticator);
-    let received = receive(source.as_mut(), options, &peer)
+    let received = receive(source.as_mut(), deadline, &peer)
         .await?
         .and_then(|frame| proto.handle_frame(frame));
     let received = match received {
         Ok(Event::Accepted { welcome }) => {
-            send(sink.as_mut(), welcome, &peer).await?;
+            send(sink.as_mut(), welcome, deadline, &peer).await?;
             if proto.is_open() {
                 Ok(Event::Authenticated)
             } else {
-                receive(source.as_mut(), options, &peer)
+                receive(source.as_mut(), deadline, &peer)
                     .await?
                     .and_then(|frame| proto.handle_frame(frame))
             }
@@ -129,7 +132,7 @@ pub(crate) async fn accept(
                 "{peer} did not follow the handshake"
             )));
         }
-        Err(error) => return Err(refuse_peer(sink.as_mut(), &error, &peer).await),
+        Err(error) => return Err(refuse_peer(sink.as_mut(), &error, deadline, &peer).await),
     }
     let principal = proto
         .peer_principal()
@@ -164,8 +167,13 @@ fn hint_at_tls(error: Error, peer: &str) -> Error {
 }
 
 /// Tells the peer with a CLOSE frame why the handshake failed; returns the error.
-async fn refuse_peer(sink: &mut dyn FrameSink, error: &ProtocolError, peer: &str) -> Error {
-    let _ = send(sink, error.close_frame(), peer).await;
+async fn refuse_peer(
+    sink: &mut dyn FrameSink,
+    error: &ProtocolError,
+    deadline: HandshakeDeadline,
+    peer: &str,
+) -> Error {
+    let _ = send(sink, error.close_frame(), deadline, peer).await;
     handshake_failed(peer, error)
 }
 
@@ -177,12 +185,12 @@ fn handshake_failed(peer: &str, error: &ProtocolError) -> Error {
     )
 }
 
-/// Server side, when the connection cannot be admitted: waits (bounded by the handshake
-/// timeout) for the HELLO, then answers CLOSE with `status` and `reason` instead of
+/// Server side, when the connection cannot be admitted: waits (until the handshake's
+/// deadline) for the HELLO, then answers CLOSE with `status` and `reason` instead of
 /// WELCOME, so the client learns why.
 pub(crate) async fn refuse(
     transport: Transport,
-    options: &ConnectionOptions,
+    deadline: HandshakeDeadline,
     status: lanner_proto::Status,
     reason: &str,
 ) {
@@ -192,46 +200,78 @@ pub(crate) async fn refuse(
         peer,
         ..
     } = transport;
-    let _ = receive(source.as_mut(), options, &peer).await;
+    let _ = receive(source.as_mut(), deadline, &peer).await;
     let close = lanner_proto::frame::encode_close(status, reason);
-    let _ = send(sink.as_mut(), close, &peer).await;
+    let _ = send(sink.as_mut(), close, deadline, &peer).await;
 }
 
-async fn send(sink: &mut dyn FrameSink, frame: Bytes, peer: &str) -> Result<(), Error> {
+/// When a connection's setup must be over: the handshake timeout counted once, from
+/// before the transport is opened (or accepted), across every step that follows. Counted
+/// per step instead, a peer answering each step just in time would hold a handshake slot
+/// for several timeouts.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HandshakeDeadline {
+    at: tokio::time::Instant,
+    timeout: Duration,
+}
+
+impl HandshakeDeadline {
+    /// The deadline of a setup starting now.
+    pub(crate) fn starting_now(options: &ConnectionOptions) -> HandshakeDeadline {
+        HandshakeDeadline {
+            at: tokio::time::Instant::now() + options.handshake_timeout,
+            timeout: options.handshake_timeout,
+        }
+    }
+
+    /// Runs `step` until the deadline: `None` if it passed first.
+    pub(crate) async fn bound<T>(self, step: impl Future<Output = T>) -> Option<T> {
+        tokio::time::timeout_at(self.at, step).await.ok()
+    }
+
+    fn exceeded(self, peer: &str) -> Error {
+        Error::new(
+            ErrorKind::DeadlineExceeded,
+            format!(
+                "handshake with {peer} did not complete within {:?}",
+                self.timeout
+            ),
+        )
+    }
+}
+
+async fn send(
+    sink: &mut dyn FrameSink,
+    frame: Bytes,
+    deadline: HandshakeDeadline,
+    peer: &str,
+) -> Result<(), Error> {
     let mut frame = OutFrame::contiguous(frame);
-    poll_fn(|cx| sink.poll_send(cx, &mut frame))
+    deadline
+        .bound(poll_fn(|cx| sink.poll_send(cx, &mut frame)))
         .await
+        .ok_or_else(|| deadline.exceeded(peer))?
         .map_err(|e| Error::io(&format!("handshake with {peer}"), &e))
 }
 
-/// The first frame from the peer. The inner error is a protocol violation the peer should
+/// The next frame from the peer. The inner error is a protocol violation the peer should
 /// be told about with a CLOSE frame.
 async fn receive(
     source: &mut dyn FrameSource,
-    options: &ConnectionOptions,
+    deadline: HandshakeDeadline,
     peer: &str,
 ) -> Result<Result<Bytes, ProtocolError>, Error> {
-    let received = tokio::time::timeout(
-        options.handshake_timeout,
-        poll_fn(|cx| {
+    let received = deadline
+        .bound(poll_fn(|cx| {
             loop {
                 match source.poll_recv(cx) {
                     Poll::Ready(Ok(Received::Partial | Received::Empty)) => continue,
                     other => return other,
                 }
             }
-        }),
-    )
-    .await
-    .map_err(|_| {
-        Error::new(
-            ErrorKind::DeadlineExceeded,
-            format!(
-                "handshake with {peer} did not complete within {:?}",
-                options.handshake_timeout
-            ),
-        )
-    })?;
+        }))
+        .await
+        .ok_or_else(|| deadline.exceeded(peer))?;
     match received {
         Ok(Received::Frame(frame)) => Ok(Ok(frame)),
         Ok(Received::Shared) => Ok(Err(lanner_proto::FrameError::BadExternal(

@@ -49,7 +49,7 @@ mod writer;
 pub(crate) use calls::{Discard, until};
 pub(crate) use dispatch::{Served, Waiting};
 pub(crate) use exports::{Denied, ExportTable, MAX_EXPORTS, ROOT_HANDLE};
-pub(crate) use handshake::{Admission, accept, connect, refuse};
+pub(crate) use handshake::{Admission, HandshakeDeadline, accept, connect, refuse};
 
 use writer::{Flushed, When, Writer};
 
