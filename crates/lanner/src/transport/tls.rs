@@ -300,20 +300,33 @@ fn from_stream(
 /// for that direction, does the call go through tokio (which registers the waker).
 /// Otherwise it is Pending without registering anything (the caller is trying, or the
 /// direction belongs to the other half).
+///
+/// Reads are counted per step ([`lock`]): rustls reads the socket 4 KiB at a time for as
+/// long as no application data comes out, so a peer sending records without any (TLS 1.3
+/// session tickets, say, which a server may send at any time and without end) would keep
+/// one receive reading, and the stream's lock held against the writing half, for as long
+/// as it kept sending. After [`MAX_READS_PER_STEP`] reads a step stops as if the socket
+/// were empty, waking its task if it was waiting, so it is polled again after the others.
 #[derive(Debug)]
 struct SocketIo {
     stream: TcpStream,
     register_reads: bool,
     register_writes: bool,
+    reads_left: u32,
 }
 
+/// Socket reads one step of a half may make: 32 KiB, two whole TLS records.
+const MAX_READS_PER_STEP: u32 = 8;
+
 impl SocketIo {
-    /// Both directions register (for the handshake, which one task drives).
+    /// Both directions register, and reads are not counted (for the handshake, which one
+    /// task drives, under the handshake's deadline).
     fn new(stream: TcpStream) -> SocketIo {
         SocketIo {
             stream,
             register_reads: true,
             register_writes: true,
+            reads_left: u32::MAX,
         }
     }
 }
@@ -325,14 +338,25 @@ impl AsyncRead for SocketIo {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        if this.reads_left == 0 {
+            if this.register_reads {
+                cx.waker().wake_by_ref();
+            }
+            return Poll::Pending;
+        }
         if this.register_reads {
             // Waiting: tokio reads (and registers the waker when the socket is empty).
-            return Pin::new(&mut this.stream).poll_read(cx, buf);
+            let read = Pin::new(&mut this.stream).poll_read(cx, buf);
+            if read.is_ready() {
+                this.reads_left -= 1;
+            }
+            return read;
         }
         loop {
             // rustls reads into its own (initialised) buffer, so this initialises nothing.
             match recv_slice_nonblocking(this.stream.as_raw_fd(), buf.initialize_unfilled()) {
                 Ok(received) => {
+                    this.reads_left -= 1;
                     buf.advance(received);
                     return Poll::Ready(Ok(()));
                 }
@@ -401,6 +425,7 @@ fn lock(
     let (socket, _) = stream.get_mut();
     socket.register_reads = register_reads;
     socket.register_writes = register_writes;
+    socket.reads_left = MAX_READS_PER_STEP;
     Ok(stream)
 }
 
@@ -763,6 +788,35 @@ mod tests {
         tokio::time::timeout(LIMIT, async { tokio::join!(sending, receiving) })
             .await
             .expect("the frames arrive");
+    }
+
+    #[tokio::test]
+    async fn a_flood_of_session_tickets_is_read_a_few_records_per_receive() {
+        // A server that sends 600 session tickets after its handshake (nearly 64 KiB of
+        // records carrying no application data; rustls refuses a longer flight), then a
+        // frame.
+        let ca = Authority::new("Test CA");
+        let mut config = (*server_config(server_identity(&ca), ClientCerts::None)).clone();
+        config.send_tls13_tickets = 600;
+        let (mut server, mut client) =
+            connected_pair(Arc::new(config), client_config(&ca, None)).await;
+        let ping = lanner_proto::frame::encode_ping(9);
+        send(server.sink.as_mut(), OutFrame::contiguous(ping.clone())).await;
+
+        // All of it is in the client's socket by now (loopback delivers as it sends). A
+        // receive reads a few records and stops, rather than reading every ticket there
+        // is; receives that follow get through them to the frame.
+        assert!(matches!(client.source.try_recv().unwrap(), Received::Empty));
+        let mut receives = 1;
+        let frame = loop {
+            receives += 1;
+            match client.source.try_recv().unwrap() {
+                Received::Frame(frame) => break frame,
+                Received::Empty | Received::Partial => assert!(receives < 1000),
+                other => panic!("expected the frame, got {other:?}"),
+            }
+        };
+        assert_eq!(frame, ping);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
