@@ -40,6 +40,14 @@ pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 /// How long a redemption waits for a grant it may have overtaken (at most the lease).
 const REDEEM_GRACE: Duration = Duration::from_secs(1);
 
+/// The most redemptions that wait for their grant at once on one connection. Beyond it a
+/// redemption takes its object if the grant is there and fails at once if not: every
+/// server has the redeeming method, so without a bound any peer could keep the server's
+/// suspended calls (a limit shared by all connections) full of waits for tokens that do
+/// not exist, and have every grant wake them all. A third party's redemptions overtake
+/// their grants only when they race them, which few at once do.
+pub(crate) const MAX_WAITING_PER_CONNECTION: usize = 16;
+
 /// The most tokens one principal may have waiting at once, over all its connections
 /// (tokens outlive the connection that granted them, so a per-connection bound would not
 /// hold a client that reconnects): a client cannot make the server hold objects without
@@ -168,8 +176,22 @@ impl Handoffs {
     }
 
     /// Takes the object parked under `token`, waiting a short grace period for a grant
-    /// this redemption may have overtaken. `None`: unknown, redeemed already, or expired.
-    pub(crate) async fn redeem(&self, token: Token) -> Option<Object> {
+    /// this redemption may have overtaken, unless [`MAX_WAITING_PER_CONNECTION`] of the
+    /// connection's redemptions (counted in `waiting`) wait already. `None`: unknown,
+    /// redeemed already, or expired.
+    pub(crate) async fn redeem(&self, token: Token, waiting: &AtomicUsize) -> Option<Object> {
+        let admitted = waiting.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |count| {
+            (count < MAX_WAITING_PER_CONNECTION).then_some(count + 1)
+        });
+        if admitted.is_err() {
+            return self.take(&token);
+        }
+        // Counted out however the wait ends (the call may be cancelled in it).
+        let _counted = CountedOut(waiting);
+        self.redeem_within_grace(token).await
+    }
+
+    async fn redeem_within_grace(&self, token: Token) -> Option<Object> {
         let grace = REDEEM_GRACE.min(self.settings().lease);
         let deadline = tokio::time::Instant::now() + grace;
         loop {
@@ -198,6 +220,15 @@ impl Handoffs {
     #[cfg(test)]
     fn waiting(&self) -> usize {
         self.parked().len()
+    }
+}
+
+/// Takes one off its count when dropped.
+struct CountedOut<'a>(&'a AtomicUsize);
+
+impl Drop for CountedOut<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -233,9 +264,9 @@ mod tests {
         let token = new_token();
         handoffs.park(token, object(), &from).unwrap();
         assert_eq!(from.load(Ordering::Relaxed), 1);
-        assert!(handoffs.redeem(token).await.is_some());
+        assert!(handoffs.redeem(token, &AtomicUsize::new(0)).await.is_some());
         assert_eq!(from.load(Ordering::Relaxed), 0);
-        assert!(handoffs.redeem(token).await.is_none());
+        assert!(handoffs.redeem(token, &AtomicUsize::new(0)).await.is_none());
     }
 
     #[tokio::test(start_paused = true)]
@@ -249,15 +280,63 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(200)).await;
             later.park(token, object(), &late_from).unwrap();
         });
-        assert!(handoffs.redeem(token).await.is_some());
+        assert!(handoffs.redeem(token, &AtomicUsize::new(0)).await.is_some());
     }
 
     #[tokio::test(start_paused = true)]
     async fn an_unknown_token_fails_after_the_grace_period() {
         let handoffs = Arc::new(Handoffs::default());
         let started = tokio::time::Instant::now();
-        assert!(handoffs.redeem(new_token()).await.is_none());
+        assert!(
+            handoffs
+                .redeem(new_token(), &AtomicUsize::new(0))
+                .await
+                .is_none()
+        );
         assert_eq!(started.elapsed(), REDEEM_GRACE);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn redemptions_beyond_the_bound_per_connection_do_not_wait() {
+        let handoffs = Arc::new(Handoffs::default());
+        let waiting = Arc::new(AtomicUsize::new(0));
+        let mut waits = Vec::new();
+        for _ in 0..MAX_WAITING_PER_CONNECTION {
+            let (handoffs, waiting) = (handoffs.clone(), waiting.clone());
+            waits.push(tokio::spawn(async move {
+                handoffs.redeem(new_token(), &waiting).await.is_none()
+            }));
+        }
+        tokio::task::yield_now().await;
+        assert_eq!(waiting.load(Ordering::Relaxed), MAX_WAITING_PER_CONNECTION);
+
+        // One more fails at once; a grant that is there is still taken.
+        let started = tokio::time::Instant::now();
+        assert!(handoffs.redeem(new_token(), &waiting).await.is_none());
+        let token = new_token();
+        handoffs
+            .park(token, object(), &Arc::new(AtomicUsize::new(0)))
+            .unwrap();
+        assert!(handoffs.redeem(token, &waiting).await.is_some());
+        assert_eq!(started.elapsed(), Duration::ZERO);
+
+        // Another connection's redemptions still wait, and the waits end with their grace.
+        let elsewhere = AtomicUsize::new(0);
+        assert!(handoffs.redeem(new_token(), &elsewhere).await.is_none());
+        assert_eq!(started.elapsed(), REDEEM_GRACE);
+        for wait in waits {
+            assert!(wait.await.unwrap());
+        }
+        assert_eq!(waiting.load(Ordering::Relaxed), 0);
+        assert_eq!(elsewhere.load(Ordering::Relaxed), 0);
+
+        // A wait given up (its call cancelled) is counted out too.
+        let abandoned = tokio::time::timeout(
+            Duration::from_millis(10),
+            handoffs.redeem(new_token(), &waiting),
+        );
+        assert!(abandoned.await.is_err());
+        assert_eq!(waiting.load(Ordering::Relaxed), 0);
     }
 
     #[tokio::test(start_paused = true)]
@@ -272,7 +351,7 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(2)).await;
         assert_eq!(handoffs.waiting(), 0);
         assert_eq!(from.load(Ordering::Relaxed), 0);
-        assert!(handoffs.redeem(token).await.is_none());
+        assert!(handoffs.redeem(token, &AtomicUsize::new(0)).await.is_none());
     }
 
     #[tokio::test(start_paused = true)]
@@ -340,7 +419,7 @@ mod tests {
         }
         assert_eq!(tasks(), before + 10);
         for token in &tokens {
-            assert!(handoffs.redeem(*token).await.is_some());
+            assert!(handoffs.redeem(*token, &AtomicUsize::new(0)).await.is_some());
         }
         for _ in 0..10 {
             tokio::task::yield_now().await;

@@ -90,7 +90,10 @@ impl RootStub {
         let handoffs = self.names.handoffs.clone();
         let connection = call.connection.clone();
         Box::pin(async move {
-            let result = match handoffs.redeem(token).await {
+            let result = match handoffs
+                .redeem(token, connection.redemptions_waiting())
+                .await
+            {
                 Some(object) => hand_out(&connection, &object, None, || {
                     "the object handed over".to_owned()
                 }),

@@ -113,6 +113,9 @@ pub(crate) struct Connection {
     /// Server side: hand-off tokens the peer's principal granted that are still waiting
     /// (shared by all its connections).
     granted: Arc<AtomicUsize>,
+    /// Server side: the peer's redemptions of hand-off tokens waiting for their grant
+    /// (see [`crate::handoff::MAX_WAITING_PER_CONNECTION`]).
+    redemptions_waiting: AtomicUsize,
     /// Where this side's loans come from (shared-memory transports).
     loans: Option<lanner_shm::LoanArea>,
 }
@@ -272,6 +275,7 @@ impl Connection {
                 usable: AtomicBool::new(true),
                 onward,
                 granted,
+                redemptions_waiting: AtomicUsize::new(0),
                 loans,
             }
         });
@@ -401,6 +405,11 @@ impl Connection {
             // Peers may send grants without end.
             occasionally!(warn, peer = %self.peer, ?refused, "refused a hand-off grant");
         }
+    }
+
+    /// The peer's redemptions of hand-off tokens that wait for their grant now.
+    pub(crate) fn redemptions_waiting(&self) -> &AtomicUsize {
+        &self.redemptions_waiting
     }
 
     /// Who the peer is and what it may call.
