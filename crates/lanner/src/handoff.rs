@@ -419,7 +419,12 @@ mod tests {
         }
         assert_eq!(tasks(), before + 10);
         for token in &tokens {
-            assert!(handoffs.redeem(*token, &AtomicUsize::new(0)).await.is_some());
+            assert!(
+                handoffs
+                    .redeem(*token, &AtomicUsize::new(0))
+                    .await
+                    .is_some()
+            );
         }
         for _ in 0..10 {
             tokio::task::yield_now().await;

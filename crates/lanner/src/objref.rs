@@ -111,8 +111,10 @@ pub(crate) fn encoding<T, E>(
     connection: &Arc<Connection>,
     f: impl FnOnce() -> Result<T, E>,
 ) -> (Result<T, E>, Encoded) {
+    let unwinding = ForgetHandedBack;
     // Tracking inside the connection's scope: a panicking encoding unexports on it.
     let (result, exported) = CONNECTION.set(connection, || tracking_exports(f));
+    std::mem::forget(unwinding);
     let encoded = Encoded {
         handed_back: take_handed_back(),
         unsent: UnsentExports::new(connection, exported),
@@ -120,24 +122,39 @@ pub(crate) fn encoding<T, E>(
     (result, encoded)
 }
 
+/// Dropped only by unwinding out of an encoding (a user's `Serialize` panicked): drops
+/// what the message handed back, which no message will carry, rather than leave it to
+/// whatever this thread encodes next (or to nothing, keeping the peer's objects alive).
+struct ForgetHandedBack;
+
+impl Drop for ForgetHandedBack {
+    fn drop(&mut self) {
+        drop(take_handed_back());
+    }
+}
+
 /// While a method's result is encoded (on the call's connection, found through the call
 /// context): collects the references it hands back to the peer, to keep alive until the
 /// reply is out. Restores the previous state when dropped, even if encoding panics (a
-/// user's `Serialize` may).
+/// user's `Serialize` may); the references handed back by a reply that panicked are
+/// dropped then (see [`ForgetHandedBack`]).
 pub(crate) struct Collecting {
     outer: bool,
+    finished: bool,
 }
 
 impl Collecting {
     pub(crate) fn start() -> Collecting {
         Collecting {
             outer: COLLECTING.replace(true),
+            finished: false,
         }
     }
 
     /// The references handed back meanwhile (none if this runs inside another scope
     /// that collects: that one keeps them).
-    pub(crate) fn finish(self) -> Vec<ObjectRef> {
+    pub(crate) fn finish(mut self) -> Vec<ObjectRef> {
+        self.finished = true;
         if self.outer {
             return Vec::new();
         }
@@ -148,6 +165,9 @@ impl Collecting {
 impl Drop for Collecting {
     fn drop(&mut self) {
         COLLECTING.set(self.outer);
+        if !self.finished && !self.outer {
+            drop(take_handed_back());
+        }
     }
 }
 

@@ -618,30 +618,116 @@ async fn a_reference_handed_back_stays_alive_until_its_call_is_made() {
 #[lanner::interface]
 trait Mirror {
     async fn reflect(&self, counter: ObjRef<CounterProxy>) -> Result<ObjRef<CounterProxy>, Error>;
+    /// Gives it back beside a value whose encoding panics.
+    async fn reflect_badly(
+        &self,
+        counter: ObjRef<CounterProxy>,
+    ) -> Result<(ObjRef<CounterProxy>, Bomb), Error>;
+    /// A new counter of this server's.
+    async fn counter(&self) -> Result<ObjRef<CounterProxy>, Error>;
+    /// Takes a counter and a value.
+    async fn take(&self, counter: ObjRef<CounterProxy>, bomb: Bomb) -> Result<(), Error>;
 }
 
-struct MirrorImpl;
+/// A value whose encoding panics (a user's `Serialize` may).
+#[derive(Debug, serde::Deserialize)]
+struct Bomb;
+
+impl serde::Serialize for Bomb {
+    fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+        panic!("the bomb went off")
+    }
+}
+
+/// Counts its counters alive in `made`.
+struct MirrorImpl {
+    made: Arc<AtomicI64>,
+}
 
 impl Mirror for MirrorImpl {
     async fn reflect(&self, counter: ObjRef<CounterProxy>) -> Result<ObjRef<CounterProxy>, Error> {
         Ok(counter)
     }
+
+    async fn reflect_badly(
+        &self,
+        counter: ObjRef<CounterProxy>,
+    ) -> Result<(ObjRef<CounterProxy>, Bomb), Error> {
+        Ok((counter, Bomb))
+    }
+
+    async fn counter(&self) -> Result<ObjRef<CounterProxy>, Error> {
+        Ok(ObjRef::new(live_counter(&self.made)))
+    }
+
+    async fn take(&self, _counter: ObjRef<CounterProxy>, _bomb: Bomb) -> Result<(), Error> {
+        Ok(())
+    }
 }
 
-#[tokio::test]
-async fn a_callback_handed_back_in_a_result_is_the_callers_own_object_and_is_released_after() {
-    let server = Server::new();
-    server.publish("mirror", Object::new(MirrorStub::new(Arc::new(MirrorImpl))));
-    let listening = server.listen("mem://refs-mirror").await.unwrap();
-    let mirror: MirrorProxy = Client::new()
-        .connect(&listening.endpoint().object_url("mirror"))
-        .await
-        .unwrap();
+/// A proxy for a [`Mirror`] served at `endpoint`, and a counter object counted in the
+/// returned count while alive.
+async fn mirror_and_counter(
+    endpoint: &str,
+) -> (lanner::Listening, MirrorProxy, Object, Arc<AtomicI64>) {
+    let (listening, mirror, _) = serve_mirror(endpoint).await;
     let live = Arc::new(AtomicI64::new(1));
     let counter = Object::new(CounterStub::new(Arc::new(CounterImpl(
         AtomicU64::new(0),
         Some(live.clone()),
     ))));
+    (listening, mirror, counter, live)
+}
+
+/// A proxy for a [`Mirror`] served at `endpoint`, and the count of its counters alive.
+async fn serve_mirror(endpoint: &str) -> (lanner::Listening, MirrorProxy, Arc<AtomicI64>) {
+    let made = Arc::new(AtomicI64::new(0));
+    let server = Server::new();
+    let mirror = MirrorImpl { made: made.clone() };
+    server.publish("mirror", Object::new(MirrorStub::new(Arc::new(mirror))));
+    let listening = server.listen(endpoint).await.unwrap();
+    let mirror: MirrorProxy = Client::new()
+        .connect(&listening.endpoint().object_url("mirror"))
+        .await
+        .unwrap();
+    (listening, mirror, made)
+}
+
+#[tokio::test]
+async fn a_reference_handed_back_in_arguments_whose_encoding_panics_is_released() {
+    let (_listening, mirror, made) = serve_mirror("mem://refs-mirror-arguments-panic").await;
+    let counter = mirror.counter().await.unwrap();
+    assert_eq!(made.load(Ordering::Relaxed), 1);
+    // The call's arguments are encoded on this thread (the test's runtime has one) when
+    // the task first polls it, and panic there.
+    let call = tokio::spawn(async move { mirror.take(counter, Bomb).await });
+    assert!(call.await.unwrap_err().is_panic());
+    // The reference went nowhere and nothing else is encoded on this thread: released.
+    assert_eq!(settle(&made).await, 0, "the server's counter leaked");
+}
+
+#[tokio::test]
+async fn a_reference_handed_back_in_a_result_whose_encoding_panics_is_released() {
+    let (_listening, mirror, counter, live) = mirror_and_counter("mem://refs-mirror-panic").await;
+    let error = mirror
+        .reflect_badly(ObjRef::new(counter.clone()))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Internal, "{error}");
+    assert!(error.message().contains("the bomb went off"), "{error}");
+    drop(counter);
+    // Nothing else is encoded on this thread from now on: the server's reference, handed
+    // back by the reply that never was, is released all the same.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while live.load(Ordering::Relaxed) != 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(live.load(Ordering::Relaxed), 0, "the counter leaked");
+}
+
+#[tokio::test]
+async fn a_callback_handed_back_in_a_result_is_the_callers_own_object_and_is_released_after() {
+    let (_listening, mirror, counter, live) = mirror_and_counter("mem://refs-mirror").await;
     for _ in 0..100 {
         // The server held the callback while it ran and dropped it after encoding the
         // result: its release must not overtake the result naming the same handle.
