@@ -22,7 +22,7 @@ use crate::error::{ProtocolError, SendError};
 use crate::frame::{
     self, Frame, FrameKind, HELLO_LEN, Hello, Request, Response, WELCOME_LEN, Welcome,
 };
-use crate::limits::{Limits, MAX_FRAME_SIZE, MIN_FRAME_SIZE, PROTOCOL_VERSION};
+use crate::limits::{Limits, MAX_FRAME_SIZE, MAX_SEND_CREDITS, MIN_FRAME_SIZE, PROTOCOL_VERSION};
 use crate::out_frame::OutFrame;
 use crate::payload::ExternalSegments;
 use crate::status::Status;
@@ -320,7 +320,7 @@ impl Connection {
                     });
                 }
                 self.in_flight -= 1;
-                self.send_credits = self.send_credits.saturating_add(response.credits);
+                self.add_send_credits(response.credits);
                 Ok(Event::Response(response))
             }
             (State::Open, Frame::Cancel(call_id)) => Ok(Event::Cancel(call_id)),
@@ -337,7 +337,7 @@ impl Connection {
                 Ok(Event::GoingAway)
             }
             (State::Open, Frame::Credit(credits)) => {
-                self.send_credits = self.send_credits.saturating_add(credits);
+                self.add_send_credits(credits);
                 Ok(Event::Credit(credits))
             }
             (state, frame) => Err(ProtocolError::UnexpectedFrame {
@@ -383,7 +383,8 @@ impl Connection {
             .hello(hello.mechanism, &self.transcript, &hello.auth)
             .map_err(unauthenticated)?;
         self.peer = hello.limits;
-        self.send_credits = hello.limits.credits;
+        self.send_credits = 0;
+        self.add_send_credits(hello.limits.credits);
         match step {
             ServerStep::Done {
                 welcome_data,
@@ -444,7 +445,8 @@ impl Connection {
             .welcome(&self.transcript, &welcome.auth)
             .map_err(unauthenticated)?;
         self.peer = welcome.limits;
-        self.send_credits = welcome.limits.credits;
+        self.send_credits = 0;
+        self.add_send_credits(welcome.limits.credits);
         self.open(finish.server);
         Ok(Event::Established {
             auth: finish.auth_data.map(|data| frame::encode_auth(&data)),
@@ -567,6 +569,16 @@ impl Connection {
     pub fn close(&mut self, status: Status, reason: &str) -> Bytes {
         self.state = State::Closed;
         frame::encode_close(status, reason)
+    }
+}
+
+impl Connection {
+    /// The peer granted `credits` more: usable up to [`MAX_SEND_CREDITS`] in all.
+    fn add_send_credits(&mut self, credits: u32) {
+        self.send_credits = self
+            .send_credits
+            .saturating_add(credits)
+            .min(MAX_SEND_CREDITS);
     }
 }
 

@@ -20,6 +20,12 @@ pub const DEFAULT_MAX_FRAME_SIZE: u32 = 16 << 20;
 /// Default number of requests a peer may have outstanding towards us.
 pub const DEFAULT_CREDITS: u32 = 256;
 
+/// The most requests this side keeps outstanding towards a peer, whatever the peer grants:
+/// credits are what bounds the requests queued for a peer that does not read, so a peer
+/// granting without end (in its HELLO or WELCOME, or in CREDIT frames and responses)
+/// would leave that queue unbounded. Credits beyond it are not used.
+pub const MAX_SEND_CREDITS: u32 = 1 << 16;
+
 /// Maximum number of bulk segments in one message.
 pub const MAX_BULK_SEGMENTS: u16 = 1024;
 

@@ -714,3 +714,38 @@ fn after_goaway_calls_in_flight_are_answered_and_new_ones_refused() {
     assert!(matches!(&events[..], [Event::Response(r)] if r.call_id == id));
     assert_eq!(pair.client.conn.in_flight(), 0);
 }
+
+#[test]
+fn credits_a_peer_grants_without_end_are_used_up_to_a_bound() {
+    use crate::limits::MAX_SEND_CREDITS;
+    let generous = Limits {
+        credits: u32::MAX,
+        ..Limits::default()
+    };
+    // Granted at the handshake, both ways.
+    let mut pair = Pair::connected_with(generous, generous);
+    assert_eq!(pair.client.conn.send_credits(), MAX_SEND_CREDITS);
+    assert_eq!(pair.server.conn.send_credits(), MAX_SEND_CREDITS);
+    // And in CREDIT frames.
+    pair.client.inject(&frame::encode_credit(u32::MAX));
+    assert_eq!(
+        all_ok(pair.client.receive_all()),
+        vec![Event::Credit(u32::MAX)]
+    );
+    assert_eq!(pair.client.conn.send_credits(), MAX_SEND_CREDITS);
+    // A call spends one and its response returns it, never more.
+    pair.client_call(request(1, 0, 0, 0, b"", &[])).unwrap();
+    assert_eq!(pair.client.conn.send_credits(), MAX_SEND_CREDITS - 1);
+    let events = all_ok(pair.server.receive_all());
+    let [Event::Request(call)] = &events[..] else {
+        panic!("expected the request, got {events:?}");
+    };
+    let response = pair
+        .server
+        .conn
+        .send_response(call.call_id, crate::MessageBuilder::response(Status::Ok))
+        .unwrap();
+    pair.client.inject(&response.into_contiguous());
+    pair.client.receive_all();
+    assert_eq!(pair.client.conn.send_credits(), MAX_SEND_CREDITS);
+}
