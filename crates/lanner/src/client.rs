@@ -245,23 +245,21 @@ impl Client {
     /// The shared connection to `endpoint`, opened if needed or broken.
     pub(crate) async fn connection(&self, endpoint: &Endpoint) -> Result<Arc<Connection>, Error> {
         let slot = self.endpoint_slot(endpoint);
+        // Declared before the slot's lock is taken, so dropped after it is released:
+        // however this ends (an error, or the caller giving up while it waits or opens).
+        let _forget = ForgetIfUnused {
+            client: self,
+            endpoint,
+            slot: &slot,
+        };
         let mut current = slot.connection.lock().await;
         if let Some(connection) = current.as_ref().filter(|c| c.usable()) {
             return Ok(connection.clone());
         }
-        match self.open(endpoint).await {
-            Ok(connection) => {
-                *current = Some(connection.clone());
-                Ok(connection)
-            }
-            Err(error) => {
-                // A broken connection is not kept for the next caller either.
-                *current = None;
-                drop(current);
-                self.forget_if_unused(endpoint, &slot);
-                Err(error)
-            }
-        }
+        let opened = self.open(endpoint).await;
+        // A broken connection is not kept for the next caller either.
+        *current = opened.as_ref().ok().cloned();
+        opened
     }
 
     /// The slot of `endpoint`, made if there is none.
@@ -335,6 +333,20 @@ impl Client {
     }
 }
 
+/// Drops an endpoint's slot when dropped, if it is unused then (see
+/// [`Client::forget_if_unused`]).
+struct ForgetIfUnused<'a> {
+    client: &'a Client,
+    endpoint: &'a Endpoint,
+    slot: &'a Arc<EndpointSlot>,
+}
+
+impl Drop for ForgetIfUnused<'_> {
+    fn drop(&mut self) {
+        self.client.forget_if_unused(self.endpoint, self.slot);
+    }
+}
+
 /// The endpoint map's lock (nothing panics while holding it; a poisoned one is used as
 /// it is).
 fn lock(
@@ -351,4 +363,47 @@ fn lock(
 /// ```
 pub async fn connect<P: Proxy>(url: &str) -> Result<P, Error> {
     Client::global().connect::<P>(url).await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn endpoints(client: &Client) -> usize {
+        lock(&client.inner.connections).len()
+    }
+
+    #[tokio::test]
+    async fn endpoints_that_could_not_be_opened_are_not_kept() {
+        let client = Client::with_options(
+            ConnectionOptions::default().with_handshake_timeout(Duration::from_secs(3600)),
+        );
+        let dir = std::env::temp_dir();
+        let pid = std::process::id();
+
+        // Nobody listens there: the attempt fails.
+        let missing = Endpoint::parse(&format!(
+            "unix://{}",
+            dir.join(format!("lanner-nobody-{pid}.sock")).display()
+        ))
+        .unwrap();
+        assert!(client.connection(&missing).await.is_err());
+        assert_eq!(endpoints(&client), 0);
+
+        // A listener that never answers: the caller gives up while the handshake waits,
+        // and a second caller while it waits for the first.
+        let path = dir.join(format!("lanner-mute-{pid}.sock"));
+        let _ = std::fs::remove_file(&path);
+        let _mute = tokio::net::UnixListener::bind(&path).unwrap();
+        let silent = Endpoint::parse(&format!("unix://{}", path.display())).unwrap();
+        let (first, second) = tokio::join!(
+            tokio::time::timeout(Duration::from_millis(50), client.connection(&silent)),
+            tokio::time::timeout(Duration::from_millis(100), client.connection(&silent)),
+        );
+        assert!(first.is_err() && second.is_err());
+        assert_eq!(endpoints(&client), 0);
+        let _ = std::fs::remove_file(&path);
+    }
 }

@@ -40,13 +40,31 @@ pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 /// How long a redemption waits for a grant it may have overtaken (at most the lease).
 const REDEEM_GRACE: Duration = Duration::from_secs(1);
 
-/// The most redemptions that wait for their grant at once on one connection. Beyond it a
-/// redemption takes its object if the grant is there and fails at once if not: every
-/// server has the redeeming method, so without a bound any peer could keep the server's
-/// suspended calls (a limit shared by all connections) full of waits for tokens that do
-/// not exist, and have every grant wake them all. A third party's redemptions overtake
-/// their grants only when they race them, which few at once do.
+/// The most redemptions that wait for their grant at once on one connection, and on the
+/// whole server. Every server has the redeeming method, and a redemption of a token nobody
+/// granted waits (for a grant it may have overtaken) as a suspended call, woken by every
+/// grant: without a bound any peer could keep the server's suspended calls (a limit all
+/// connections share) full of such waits, each grant waking them all. Beyond either bound
+/// a redemption still takes its object if the grant is there; if not, it is answered
+/// [`Redeemed::Busy`] at once (`Overloaded`, which a client retries, not `NotFound`, which
+/// it remembers). The per-connection bound keeps one connection from taking the whole
+/// server's share; a third party's redemptions overtake their grants only when they race
+/// them, which few calls at once do.
 pub(crate) const MAX_WAITING_PER_CONNECTION: usize = 16;
+
+/// See [`MAX_WAITING_PER_CONNECTION`].
+pub(crate) const MAX_WAITING_PER_SERVER: usize = 1024;
+
+/// What a redemption found.
+pub(crate) enum Redeemed {
+    /// The object granted for the token.
+    Object(Object),
+    /// No object waits for the token: it is unknown, was redeemed already, or expired.
+    Unknown,
+    /// No object waits for the token yet, and too many redemptions wait already (see
+    /// [`MAX_WAITING_PER_CONNECTION`]) for this one to wait for its grant.
+    Busy,
+}
 
 /// The most tokens one principal may have waiting at once, over all its connections
 /// (tokens outlive the connection that granted them, so a per-connection bound would not
@@ -62,6 +80,8 @@ pub(crate) struct Handoffs {
     quotas: Mutex<HashMap<String, Arc<AtomicUsize>>>,
     /// Woken whenever an object is parked (a redemption may be waiting for it).
     arrived: Notify,
+    /// Redemptions waiting for their grant (see [`MAX_WAITING_PER_SERVER`]).
+    redemptions_waiting: AtomicUsize,
     settings: Mutex<Settings>,
 }
 
@@ -95,6 +115,7 @@ impl Default for Handoffs {
             parked: Mutex::new(HashMap::new()),
             quotas: Mutex::new(HashMap::new()),
             arrived: Notify::new(),
+            redemptions_waiting: AtomicUsize::new(0),
             settings: Mutex::new(Settings {
                 lease: DEFAULT_LEASE,
                 client: None,
@@ -176,19 +197,19 @@ impl Handoffs {
     }
 
     /// Takes the object parked under `token`, waiting a short grace period for a grant
-    /// this redemption may have overtaken, unless [`MAX_WAITING_PER_CONNECTION`] of the
-    /// connection's redemptions (counted in `waiting`) wait already. `None`: unknown,
-    /// redeemed already, or expired.
-    pub(crate) async fn redeem(&self, token: Token, waiting: &AtomicUsize) -> Option<Object> {
-        let admitted = waiting.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |count| {
-            (count < MAX_WAITING_PER_CONNECTION).then_some(count + 1)
-        });
-        if admitted.is_err() {
-            return self.take(&token);
-        }
+    /// this redemption may have overtaken, unless too many redemptions wait already on
+    /// its connection (counted in `on_connection`) or on the server (see
+    /// [`MAX_WAITING_PER_CONNECTION`]).
+    pub(crate) async fn redeem(&self, token: Token, on_connection: &AtomicUsize) -> Redeemed {
+        let Some(_counted) = CountedOut::admit(on_connection, MAX_WAITING_PER_CONNECTION).zip(
+            CountedOut::admit(&self.redemptions_waiting, MAX_WAITING_PER_SERVER),
+        ) else {
+            return self.take(&token).map_or(Redeemed::Busy, Redeemed::Object);
+        };
         // Counted out however the wait ends (the call may be cancelled in it).
-        let _counted = CountedOut(waiting);
-        self.redeem_within_grace(token).await
+        self.redeem_within_grace(token)
+            .await
+            .map_or(Redeemed::Unknown, Redeemed::Object)
     }
 
     async fn redeem_within_grace(&self, token: Token) -> Option<Object> {
@@ -223,8 +244,20 @@ impl Handoffs {
     }
 }
 
-/// Takes one off its count when dropped.
+/// One counted in a bounded count, taken off when dropped.
 struct CountedOut<'a>(&'a AtomicUsize);
+
+impl<'a> CountedOut<'a> {
+    /// Counts one more in `count` if it is below `bound`.
+    fn admit(count: &'a AtomicUsize, bound: usize) -> Option<CountedOut<'a>> {
+        count
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < bound).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| CountedOut(count))
+    }
+}
 
 impl Drop for CountedOut<'_> {
     fn drop(&mut self) {
@@ -251,6 +284,20 @@ pub(crate) fn new_token() -> Token {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Redeemed {
+        fn is_object(&self) -> bool {
+            matches!(self, Redeemed::Object(_))
+        }
+
+        fn is_unknown(&self) -> bool {
+            matches!(self, Redeemed::Unknown)
+        }
+
+        fn is_busy(&self) -> bool {
+            matches!(self, Redeemed::Busy)
+        }
+    }
     use crate::object::Object;
 
     fn object() -> Object {
@@ -264,9 +311,19 @@ mod tests {
         let token = new_token();
         handoffs.park(token, object(), &from).unwrap();
         assert_eq!(from.load(Ordering::Relaxed), 1);
-        assert!(handoffs.redeem(token, &AtomicUsize::new(0)).await.is_some());
+        assert!(
+            handoffs
+                .redeem(token, &AtomicUsize::new(0))
+                .await
+                .is_object()
+        );
         assert_eq!(from.load(Ordering::Relaxed), 0);
-        assert!(handoffs.redeem(token, &AtomicUsize::new(0)).await.is_none());
+        assert!(
+            handoffs
+                .redeem(token, &AtomicUsize::new(0))
+                .await
+                .is_unknown()
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -280,7 +337,12 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(200)).await;
             later.park(token, object(), &late_from).unwrap();
         });
-        assert!(handoffs.redeem(token, &AtomicUsize::new(0)).await.is_some());
+        assert!(
+            handoffs
+                .redeem(token, &AtomicUsize::new(0))
+                .await
+                .is_object()
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -291,7 +353,7 @@ mod tests {
             handoffs
                 .redeem(new_token(), &AtomicUsize::new(0))
                 .await
-                .is_none()
+                .is_unknown()
         );
         assert_eq!(started.elapsed(), REDEEM_GRACE);
     }
@@ -304,25 +366,25 @@ mod tests {
         for _ in 0..MAX_WAITING_PER_CONNECTION {
             let (handoffs, waiting) = (handoffs.clone(), waiting.clone());
             waits.push(tokio::spawn(async move {
-                handoffs.redeem(new_token(), &waiting).await.is_none()
+                handoffs.redeem(new_token(), &waiting).await.is_unknown()
             }));
         }
         tokio::task::yield_now().await;
         assert_eq!(waiting.load(Ordering::Relaxed), MAX_WAITING_PER_CONNECTION);
 
-        // One more fails at once; a grant that is there is still taken.
+        // One more is answered at once, busy; a grant that is there is still taken.
         let started = tokio::time::Instant::now();
-        assert!(handoffs.redeem(new_token(), &waiting).await.is_none());
+        assert!(handoffs.redeem(new_token(), &waiting).await.is_busy());
         let token = new_token();
         handoffs
             .park(token, object(), &Arc::new(AtomicUsize::new(0)))
             .unwrap();
-        assert!(handoffs.redeem(token, &waiting).await.is_some());
+        assert!(handoffs.redeem(token, &waiting).await.is_object());
         assert_eq!(started.elapsed(), Duration::ZERO);
 
         // Another connection's redemptions still wait, and the waits end with their grace.
         let elsewhere = AtomicUsize::new(0);
-        assert!(handoffs.redeem(new_token(), &elsewhere).await.is_none());
+        assert!(handoffs.redeem(new_token(), &elsewhere).await.is_unknown());
         assert_eq!(started.elapsed(), REDEEM_GRACE);
         for wait in waits {
             assert!(wait.await.unwrap());
@@ -340,6 +402,29 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn redemptions_beyond_the_bound_per_server_do_not_wait() {
+        let handoffs = Arc::new(Handoffs::default());
+        handoffs
+            .redemptions_waiting
+            .store(MAX_WAITING_PER_SERVER, Ordering::Relaxed);
+        let fresh = AtomicUsize::new(0);
+        let started = tokio::time::Instant::now();
+        assert!(handoffs.redeem(new_token(), &fresh).await.is_busy());
+        assert_eq!(started.elapsed(), Duration::ZERO);
+        // The connection's count, taken before the server's was found full, is given back.
+        assert_eq!(fresh.load(Ordering::Relaxed), 0);
+        handoffs
+            .redemptions_waiting
+            .store(MAX_WAITING_PER_SERVER - 1, Ordering::Relaxed);
+        assert!(handoffs.redeem(new_token(), &fresh).await.is_unknown());
+        assert_eq!(started.elapsed(), REDEEM_GRACE);
+        assert_eq!(
+            handoffs.redemptions_waiting.load(Ordering::Relaxed),
+            MAX_WAITING_PER_SERVER - 1
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn an_unredeemed_token_expires_with_its_lease() {
         let handoffs = Arc::new(Handoffs::default());
         handoffs.set_lease(Duration::from_secs(5));
@@ -351,7 +436,12 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(2)).await;
         assert_eq!(handoffs.waiting(), 0);
         assert_eq!(from.load(Ordering::Relaxed), 0);
-        assert!(handoffs.redeem(token, &AtomicUsize::new(0)).await.is_none());
+        assert!(
+            handoffs
+                .redeem(token, &AtomicUsize::new(0))
+                .await
+                .is_unknown()
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -423,7 +513,7 @@ mod tests {
                 handoffs
                     .redeem(*token, &AtomicUsize::new(0))
                     .await
-                    .is_some()
+                    .is_object()
             );
         }
         for _ in 0..10 {

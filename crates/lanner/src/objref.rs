@@ -125,6 +125,8 @@ pub(crate) fn encoding<T, E>(
 /// Dropped only by unwinding out of an encoding (a user's `Serialize` panicked): drops
 /// what the message handed back, which no message will carry, rather than leave it to
 /// whatever this thread encodes next (or to nothing, keeping the peer's objects alive).
+/// An enclosing encoding's references go too (the list is one per thread); it can only
+/// be unwinding as well, unless a `Serialize` catches the panic of an encoding inside it.
 struct ForgetHandedBack;
 
 impl Drop for ForgetHandedBack {

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::call::{IncomingCall, Reply};
 use crate::connection::{Connection, Denied, Discard};
 use crate::error::{Error, ErrorKind};
-use crate::handoff::Token;
+use crate::handoff::{Redeemed, Token};
 use crate::id::{ClassId, InterfaceId, MethodInfo, method_fingerprint};
 use crate::marshal::{self, Inline};
 use crate::object::{DispatchFuture, Object, Stub};
@@ -94,12 +94,17 @@ impl RootStub {
                 .redeem(token, connection.redemptions_waiting())
                 .await
             {
-                Some(object) => hand_out(&connection, &object, None, || {
+                Redeemed::Object(object) => hand_out(&connection, &object, None, || {
                     "the object handed over".to_owned()
                 }),
-                None => Err(Error::new(
+                Redeemed::Unknown => Err(Error::new(
                     ErrorKind::NotFound,
                     "no object waits for this hand-off token: it is unknown, was redeemed already, or its lease expired",
+                )),
+                // A client retries this kind; it remembers NotFound.
+                Redeemed::Busy => Err(Error::new(
+                    ErrorKind::Overloaded,
+                    "no object waits for this hand-off token yet, and too many redemptions already wait for theirs: try again",
                 )),
             };
             handing_out(&connection, result)
