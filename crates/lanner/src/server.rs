@@ -390,10 +390,11 @@ impl Connections {
 
     /// Connections still open (ones whose handshake is under way are not counted: the
     /// limit is approximate by those few). No lock per connection, only its atomic flag:
-    /// this runs on every accept.
+    /// this runs on every accept. A connection whose peer sent GOAWAY still counts (and
+    /// is still shut down) until it has ended: its peer may go on calling.
     fn count(&self) -> usize {
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
-        live.retain(|c| c.upgrade().is_some_and(|c| c.usable()));
+        live.retain(|c| c.upgrade().is_some_and(|c| !c.ended()));
         live.len()
     }
 }

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use lanner::{Client, ErrorKind, Object, Server};
 
+mod common;
+
 #[lanner::interface]
 trait Slow {
     /// Answers after `millis`.
@@ -117,6 +119,22 @@ async fn calls_still_running_after_the_grace_period_are_cut_off() {
     assert!(error.may_have_executed(), "{error}");
 }
 
+#[tokio::test]
+async fn a_shutdown_does_not_wait_for_calls_of_connections_already_closed() {
+    let (_server, listening, slow) = serve("mem://shutdown-closed-mid-call").await;
+    // A call whose method runs for a minute (deaf to cancellation), then its client goes
+    // away: nobody can be answered any more.
+    let running = tokio::spawn({
+        let slow = slow.clone();
+        async move { slow.sleep_ms(60_000).await }
+    });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    running.abort();
+    drop(slow);
+    let report = listening.shutdown(Duration::from_secs(10)).await;
+    assert_eq!(report.unfinished_calls, 0);
+}
+
 /// A slow service that says which server it is.
 struct Numbered(u64);
 
@@ -204,6 +222,72 @@ async fn a_server_that_never_answers_holds_up_only_the_connects_to_it() {
     assert!(!stuck.is_finished());
     stuck.abort();
     let _ = std::fs::remove_file(&path);
+}
+
+/// A raw client of `listening` (a Unix socket, no authentication), past the handshake.
+async fn raw_client(
+    listening: &lanner::Listening,
+) -> (tokio::net::UnixStream, lanner_proto::Connection) {
+    use tokio::io::AsyncWriteExt;
+
+    let path = listening.endpoint().to_string().replace("unix://", "");
+    let mut socket = tokio::net::UnixStream::connect(&path).await.unwrap();
+    let (mut proto, hello) = lanner_proto::Connection::client(lanner_proto::Limits::default());
+    socket.write_all(&hello).await.unwrap();
+    let welcome = common::read_frame(&mut socket).await.unwrap();
+    assert!(matches!(
+        proto.handle_frame(welcome),
+        Ok(lanner_proto::Event::Established { .. })
+    ));
+    (socket, proto)
+}
+
+#[tokio::test]
+async fn a_client_that_says_it_goes_away_still_counts_and_is_shut_down() {
+    use tokio::io::AsyncWriteExt;
+
+    let path = std::env::temp_dir().join(format!("lanner-goaway-{}.sock", std::process::id()));
+    let server = Server::new()
+        .with_auth(lanner::ServerAuth::none())
+        .with_max_connections(1);
+    server.publish("slow", Object::new(SlowStub::new(Arc::new(SlowService))));
+    let listening = server
+        .listen(&format!("unix://{}", path.display()))
+        .await
+        .unwrap();
+
+    // A client says GOAWAY (it may go on calling: only its own new calls stop), then
+    // PING; the PONG says the server has read the GOAWAY.
+    let (mut socket, mut proto) = raw_client(&listening).await;
+    socket.write_all(&proto.go_away().unwrap()).await.unwrap();
+    socket
+        .write_all(&lanner_proto::frame::encode_ping(1))
+        .await
+        .unwrap();
+    let pong = common::read_frame(&mut socket).await.unwrap();
+    assert_eq!(proto.handle_frame(pong), Ok(lanner_proto::Event::Pong(1)));
+
+    // It still holds the one connection allowed.
+    let url = listening.endpoint().object_url("slow");
+    let refused = Client::new()
+        .with_auth(lanner::ClientAuth::none())
+        .connect::<SlowProxy>(&url)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::Overloaded, "{refused}");
+
+    // And a shutdown closes it.
+    let report = listening.shutdown(Duration::ZERO).await;
+    assert_eq!(report.connections, 1);
+    // GOAWAY, then CLOSE.
+    loop {
+        let frame = common::read_frame(&mut socket).await.unwrap();
+        match proto.handle_frame(frame) {
+            Ok(lanner_proto::Event::GoingAway) => {}
+            Ok(lanner_proto::Event::Closed(_)) => break,
+            other => panic!("expected GOAWAY or CLOSE, got {other:?}"),
+        }
+    }
 }
 
 #[tokio::test]

@@ -50,6 +50,13 @@ impl Connection {
         self.usable.load(Ordering::Acquire)
     }
 
+    /// Whether the connection has ended (closed or failed): unlike [`Connection::usable`],
+    /// a connection whose peer sent GOAWAY, or that can no longer write, has not ended
+    /// while its peer's calls are still received and served.
+    pub(crate) fn ended(&self) -> bool {
+        self.signal.shutdown.load(Ordering::Acquire)
+    }
+
     /// The peer said it is shutting down: no new calls.
     pub(super) fn peer_going_away(&self) {
         self.usable.store(false, Ordering::Release);
@@ -62,9 +69,14 @@ impl Connection {
         }
     }
 
-    /// How many of the peer's calls we have not answered yet.
+    /// How many of the peer's calls we have not answered yet (none once the connection
+    /// has closed: nobody can be answered any more).
     pub(crate) fn calls_being_served(&self) -> u32 {
-        self.state().proto.peer_in_flight()
+        let state = self.state();
+        if state.closed.is_some() {
+            return 0;
+        }
+        state.proto.peer_in_flight()
     }
 
     /// Closes the connection on purpose: tells the peer why (CLOSE) and fails what is left.
