@@ -161,6 +161,12 @@ pub enum ProtocolError {
         /// The call id in the response.
         call_id: u64,
     },
+    /// The peer sent a request with the call id of one of its calls still being served.
+    #[error("request for call {call_id} arrived while a call with that id was still being served")]
+    DuplicateCall {
+        /// The call id used twice.
+        call_id: u64,
+    },
     /// Authentication failed, or the peer sent a request before it completed.
     #[error("{0}")]
     Unauthenticated(String),

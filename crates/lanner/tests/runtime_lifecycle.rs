@@ -290,6 +290,90 @@ async fn a_client_that_says_it_goes_away_still_counts_and_is_shut_down() {
     }
 }
 
+/// A slow service counting, in its own count, the calls that heard their cancellation.
+struct CountsCancels(Arc<std::sync::atomic::AtomicU32>);
+
+impl Slow for CountsCancels {
+    async fn sleep_ms(&self, millis: u64) -> Result<u64, lanner::Error> {
+        Ok(millis)
+    }
+
+    async fn until_cancelled(&self) -> Result<(), lanner::Error> {
+        lanner::CallContext::current()
+            .expect("served")
+            .cancelled()
+            .await;
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_call_id_reused_while_its_call_is_served_closes_the_connection() {
+    use lanner_proto::{Event, MessageBuilder};
+    use tokio::io::AsyncWriteExt;
+
+    let path = std::env::temp_dir().join(format!("lanner-reused-{}.sock", std::process::id()));
+    let cancelled = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let server = Server::new().with_auth(lanner::ServerAuth::none());
+    let service = CountsCancels(cancelled.clone());
+    server.publish("slow", Object::new(SlowStub::new(Arc::new(service))));
+    let listening = server
+        .listen(&format!("unix://{}", path.display()))
+        .await
+        .unwrap();
+    let (mut socket, mut proto) = raw_client(&listening).await;
+
+    // The object's handle, from the root's `resolve` (postcard: the name's length, then
+    // its bytes; the answer starts with the handle, a varint).
+    let fingerprint =
+        lanner::__private::method_fingerprint("resolve(String)->Result<ObjectRef,Error>");
+    let mut resolve = MessageBuilder::request(0, 0, 0, fingerprint);
+    resolve.inline().put_slice(b"\x04slow");
+    let (_, frame) = proto.send_request(resolve).map_err(|(e, _)| e).unwrap();
+    socket.write_all(&frame.into_contiguous()).await.unwrap();
+    let response = match proto.handle_frame(common::read_frame(&mut socket).await.unwrap()) {
+        Ok(Event::Response(response)) => response,
+        other => panic!("expected a response, got {other:?}"),
+    };
+    let (handle, _) = postcard::take_from_bytes::<u64>(response.payload.inline_slice()).unwrap();
+
+    // The same request twice, one call id: a method that waits until it is cancelled.
+    let method = &<SlowProxy as lanner::Proxy>::METHODS[1];
+    assert_eq!(method.name, "until_cancelled");
+    let request = MessageBuilder::request(handle, 0, method.ordinal, method.fingerprint);
+    let (_, frame) = proto.send_request(request).map_err(|(e, _)| e).unwrap();
+    let frame = frame.into_contiguous();
+    socket.write_all(&frame).await.unwrap();
+    socket.write_all(&frame).await.unwrap();
+
+    // The server closes the connection saying why, and both methods hear that nobody
+    // waits for them any more.
+    let closed = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let frame = common::read_frame(&mut socket).await.unwrap();
+            if let Ok(Event::Closed(close)) = proto.handle_frame(frame) {
+                return close;
+            }
+        }
+    })
+    .await
+    .expect("the connection is closed");
+    assert!(
+        closed.reason.contains("still being served"),
+        "{}",
+        closed.reason
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while cancelled.load(std::sync::atomic::Ordering::SeqCst) < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a method was never told"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 #[tokio::test]
 async fn connections_beyond_the_limit_are_refused_with_overloaded() {
     let server = Server::new().with_max_connections(2);

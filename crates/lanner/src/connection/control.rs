@@ -100,15 +100,19 @@ impl Connection {
             state.proto.close(status, reason)
         };
         let _ = self.send_frame(OutFrame::contiguous(frame));
-        // Answers still queued (and the CLOSE after them) get a while to reach a slow
-        // reader before writing stops.
-        if self.end(Error::from_status(status, format!("closed here: {reason}"))) {
+        self.end_lingering(Error::from_status(status, format!("closed here: {reason}")));
+        true
+    }
+
+    /// Ends the connection with `error` after a CLOSE was queued: answers still queued,
+    /// and the CLOSE after them, get a while to reach a slow reader before writing stops.
+    pub(super) fn end_lingering(self: &Arc<Self>, error: Error) {
+        if self.end(error) {
             let connection = self.clone();
             self.runtime.spawn(async move {
                 tokio::time::sleep(CLOSE_LINGER).await;
                 connection.abort_writes();
             });
         }
-        true
     }
 }

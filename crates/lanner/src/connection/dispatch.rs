@@ -14,7 +14,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
-use lanner_proto::{Request, Status};
+use lanner_proto::{ProtocolError, Request, Status};
 
 use super::Connection;
 use crate::call::{IncomingCall, Reply};
@@ -114,8 +114,25 @@ impl Connection {
     /// now be cancelled, and counts against the server's limit until answered.
     pub(crate) fn suspend(self: &Arc<Self>, mut call: Served) -> Waiting {
         // A CANCEL is processed by the same receiver, after this returns.
-        self.serving()
-            .insert(call.call_id, call.future.cancel_token());
+        let token = call.future.cancel_token();
+        let reused = self.serving().insert(call.call_id, token.clone());
+        if let Some(earlier) = reused {
+            // The peer picks call ids. One reused while its call is served would take
+            // that call out of reach of CANCEL and of the connection's end (whichever
+            // finishes first removes the other's token): a protocol violation.
+            earlier.cancel();
+            let violation = ProtocolError::DuplicateCall {
+                call_id: call.call_id,
+            };
+            // Not failed at once: the CLOSE saying why is queued behind the receiver's
+            // cork, and failing would drop it unwritten.
+            self.end_lingering(self.protocol_violation(violation));
+        } else if self.state().closed.is_some() {
+            // The connection ended after this call was received but before it was listed
+            // here, so its end did not cancel it (it cancels what is listed, after
+            // marking itself closed under the same lock as this check).
+            token.cancel();
+        }
         Waiting {
             limit: self.call_limit.clone().map(CallLimit::suspend),
             connection: self.clone(),

@@ -230,7 +230,8 @@ impl Connection {
         }
     }
 
-    fn protocol_violation(self: &Arc<Self>, error: ProtocolError) -> Error {
+    /// Tells the peer why the connection closes (CLOSE); the error to fail it with.
+    pub(super) fn protocol_violation(self: &Arc<Self>, error: ProtocolError) -> Error {
         tracing::warn!(peer = %self.peer(), %error, "closing connection");
         let _ = self.send_frame(OutFrame::contiguous(error.close_frame()));
         Error::from_protocol(&error)
