@@ -642,3 +642,31 @@ fn a_held_reply_stays_intact_while_fifty_more_flow() {
         assert!(kept == original, "the held reply changed under our feet");
     });
 }
+
+#[test]
+fn clients_that_never_authenticate_do_not_make_the_server_commit_memory() {
+    let server = server(TransportArg::Shm);
+    still_serving(&server);
+    let resident =
+        || lanner_cli::procfs::status_kib(&server.pid().to_string(), "VmRSS").unwrap() * 1024;
+    let before = resident();
+    // Sixteen clients take their region's descriptor and say nothing. Faulted in, their
+    // rings would be 8 MiB each (two of `DEFAULT_RING_CAPACITY`), 128 MiB in all.
+    let clients: Vec<_> = (0..16)
+        .map(|_| {
+            let socket = setup_socket(&server);
+            let offer = handoff::accept_region(socket.as_fd()).expect("the server offers");
+            (socket, offer)
+        })
+        .collect();
+    // Faulting 8 MiB in takes a few milliseconds; give it plenty.
+    std::thread::sleep(Duration::from_millis(500));
+    let grown = resident().saturating_sub(before);
+    assert!(
+        grown < 32 << 20,
+        "the server's memory grew by {} MiB for clients that never authenticated",
+        grown >> 20
+    );
+    drop(clients);
+    still_serving(&server);
+}

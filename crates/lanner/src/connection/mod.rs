@@ -219,6 +219,7 @@ impl Connection {
         options: &crate::ConnectionOptions,
     ) -> Arc<Connection> {
         source.set_max_frame_size(proto.max_incoming_frame_size());
+        source.peer_authenticated();
         let peer_window = proto.peer_window();
         let loans = sink.loan_area();
         let signal = Arc::new(ReaderSignal::default());

@@ -146,6 +146,11 @@ pub trait FrameSource: Send + 'static {
     /// [`FrameError::TooLarge`] before any memory is reserved for them.
     fn set_max_frame_size(&mut self, max_frame_size: u32);
 
+    /// The handshake has authenticated the peer: work this side defers until then, so
+    /// that a peer that never authenticates cannot make it happen, may start (a
+    /// shared-memory server faults its region in). Does nothing by default.
+    fn peer_authenticated(&mut self) {}
+
     /// The frame a receive attempt announced as [`Received::Shared`], once. Transports
     /// without shared memory never announce one.
     fn take_shared(&mut self) -> Option<SharedFrame> {

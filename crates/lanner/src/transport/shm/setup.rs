@@ -157,7 +157,7 @@ async fn receive_region(stream: &UnixStream) -> io::Result<(Region, OwnedFd)> {
 /// connection is usable at once, and within a few milliseconds its rings take no page
 /// faults on first touch. Best effort: a kernel without `MADV_POPULATE_WRITE` (before
 /// Linux 5.14) faults pages in as messages first reach them, as before.
-fn populate_in_background(populator: lanner_shm::Populator, peer: &str) {
+pub(super) fn populate_in_background(populator: lanner_shm::Populator, peer: &str) {
     let peer = peer.to_owned();
     let populate = move || {
         if let Err(error) = populator.populate() {
@@ -192,8 +192,15 @@ fn transport(
     let sink_waiter = Waiter::new(bells.space.try_clone()?)?;
     let data = Arc::new(Doorbell::new(bells.data));
     let space = Arc::new(Doorbell::new(bells.space));
+    // A server faults its rings in only once the client is authenticated: before that,
+    // anyone able to connect could make it commit a region's memory for each connection
+    // they open and drop (while keeping the region's descriptor).
+    let mut populate_when_authenticated = None;
     if region.capacity() <= populate_up_to {
-        populate_in_background(region.populator(), &peer);
+        match side {
+            Side::Client => populate_in_background(region.populator(), &peer),
+            Side::Server => populate_when_authenticated = Some((region.populator(), peer.clone())),
+        }
     }
     let (loans, lent_to_us) = region.loans(side);
     let (producer, consumer) = region.split(side, data.clone(), space.clone(), IN_PLACE_MIN);
@@ -204,6 +211,7 @@ fn transport(
             source_waiter,
             [data, space],
             lent_to_us,
+            populate_when_authenticated,
         )),
         peer,
         credentials,

@@ -32,6 +32,9 @@ pub(super) struct ShmSource {
     loans: LoanReceiver,
     /// The frame announced as [`Received::Shared`], until taken.
     shared: Option<SharedFrame>,
+    /// Faults the region in once the peer is authenticated (a server's; see
+    /// [`FrameSource::peer_authenticated`]), with the peer's name for its log.
+    populate_when_authenticated: Option<(lanner_shm::Populator, String)>,
 }
 
 impl ShmSource {
@@ -40,6 +43,7 @@ impl ShmSource {
         waiter: Waiter,
         doorbells: [Arc<Doorbell>; 2],
         loans: LoanReceiver,
+        populate_when_authenticated: Option<(lanner_shm::Populator, String)>,
     ) -> ShmSource {
         ShmSource {
             consumer,
@@ -50,6 +54,7 @@ impl ShmSource {
             doorbells,
             loans,
             shared: None,
+            populate_when_authenticated,
         }
     }
 
@@ -229,6 +234,12 @@ impl FrameSource for ShmSource {
         self.max_frame_size = max_frame_size;
     }
 
+    fn peer_authenticated(&mut self) {
+        if let Some((populator, peer)) = self.populate_when_authenticated.take() {
+            super::setup::populate_in_background(populator, &peer);
+        }
+    }
+
     fn take_shared(&mut self) -> Option<SharedFrame> {
         self.shared.take()
     }
@@ -264,6 +275,7 @@ mod tests {
             Waiter::new(waiter_end.into()).unwrap(),
             [doorbell(), doorbell()],
             loans,
+            None,
         );
         source.set_max_frame_size(1 << 20);
         // The first piece announces a frame far larger than all the pieces that follow.
