@@ -15,6 +15,13 @@ use std::task::Context;
 
 use crate::connection::{Connection, Served, Waiting};
 
+/// Whether a call's method has started (been polled): one that has is run to its end.
+#[derive(Clone, Copy)]
+enum Started {
+    Yes,
+    No,
+}
+
 /// The calls of one apartment object.
 #[derive(Default)]
 pub(crate) struct Apartment {
@@ -54,7 +61,7 @@ impl Apartment {
         match connection.run_inline(call, cx) {
             None => self.next(),
             Some(waiting) => {
-                tokio::spawn(self.clone().run(waiting));
+                tokio::spawn(self.clone().run(waiting, Started::Yes));
                 true
             }
         }
@@ -66,7 +73,7 @@ impl Apartment {
         match state.queue.pop_front() {
             Some(waiting) => {
                 drop(state);
-                tokio::spawn(self.clone().run(waiting));
+                tokio::spawn(self.clone().run(waiting, Started::No));
                 true
             }
             None => {
@@ -77,13 +84,19 @@ impl Apartment {
     }
 
     /// Finishes `first`, then every queued call in order, then leaves the apartment idle.
-    async fn run(self: Arc<Self>, first: Waiting) {
-        let mut current = first;
+    /// A queued call whose caller stopped waiting (it cancelled, its deadline passed, its
+    /// connection ended) is answered without running: nobody would read its result, and
+    /// the calls behind it need not wait for it.
+    async fn run(self: Arc<Self>, first: Waiting, started: Started) {
+        let (mut current, mut started) = (first, started);
         loop {
-            current.finish().await;
+            match started {
+                Started::Yes => current.finish().await,
+                Started::No => current.finish_unless_abandoned().await,
+            }
             let mut state = self.state();
             match state.queue.pop_front() {
-                Some(waiting) => current = waiting,
+                Some(waiting) => (current, started) = (waiting, Started::No),
                 None => {
                     state.busy = false;
                     return;

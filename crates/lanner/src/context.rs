@@ -187,6 +187,11 @@ pub(crate) struct InCall<F> {
 }
 
 impl<F> InCall<F> {
+    /// Whether the caller no longer waits (see [`CallContext::is_cancelled`]).
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.context.as_ref().is_some_and(CallContext::is_cancelled)
+    }
+
     /// The token that cancels this call (shared with every context the method obtained).
     pub(crate) fn cancel_token(&mut self) -> CancellationToken {
         // Between polls the context is back in its future.

@@ -190,6 +190,32 @@ async fn an_apartment_runs_calls_one_at_a_time_in_arrival_order() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_whose_callers_gave_up_while_queued_in_an_apartment_do_not_run() {
+    use lanner::Proxy;
+
+    let (_listening, overlap, recorder) = serve("mem://threading-abandoned", true).await;
+    // One call holds the apartment for about 200 ms (its peer never comes in).
+    let holding = tokio::spawn({
+        let recorder = recorder.clone();
+        async move { recorder.gather(2).await }
+    });
+    while overlap.inside.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    // Calls queued behind it whose callers stop waiting long before their turn.
+    let impatient = recorder.with_timeout(std::time::Duration::from_millis(20));
+    let results = join_all((0..5).map(|seq| impatient.record(seq))).await;
+    for result in results {
+        let error = result.unwrap_err();
+        assert_eq!(error.kind(), lanner::ErrorKind::DeadlineExceeded, "{error}");
+    }
+    assert_eq!(holding.await.unwrap(), Ok(1));
+    // When their turn comes they are answered without running; the next call runs.
+    assert_eq!(recorder.record(99).await, Ok(()));
+    assert_eq!(*overlap.order.lock().unwrap(), [99]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_apartment_is_shared_by_every_connection_and_interface() {
     let (listening, overlap, first) = serve("mem://threading-shared", true).await;
     let second: RecorderProxy = Client::new()

@@ -207,6 +207,27 @@ pub(crate) struct Waiting {
 }
 
 impl Waiting {
+    /// Runs the call to its end and answers it; a call that waited its turn (in an
+    /// apartment) and whose caller no longer waits by then is answered without running.
+    pub(crate) async fn finish_unless_abandoned(self) {
+        if self.call.future.is_cancelled() {
+            let Waiting {
+                call,
+                connection,
+                limit,
+            } = self;
+            drop(limit);
+            connection.serving().remove(&call.call_id);
+            let reply = Reply::status(
+                Status::Cancelled,
+                "the call was cancelled, or its deadline passed, before its turn came: it did not run",
+            );
+            connection.answer(call.call_id, call.to, reply);
+            return;
+        }
+        self.finish().await;
+    }
+
     /// Runs the call to its end and answers it.
     pub(crate) async fn finish(self) {
         let Waiting {
