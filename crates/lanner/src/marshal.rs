@@ -158,13 +158,13 @@ pub async fn destination(core: &ProxyCore) -> Result<Destination<'_>, Error> {
         return Ok(Destination {
             core,
             target: Cow::Borrowed(target),
-            deadline: timeout.map(|timeout| Instant::now() + timeout),
+            deadline: timeout.and_then(deadline_after),
             timeout,
         });
     }
     let current = core.object().current_target();
     let mut timeout = core.timeout_on(&current.connection);
-    let deadline = timeout.map(|timeout| Instant::now() + timeout);
+    let deadline = timeout.and_then(deadline_after);
     // The address only (a raw pointer would make the future `!Send`).
     let before = Arc::as_ptr(&current.connection) as usize;
     let target = core.object().usable_target(current, deadline).await?;
@@ -301,7 +301,13 @@ pub(crate) fn set_deadline(
 ) -> Option<Instant> {
     let timeout = timeout?;
     request.set_timeout(timeout);
-    Some(Instant::now() + timeout)
+    deadline_after(timeout)
+}
+
+/// When a call made now with `timeout` stops waiting; `None` (no deadline) for a timeout
+/// too long to be a date (`Duration::MAX`, say, for "forever").
+pub(crate) fn deadline_after(timeout: Duration) -> Option<Instant> {
+    Instant::now().checked_add(timeout)
 }
 
 /// Sends a one-way request built by [`request`]: `Ok` once it is written (the method's

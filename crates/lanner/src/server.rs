@@ -456,13 +456,15 @@ impl Listening {
         for connection in &connections {
             connection.go_away();
         }
-        let deadline = Instant::now() + grace;
+        // A grace too long to be a date (`Duration::MAX`) waits as long as calls run.
+        let deadline = Instant::now().checked_add(grace);
         let unfinished = loop {
             let running: u32 = connections.iter().map(|c| c.calls_being_served()).sum();
-            if running == 0 || Instant::now() >= deadline {
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            if running == 0 || left.is_some_and(|left| left.is_zero()) {
                 break running;
             }
-            tokio::time::sleep(SHUTDOWN_POLL.min(deadline - Instant::now())).await;
+            tokio::time::sleep(left.map_or(SHUTDOWN_POLL, |left| SHUTDOWN_POLL.min(left))).await;
         };
         for connection in &connections {
             connection.close(lanner_proto::Status::Unavailable, "the server shut down");

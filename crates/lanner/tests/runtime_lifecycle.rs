@@ -135,6 +135,26 @@ async fn a_shutdown_does_not_wait_for_calls_of_connections_already_closed() {
     assert_eq!(report.unfinished_calls, 0);
 }
 
+#[tokio::test]
+async fn durations_too_long_to_be_dates_mean_forever() {
+    use lanner::Proxy;
+
+    let server = Server::new();
+    server.publish("slow", Object::new(SlowStub::new(Arc::new(SlowService))));
+    let listening = server.listen("mem://lifecycle-forever").await.unwrap();
+    let forever = lanner::ConnectionOptions::default()
+        .with_handshake_timeout(Duration::MAX)
+        .with_call_timeout(Duration::MAX);
+    let slow: SlowProxy = Client::with_options(forever)
+        .connect(&listening.endpoint().object_url("slow"))
+        .await
+        .unwrap();
+    assert_eq!(slow.sleep_ms(1).await, Ok(1));
+    assert_eq!(slow.with_timeout(Duration::MAX).sleep_ms(2).await, Ok(2));
+    let report = listening.shutdown(Duration::MAX).await;
+    assert_eq!(report.unfinished_calls, 0);
+}
+
 /// A slow service that says which server it is.
 struct Numbered(u64);
 

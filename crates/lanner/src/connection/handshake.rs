@@ -218,8 +218,12 @@ pub(crate) struct HandshakeDeadline {
 impl HandshakeDeadline {
     /// The deadline of a setup starting now.
     pub(crate) fn starting_now(options: &ConnectionOptions) -> HandshakeDeadline {
+        let now = tokio::time::Instant::now();
         HandshakeDeadline {
-            at: tokio::time::Instant::now() + options.handshake_timeout,
+            // A timeout too long to be a date (`Duration::MAX`): a year is as good.
+            at: now
+                .checked_add(options.handshake_timeout)
+                .unwrap_or(now + Duration::from_secs(365 * 24 * 3600)),
             timeout: options.handshake_timeout,
         }
     }
