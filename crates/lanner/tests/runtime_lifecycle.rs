@@ -262,6 +262,83 @@ async fn raw_client(
     (socket, proto)
 }
 
+/// The handle of the object published as `name`, from the root's `resolve` (postcard: the
+/// name's length, then its bytes; the answer starts with the handle, a varint).
+async fn resolve_raw(
+    socket: &mut tokio::net::UnixStream,
+    proto: &mut lanner_proto::Connection,
+    name: &str,
+) -> u64 {
+    use tokio::io::AsyncWriteExt;
+
+    let fingerprint =
+        lanner::__private::method_fingerprint("resolve(String)->Result<ObjectRef,Error>");
+    let mut resolve = lanner_proto::MessageBuilder::request(0, 0, 0, fingerprint);
+    let name = postcard::to_allocvec(name).unwrap();
+    resolve.inline().put_slice(&name);
+    let (_, frame) = proto.send_request(resolve).map_err(|(e, _)| e).unwrap();
+    socket.write_all(&frame.into_contiguous()).await.unwrap();
+    let response = match proto.handle_frame(common::read_frame(socket).await.unwrap()) {
+        Ok(lanner_proto::Event::Response(response)) => response,
+        other => panic!("expected a response, got {other:?}"),
+    };
+    postcard::take_from_bytes::<u64>(response.payload.inline_slice())
+        .unwrap()
+        .0
+}
+
+#[tokio::test]
+async fn a_peer_reading_a_long_reply_slowly_is_not_taken_for_dead() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    // Keepalive probes after 200 ms of silence, a peer declared dead 200 ms after one.
+    let path = std::env::temp_dir().join(format!("lanner-slow-reader-{}.sock", std::process::id()));
+    let options = lanner::ConnectionOptions::default()
+        .with_keepalive(Duration::from_millis(200), Duration::from_millis(200));
+    let server = Server::with_options(options).with_auth(lanner::ServerAuth::none());
+    let blobs = common::BlobsStub::new(Arc::new(common::Service::default()));
+    server.publish("blobs", Object::new(blobs));
+    let listening = server
+        .listen(&format!("unix://{}", path.display()))
+        .await
+        .unwrap();
+    let (mut socket, mut proto) = raw_client(&listening).await;
+    let handle = resolve_raw(&mut socket, &mut proto, "blobs").await;
+
+    // A 4 MiB reply, read 64 KiB every 20 ms (about 1.3 s in all), saying nothing.
+    let method = <common::BlobsProxy as lanner::Proxy>::METHODS
+        .iter()
+        .find(|m| m.name == "make")
+        .unwrap();
+    let mut make =
+        lanner_proto::MessageBuilder::request(handle, 0, method.ordinal, method.fingerprint);
+    let arguments = postcard::to_allocvec(&(4u32 << 20, 7u8)).unwrap();
+    make.inline().put_slice(&arguments);
+    let (_, frame) = proto.send_request(make).map_err(|(e, _)| e).unwrap();
+    socket.write_all(&frame.into_contiguous()).await.unwrap();
+    let mut reply = Vec::new();
+    let mut chunk = vec![0u8; 64 << 10];
+    loop {
+        let read = socket.read(&mut chunk).await.unwrap();
+        assert!(read > 0, "the server hung up after {} bytes", reply.len());
+        reply.extend_from_slice(&chunk[..read]);
+        if reply.len() >= 4 {
+            let len = u32::from_le_bytes(reply[..4].try_into().unwrap()) as usize;
+            if reply.len() >= len {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let len = u32::from_le_bytes(reply[..4].try_into().unwrap()) as usize;
+    match proto.handle_frame(lanner::Bytes::copy_from_slice(&reply[..len])) {
+        Ok(lanner_proto::Event::Response(response)) => {
+            assert_eq!(response.status, lanner_proto::Status::Ok);
+        }
+        other => panic!("expected the reply, got {other:?}"),
+    }
+}
+
 #[tokio::test]
 async fn a_client_that_says_it_goes_away_still_counts_and_is_shut_down() {
     use tokio::io::AsyncWriteExt;
@@ -344,19 +421,7 @@ async fn a_call_id_reused_while_its_call_is_served_closes_the_connection() {
         .unwrap();
     let (mut socket, mut proto) = raw_client(&listening).await;
 
-    // The object's handle, from the root's `resolve` (postcard: the name's length, then
-    // its bytes; the answer starts with the handle, a varint).
-    let fingerprint =
-        lanner::__private::method_fingerprint("resolve(String)->Result<ObjectRef,Error>");
-    let mut resolve = MessageBuilder::request(0, 0, 0, fingerprint);
-    resolve.inline().put_slice(b"\x04slow");
-    let (_, frame) = proto.send_request(resolve).map_err(|(e, _)| e).unwrap();
-    socket.write_all(&frame.into_contiguous()).await.unwrap();
-    let response = match proto.handle_frame(common::read_frame(&mut socket).await.unwrap()) {
-        Ok(Event::Response(response)) => response,
-        other => panic!("expected a response, got {other:?}"),
-    };
-    let (handle, _) = postcard::take_from_bytes::<u64>(response.payload.inline_slice()).unwrap();
+    let handle = resolve_raw(&mut socket, &mut proto, "slow").await;
 
     // The same request twice, one call id: a method that waits until it is cancelled.
     let method = &<SlowProxy as lanner::Proxy>::METHODS[1];

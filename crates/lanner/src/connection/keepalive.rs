@@ -3,7 +3,10 @@
 //! gone and the connection fails (pending calls get `Unavailable`).
 //!
 //! Anything received counts as a sign of life, so a busy connection never sends a probe,
-//! and the check costs one counter increment per received frame. A peer that is stopped
+//! and the check costs one counter increment per received frame. So does the peer taking
+//! what we write while the transport is full (a large reply it reads slowly, having
+//! nothing to send): a PING queued behind that reply could not be answered before the
+//! peer has read it all. A peer that is stopped
 //! (SIGSTOP), partitioned away or wedged is detected within about two intervals plus the
 //! timeout. The peer's receiver answers the PING, so a method that computes for a long
 //! time without awaiting does not make its server look dead (it runs on its own task once
@@ -19,6 +22,16 @@ use lanner_proto::frame::encode_ping;
 use super::Connection;
 use crate::error::Error;
 
+impl Connection {
+    /// Frames received, and writes the peer made room for while the transport was full.
+    fn signs_of_life(&self) -> (u64, u64) {
+        (
+            self.frames_received.load(Ordering::Relaxed),
+            self.write_progress.load(Ordering::Relaxed),
+        )
+    }
+}
+
 /// Watches `connection` until it closes or is dropped.
 pub(super) fn spawn(connection: Weak<Connection>, interval: Duration, timeout: Duration) {
     tokio::spawn(async move {
@@ -29,7 +42,7 @@ pub(super) fn spawn(connection: Weak<Connection>, interval: Duration, timeout: D
             let Some(alive) = Connection::upgrade_open(&connection) else {
                 return;
             };
-            let received = alive.frames_received.load(Ordering::Relaxed);
+            let received = alive.signs_of_life();
             if seen != Some(received) {
                 seen = Some(received);
                 continue;
@@ -41,7 +54,7 @@ pub(super) fn spawn(connection: Weak<Connection>, interval: Duration, timeout: D
             let Some(alive) = Connection::upgrade_open(&connection) else {
                 return;
             };
-            if alive.frames_received.load(Ordering::Relaxed) == received {
+            if alive.signs_of_life() == received {
                 let silence = interval + timeout;
                 alive.fail(Error::unavailable(format!(
                     "{} sent nothing for {silence:?}, not even an answer to a keepalive probe: it is stopped, unreachable or gone",
