@@ -460,8 +460,11 @@ impl Listening {
         let deadline = Instant::now().checked_add(grace);
         let unfinished = loop {
             let running: u32 = connections.iter().map(|c| c.calls_being_served()).sum();
+            // Requests the clients sent before they read the GOAWAY may still be on their
+            // way: they count once here, until each client has answered the PING after it.
+            let all_heard = connections.iter().all(|c| c.goaway_heard());
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            if running == 0 || left.is_some_and(|left| left.is_zero()) {
+            if (running == 0 && all_heard) || left.is_some_and(|left| left.is_zero()) {
                 break running;
             }
             tokio::time::sleep(left.map_or(SHUTDOWN_POLL, |left| SHUTDOWN_POLL.min(left))).await;

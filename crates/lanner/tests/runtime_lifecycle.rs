@@ -340,6 +340,54 @@ async fn a_peer_reading_a_long_reply_slowly_is_not_taken_for_dead() {
 }
 
 #[tokio::test]
+async fn a_shutdown_serves_requests_sent_before_the_client_read_its_goaway() {
+    use lanner_proto::{Event, MessageBuilder};
+    use tokio::io::AsyncWriteExt;
+
+    let path = std::env::temp_dir().join(format!("lanner-late-call-{}.sock", std::process::id()));
+    let server = Server::new().with_auth(lanner::ServerAuth::none());
+    server.publish("slow", Object::new(SlowStub::new(Arc::new(SlowService))));
+    let listening = server
+        .listen(&format!("unix://{}", path.display()))
+        .await
+        .unwrap();
+    let (mut socket, mut proto) = raw_client(&listening).await;
+    let handle = resolve_raw(&mut socket, &mut proto, "slow").await;
+
+    // The server starts shutting down with nothing running; the client, not having read
+    // the GOAWAY yet, sends a request.
+    let shutdown = tokio::spawn(listening.shutdown(Duration::from_secs(10)));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let method = &<SlowProxy as lanner::Proxy>::METHODS[0];
+    assert_eq!(method.name, "sleep_ms");
+    let mut request = MessageBuilder::request(handle, 0, method.ordinal, method.fingerprint);
+    request
+        .inline()
+        .put_slice(&postcard::to_allocvec(&5u64).unwrap());
+    let (call_id, frame) = proto.send_request(request).map_err(|(e, _)| e).unwrap();
+    socket.write_all(&frame.into_contiguous()).await.unwrap();
+
+    // It reads GOAWAY and the PING after it (answering it), then its answer, then CLOSE.
+    let mut answered = false;
+    loop {
+        let frame = common::read_frame(&mut socket).await.unwrap();
+        match proto.handle_frame(frame) {
+            Ok(Event::GoingAway) => {}
+            Ok(Event::Ping { pong }) => socket.write_all(&pong).await.unwrap(),
+            Ok(Event::Response(response)) => {
+                assert_eq!(response.call_id, call_id);
+                assert_eq!(response.status, lanner_proto::Status::Ok);
+                answered = true;
+            }
+            Ok(Event::Closed(_)) => break,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(answered, "the request was cut off");
+    assert_eq!(shutdown.await.unwrap().unfinished_calls, 0);
+}
+
+#[tokio::test]
 async fn a_client_that_says_it_goes_away_still_counts_and_is_shut_down() {
     use tokio::io::AsyncWriteExt;
 
@@ -376,13 +424,13 @@ async fn a_client_that_says_it_goes_away_still_counts_and_is_shut_down() {
     // And a shutdown closes it.
     let report = listening.shutdown(Duration::ZERO).await;
     assert_eq!(report.connections, 1);
-    // GOAWAY, then CLOSE.
+    // GOAWAY (and the PING after it), then CLOSE.
     loop {
         let frame = common::read_frame(&mut socket).await.unwrap();
         match proto.handle_frame(frame) {
-            Ok(lanner_proto::Event::GoingAway) => {}
+            Ok(lanner_proto::Event::GoingAway | lanner_proto::Event::Ping { .. }) => {}
             Ok(lanner_proto::Event::Closed(_)) => break,
-            other => panic!("expected GOAWAY or CLOSE, got {other:?}"),
+            other => panic!("expected GOAWAY, PING or CLOSE, got {other:?}"),
         }
     }
 }

@@ -15,6 +15,9 @@ use crate::occasional::occasionally;
 /// How long a deliberately closed connection keeps writing what it had queued.
 const CLOSE_LINGER: Duration = Duration::from_secs(5);
 
+/// The nonce of the PING that follows a GOAWAY (keepalive probes count up from 1).
+pub(super) const GOAWAY_PROBE: u64 = u64::MAX;
+
 impl Connection {
     /// Ends the peer's one-way call `call_id`: gives its credit back (a failure has nobody
     /// to go to but the log).
@@ -62,11 +65,21 @@ impl Connection {
         self.usable.store(false, Ordering::Release);
     }
 
-    /// Tells the peer we are shutting down: it should make no new calls.
+    /// Tells the peer we are shutting down: it should make no new calls. A PING follows
+    /// the GOAWAY: the peer answers it after reading the GOAWAY, so once its PONG is here
+    /// (see [`Connection::goaway_heard`]) so is every request the peer will ever send.
     pub(crate) fn go_away(self: &Arc<Self>) {
         if let Some(Some(frame)) = self.with_open_proto(|proto| proto.go_away()) {
             let _ = self.send_frame(OutFrame::contiguous(frame));
+            let probe = lanner_proto::frame::encode_ping(GOAWAY_PROBE);
+            let _ = self.send_frame(OutFrame::contiguous(probe));
         }
+    }
+
+    /// Whether the peer has answered the PING sent after our GOAWAY (or the connection
+    /// has ended): none of its requests are still on their way.
+    pub(crate) fn goaway_heard(&self) -> bool {
+        self.goaway_heard.load(Ordering::Acquire) || self.ended()
     }
 
     /// How many of the peer's calls we have not answered yet (none once the connection

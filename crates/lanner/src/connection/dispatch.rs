@@ -208,9 +208,12 @@ pub(crate) struct Waiting {
 
 impl Waiting {
     /// Runs the call to its end and answers it; a call that waited its turn (in an
-    /// apartment) and whose caller no longer waits by then is answered without running.
+    /// apartment) and whose caller no longer waits by then is answered without running,
+    /// unless its request lists references: whether those went unread (and are the
+    /// caller's to take back) or were decoded (and are released as the call is dropped)
+    /// only its answer can tell, so it runs (a refusal among them answers at once).
     pub(crate) async fn finish_unless_abandoned(self) {
-        if self.call.future.is_cancelled() {
+        if self.call.future.is_cancelled() && self.call.to.listed.is_empty() {
             let Waiting {
                 call,
                 connection,

@@ -113,6 +113,8 @@ pub(crate) struct Connection {
     /// Server side: hand-off tokens the peer's principal granted that are still waiting
     /// (shared by all its connections).
     granted: Arc<AtomicUsize>,
+    /// The peer answered the PING that followed our GOAWAY (see `Connection::go_away`).
+    goaway_heard: AtomicBool,
     /// Server side: the peer's redemptions of hand-off tokens waiting for their grant
     /// (see [`crate::handoff::MAX_WAITING_PER_CONNECTION`]).
     redemptions_waiting: AtomicUsize,
@@ -277,6 +279,7 @@ impl Connection {
                 onward,
                 granted,
                 redemptions_waiting: AtomicUsize::new(0),
+                goaway_heard: AtomicBool::new(false),
                 loans,
             }
         });

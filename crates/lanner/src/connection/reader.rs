@@ -311,7 +311,12 @@ impl Connection {
                 }
                 Ok(Progress::Other)
             }
-            Ok(Handled::Event(Event::Pong(_))) => Ok(Progress::Other),
+            Ok(Handled::Event(Event::Pong(nonce))) => {
+                if nonce == super::control::GOAWAY_PROBE {
+                    self.goaway_heard.store(true, Ordering::Release);
+                }
+                Ok(Progress::Other)
+            }
             Ok(Handled::Event(Event::GoingAway)) => {
                 tracing::debug!(peer = %self.peer(), "the peer is shutting down");
                 self.peer_going_away();
