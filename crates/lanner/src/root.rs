@@ -129,18 +129,22 @@ impl RootStub {
                 ),
             )));
         }
+        let unimplemented = || {
+            Err(Error::new(
+                ErrorKind::Unimplemented,
+                format!("instances of class {class} do not implement interface {interface}"),
+            ))
+        };
+        // Nor does it for an interface the class is known not to implement.
+        if self.names.class_lacks(class, interface) {
+            return handing_out(call.connection, unimplemented());
+        }
         let result = match self.names.instantiate(class) {
             None => Err(Error::new(
                 ErrorKind::NotFound,
                 format!("no class {class} is registered on this server"),
             )),
-            Some(object) if !object.implements(interface) => Err(Error::new(
-                ErrorKind::Unimplemented,
-                format!(
-                    "instances of class {class} do not implement interface {interface} (they implement {:?})",
-                    object.interfaces()
-                ),
-            )),
+            Some(object) if !object.implements(interface) => unimplemented(),
             Some(object) => hand_out(call.connection, &object, None, || {
                 format!("instances of class {class}")
             }),

@@ -15,7 +15,7 @@ use crate::client::Client;
 use crate::connection::{self, Admission, Connection};
 use crate::error::{Error, ErrorKind};
 use crate::handoff::Handoffs;
-use crate::id::ClassId;
+use crate::id::{ClassId, InterfaceId};
 use crate::object::Object;
 use crate::options::ConnectionOptions;
 use crate::transport::Listener;
@@ -24,12 +24,20 @@ use crate::url::Endpoint;
 /// Makes a new instance of a registered class.
 type Factory = Arc<dyn Fn() -> Object + Send + Sync>;
 
+/// A registered class: its factory, and the interfaces its instances implement, learned
+/// from the first one made (a factory is opaque until it runs; a class's instances all
+/// implement the same interfaces, as a COM class's do).
+struct Class {
+    factory: Factory,
+    interfaces: std::sync::OnceLock<Vec<InterfaceId>>,
+}
+
 /// Published names → objects, and registered classes → factories, shared by all of a
 /// server's connections.
 #[derive(Default)]
 pub(crate) struct NameRegistry {
     names: RwLock<Names>,
-    classes: RwLock<HashMap<ClassId, Factory>>,
+    classes: RwLock<HashMap<ClassId, Arc<Class>>>,
     /// Objects clients handed on to third parties, waiting for their tokens.
     pub(crate) handoffs: Arc<Handoffs>,
 }
@@ -46,13 +54,31 @@ struct Names {
 impl NameRegistry {
     /// A new instance of `class`, if it is registered.
     pub(crate) fn instantiate(&self, class: ClassId) -> Option<Object> {
-        let factory = self
-            .classes
+        let class = self.class(class)?;
+        let object = (class.factory)();
+        class
+            .interfaces
+            .get_or_init(|| object.interfaces().to_vec());
+        Some(object)
+    }
+
+    /// Whether instances of `class` are known not to implement `interface` (known once
+    /// one was made): a request for it is refused without running the factory.
+    pub(crate) fn class_lacks(&self, class: ClassId, interface: InterfaceId) -> bool {
+        self.class(class).is_some_and(|class| {
+            class
+                .interfaces
+                .get()
+                .is_some_and(|interfaces| !interfaces.contains(&interface))
+        })
+    }
+
+    fn class(&self, class: ClassId) -> Option<Arc<Class>> {
+        self.classes
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .get(&class)
-            .cloned()?;
-        Some(factory())
+            .cloned()
     }
 
     pub(crate) fn get(&self, name: &str) -> Option<Object> {
@@ -240,7 +266,13 @@ impl Server {
             .classes
             .write()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(class, Arc::new(factory))
+            .insert(
+                class,
+                Arc::new(Class {
+                    factory: Arc::new(factory),
+                    interfaces: std::sync::OnceLock::new(),
+                }),
+            )
             .is_some()
     }
 

@@ -604,6 +604,40 @@ async fn an_activation_the_policy_refuses_never_runs_the_factory() {
 }
 
 #[tokio::test]
+async fn an_activation_for_an_interface_the_class_lacks_runs_the_factory_once_at_most() {
+    let made = Arc::new(AtomicI64::new(0));
+    let server = Server::new();
+    let counted = made.clone();
+    server.register_class(COUNTER_CLASS, move || {
+        counted.fetch_add(1, Ordering::Relaxed);
+        Object::new(CounterStub::new(Arc::new(CounterImpl(
+            AtomicU64::new(0),
+            None,
+        ))))
+    });
+    let listening = server.listen("mem://refs-classes-lacking").await.unwrap();
+    let endpoint = listening.endpoint().to_string();
+    let client = Client::new();
+    // Until an instance is made, what the class implements is unknown: the first request
+    // makes one, and learns it.
+    for _ in 0..3 {
+        let error = client
+            .create::<FactoryProxy>(&endpoint, COUNTER_CLASS)
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Unimplemented, "{error}");
+        assert!(error.message().contains("do not implement"), "{error}");
+    }
+    assert_eq!(made.load(Ordering::Relaxed), 1);
+    let counter = client
+        .create::<CounterProxy>(&endpoint, COUNTER_CLASS)
+        .await
+        .unwrap();
+    assert_eq!(counter.increment().await, Ok(1));
+    assert_eq!(made.load(Ordering::Relaxed), 2);
+}
+
+#[tokio::test]
 async fn a_reference_handed_back_stays_alive_until_its_call_is_made() {
     let (_listening, factory) = serve_factory("mem://refs-back-late").await;
     let counter = factory.counter(1).await.unwrap();
