@@ -7,7 +7,7 @@
 //!
 //! | mechanism | transports | the principal | protects against |
 //! |---|---|---|---|
-//! | [`ServerAuth::peer_credentials`] (the default) | `unix://`, `shm://`, `mem://` | the peer process's uid/gid/pid, from the kernel | other local users |
+//! | [`ServerAuth::peer_credentials`] (the default) | `unix://`, `shm://`, `mem://` | the peer process's uid/gid/pid, from the kernel | other local users, both ways (the client checks the server's uid too) |
 //! | [`ServerAuth::psk`] | all | the key's id | anyone without the key; mutual (the client checks the server too) |
 //! | [`ServerAuth::tls`] | `tcp://` | the client certificate's subject, if the client sent one | eavesdroppers and impostors on the network |
 //! | [`ServerAuth::none`] | all | anonymous | nothing: explicit opt-in |
@@ -264,19 +264,29 @@ pub struct ClientAuth {
     mechanism: ClientMechanism,
 }
 
-#[derive(Clone, Default)]
+#[derive(Clone)]
 enum ClientMechanism {
-    #[default]
-    Local,
+    /// Peer credentials, trusting servers that run as these uids (`None`: this process's
+    /// own and root).
+    Local(Option<Arc<[u32]>>),
     None,
     Psk(PreSharedKey),
     Tls(Arc<rustls::ClientConfig>, String),
 }
 
+impl Default for ClientMechanism {
+    fn default() -> Self {
+        ClientMechanism::Local(None)
+    }
+}
+
 impl fmt::Debug for ClientAuth {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.mechanism {
-            ClientMechanism::Local => f.write_str("ClientAuth::peer_credentials"),
+            ClientMechanism::Local(None) => f.write_str("ClientAuth::peer_credentials"),
+            ClientMechanism::Local(Some(uids)) => {
+                write!(f, "ClientAuth::peer_credentials_trusting({uids:?})")
+            }
             ClientMechanism::None => f.write_str("ClientAuth::none"),
             ClientMechanism::Psk(key) => write!(f, "ClientAuth::psk({:?})", key.id()),
             ClientMechanism::Tls(_, name) => write!(f, "ClientAuth::tls({name:?})"),
@@ -294,9 +304,60 @@ pub(crate) enum ClientTransport<'a> {
 }
 
 impl ClientAuth {
-    /// Peer credentials on local transports (the default).
+    /// Peer credentials on local transports (the default). The server learns who this
+    /// process is from the kernel; this client, in turn, connects only to a server
+    /// running as its own user or as root (also from the kernel), so that another local
+    /// user cannot pose as the server (by taking a free `shm://` name, or a socket path in
+    /// a shared directory). See [`ClientAuth::peer_credentials_trusting`] for a server
+    /// that runs as another user.
     pub fn peer_credentials() -> ClientAuth {
         ClientAuth::default()
+    }
+
+    /// Peer credentials on local transports, connecting only to a server that runs as
+    /// one of `server_uids` (root included only if listed).
+    pub fn peer_credentials_trusting(server_uids: impl IntoIterator<Item = u32>) -> ClientAuth {
+        ClientAuth {
+            mechanism: ClientMechanism::Local(Some(server_uids.into_iter().collect())),
+        }
+    }
+
+    /// Checks, before the handshake, that the server behind `transport` is one this
+    /// client trusts (peer credentials only: the other mechanisms check the server in the
+    /// handshake, or do not).
+    pub(crate) fn check_server(
+        &self,
+        endpoint: &Endpoint,
+        server: Option<PeerCredentials>,
+    ) -> Result<(), Error> {
+        let ClientMechanism::Local(trusted) = &self.mechanism else {
+            return Ok(());
+        };
+        let Some(server) = server else {
+            return Err(Error::new(
+                ErrorKind::Unauthenticated,
+                format!("connecting to {endpoint}: the kernel did not say who serves there"),
+            ));
+        };
+        let own = lanner_shm::sys::process_credentials().uid;
+        let trusts = match trusted {
+            Some(uids) => uids.contains(&server.uid),
+            None => server.uid == own || server.uid == 0,
+        };
+        if trusts {
+            return Ok(());
+        }
+        let trusted = match trusted {
+            Some(uids) => format!("uids {uids:?}"),
+            None => format!("its own uid ({own}) and root"),
+        };
+        Err(Error::new(
+            ErrorKind::Unauthenticated,
+            format!(
+                "connecting to {endpoint}: the server runs as uid {} (pid {}), and this client trusts {trusted} (ClientAuth::peer_credentials_trusting names others)",
+                server.uid, server.pid
+            ),
+        ))
     }
 
     /// No authentication: the server must accept anonymous clients. Only for trusted
@@ -329,7 +390,7 @@ impl ClientAuth {
     pub(crate) fn transport_for(&self, endpoint: &Endpoint) -> Result<ClientTransport<'_>, Error> {
         let tcp = matches!(endpoint, Endpoint::Tcp(_));
         match &self.mechanism {
-            ClientMechanism::Local if tcp => Err(Error::new(
+            ClientMechanism::Local(_) if tcp => Err(Error::new(
                 ErrorKind::Unauthenticated,
                 format!(
                     "connecting to {endpoint}: peer credentials do not work over TCP; give the client ClientAuth::psk or ClientAuth::tls (or ClientAuth::none, explicitly, for a server that accepts anyone)"
@@ -347,7 +408,7 @@ impl ClientAuth {
     /// The authenticator for one connection attempt.
     pub(crate) fn authenticator(&self) -> Box<dyn ClientAuthenticator> {
         match &self.mechanism {
-            ClientMechanism::Local => {
+            ClientMechanism::Local(_) => {
                 Box::new(TransportAuthentication::client(Mechanism::PeerCredentials))
             }
             ClientMechanism::None => Box::new(TransportAuthentication::none()),
@@ -364,4 +425,43 @@ impl ClientAuth {
 /// operating system).
 fn nonce() -> [u8; NONCE_LEN] {
     rand::random()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn served_by(uid: u32) -> Option<PeerCredentials> {
+        Some(PeerCredentials {
+            pid: 4242,
+            uid,
+            gid: 0,
+        })
+    }
+
+    #[test]
+    fn by_default_a_client_trusts_a_local_server_of_its_own_user_or_root() {
+        let endpoint = Endpoint::parse("unix:///tmp/lanner-auth-test.sock").unwrap();
+        let own = lanner_shm::sys::process_credentials().uid;
+        let other = if own == 1000 { 1001 } else { 1000 };
+        let auth = ClientAuth::peer_credentials();
+        assert!(auth.check_server(&endpoint, served_by(own)).is_ok());
+        assert!(auth.check_server(&endpoint, served_by(0)).is_ok());
+        let error = auth.check_server(&endpoint, served_by(other)).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Unauthenticated, "{error}");
+        assert!(
+            error
+                .message()
+                .contains(&format!("runs as uid {other} (pid 4242)")),
+            "{error}"
+        );
+        // Without credentials there is nothing to trust.
+        assert!(auth.check_server(&endpoint, None).is_err());
+        // Other mechanisms check the server their own way.
+        assert!(ClientAuth::none().check_server(&endpoint, None).is_ok());
+        // An explicit list is the whole list: root only if named.
+        let auth = ClientAuth::peer_credentials_trusting([other]);
+        assert!(auth.check_server(&endpoint, served_by(other)).is_ok());
+        assert!(auth.check_server(&endpoint, served_by(0)).is_err());
+    }
 }

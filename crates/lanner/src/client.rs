@@ -318,6 +318,7 @@ impl Client {
                 options.handshake_timeout
             ))
         })??;
+        auth.check_server(endpoint, transport.credentials)?;
         let opened_by = WeakClient(Arc::downgrade(&self.inner));
         connection::connect(
             transport,

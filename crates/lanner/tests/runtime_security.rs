@@ -708,3 +708,36 @@ async fn the_handshake_timeout_bounds_the_whole_handshake_not_each_step() {
         .expect("the server hangs up instead of admitting a late client");
     assert!(received.is_empty(), "{read:?} {received:?}");
 }
+
+#[tokio::test]
+async fn a_client_connects_only_to_a_local_server_running_as_a_user_it_trusts() {
+    use std::os::unix::fs::MetadataExt;
+    // This process's effective uid (the owner of its /proc entry), which the servers
+    // below run as.
+    let own = std::fs::metadata("/proc/self").unwrap().uid();
+    let shm = format!("shm://lanner-sec-trusting-{}", std::process::id());
+    for endpoint in [unix_endpoint("trusting"), shm] {
+        let (_server, listening) = serve(Server::new(), &endpoint).await;
+        // By default a server running as this user is trusted.
+        let vault: GuardedProxy = Client::new().connect(&url(&listening)).await.unwrap();
+        assert_eq!(vault.read().await, Ok(42));
+        // A client that trusts only another user refuses it before saying anything.
+        let error = Client::new()
+            .with_auth(ClientAuth::peer_credentials_trusting([own.wrapping_add(1)]))
+            .connect::<GuardedProxy>(&url(&listening))
+            .await
+            .unwrap_err();
+        assert_error(
+            &error,
+            ErrorKind::Unauthenticated,
+            &format!("the server runs as uid {own}"),
+        );
+        // Naming the server's user trusts it.
+        let vault: GuardedProxy = Client::new()
+            .with_auth(ClientAuth::peer_credentials_trusting([own]))
+            .connect(&url(&listening))
+            .await
+            .unwrap();
+        assert_eq!(vault.read().await, Ok(42));
+    }
+}

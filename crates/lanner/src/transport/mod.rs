@@ -173,7 +173,8 @@ pub struct Transport {
     /// Who is on the other side (an address or path), for error messages and logs.
     pub peer: String,
     /// The peer process's identity as the kernel vouches for it (`SO_PEERCRED`), on
-    /// transports that know it (Unix sockets and shared memory, server side).
+    /// transports that know it (Unix sockets, shared memory and in-process): on a server
+    /// the client's, on a client the server's.
     pub credentials: Option<PeerCredentials>,
     /// On the server side of a TLS connection whose client presented a certificate that
     /// the server's configuration accepted: the subject of the client's leaf certificate,

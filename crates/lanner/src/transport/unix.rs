@@ -9,10 +9,12 @@ use super::stream::{StreamSink, StreamSource};
 use super::watched_socket;
 use super::{PeerCredentials, Transport};
 
-/// Connects to the socket at `path`.
+/// Connects to the socket at `path`. The transport's credentials are the server's (who
+/// listens there, as the kernel says), for the client to check.
 pub async fn connect(path: &Path) -> io::Result<Transport> {
     let stream = UnixStream::connect(path).await?;
-    from_stream(stream, format!("unix://{}", path.display()), None)
+    let server = lanner_shm::sys::peer_credentials(std::os::fd::AsFd::as_fd(&stream))?;
+    from_stream(stream, format!("unix://{}", path.display()), Some(server))
 }
 
 /// Wraps a connected Unix stream; `credentials` says who the peer process is (servers

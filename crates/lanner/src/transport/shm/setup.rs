@@ -120,6 +120,8 @@ pub async fn connect_populating(name: &str, populate_up_to: usize) -> io::Result
             e
         }
     })?;
+    // Who serves there, as the kernel says: the client checks it (see `ClientAuth`).
+    let server = sys::peer_credentials(stream.as_fd())?;
     stream.set_nonblocking(true)?;
     let stream = UnixStream::from_std(stream)?;
     let (region, space) = tokio::time::timeout(SETUP_TIMEOUT, receive_region(&stream))
@@ -136,7 +138,7 @@ pub async fn connect_populating(name: &str, populate_up_to: usize) -> io::Result
         region,
         Bells { data, space },
         format!("shm://{name}"),
-        None,
+        Some(server),
         populate_up_to,
     )
 }
