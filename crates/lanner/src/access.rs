@@ -27,6 +27,16 @@
 //! **Roles** map principals to names, as MTS did: a method sees its caller's roles in
 //! its [`crate::CallContext`] and can make finer decisions itself.
 //!
+//! **What names match.** `gid:N` matches a process's primary group (what `SO_PEERCRED`
+//! reports), not its supplementary groups. `cert:<subject>` is the certificate's subject
+//! alone, not its issuer: trust one certificate authority of your own for client
+//! certificates, or any authority the server trusts can issue a certificate naming any
+//! subject. A rule on an interface covers that interface's own methods; the methods of
+//! the interfaces it extends are reached through their own interfaces (an object serving
+//! `AdminV2: Admin` answers both), so a deny rule meant for both names both. A name that
+//! matches nothing (a misspelling, an undefined role) makes [`crate::Server::listen`]
+//! fail (see [`AccessPolicy::check`]).
+//!
 //! A denied call fails with `PermissionDenied` and the connection stays usable. An object
 //! of which the principal may call nothing cannot be resolved either (also
 //! `PermissionDenied`).
@@ -169,6 +179,39 @@ impl AccessPolicy {
     {
         self.deny.push(Rule::new(target, who));
         self
+    }
+
+    /// Checks that every name in the policy means something: each rule's subjects are
+    /// principal names (`anonymous`, `uid:N`, `gid:N`, `psk:<key id>`, `cert:<subject>`),
+    /// `role:<a defined role>` or `*`, and each role's members principal names or `*`.
+    /// A misspelt name would match nobody, which in a deny rule is a hole, so
+    /// [`crate::Server::listen`] refuses a policy that fails this.
+    pub fn check(&self) -> Result<(), crate::Error> {
+        let invalid = |what: String| {
+            Err(crate::Error::new(
+                crate::ErrorKind::InvalidArgument,
+                format!(
+                    "access policy: {what}; expected anonymous, uid:N, gid:N, psk:<key id>, cert:<subject>, role:<a defined role> or *"
+                ),
+            ))
+        };
+        for (role, members) in &self.roles {
+            if let Some(member) = members.iter().find(|m| !is_principal_name(m)) {
+                return invalid(format!("role {role:?} has member {member:?}"));
+            }
+        }
+        for rule in self.allow.iter().chain(&self.deny) {
+            for subject in &rule.who {
+                let known = match subject.strip_prefix("role:") {
+                    Some(role) => self.roles.contains_key(role),
+                    None => is_principal_name(subject),
+                };
+                if !known {
+                    return invalid(format!("a rule names {subject:?}"));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The roles `principal` has, sorted.
@@ -352,8 +395,61 @@ impl MethodAccess {
     }
 }
 
+/// Whether `name` is `*` or a name some principal could have (see [`Principal::names`]):
+/// numbers written plainly (no sign, no leading zeros), a key id a key could have, a
+/// certificate subject of at least one attribute.
+fn is_principal_name(name: &str) -> bool {
+    let canonical_number = |n: &str| n.parse::<u32>().is_ok_and(|v| v.to_string() == n);
+    if name == "*" || name == "anonymous" {
+        return true;
+    }
+    if let Some(n) = name
+        .strip_prefix("uid:")
+        .or_else(|| name.strip_prefix("gid:"))
+    {
+        return canonical_number(n);
+    }
+    if let Some(id) = name.strip_prefix("psk:") {
+        return lanner_proto::auth::psk::check_key_id(id).is_ok();
+    }
+    if let Some(subject) = name.strip_prefix("cert:") {
+        return subject.contains('=');
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_policy_whose_names_mean_nothing_fails_its_check() {
+        use super::{AccessPolicy, Target};
+        let fine = AccessPolicy::deny_by_default()
+            .role(
+                "ops",
+                ["uid:0", "psk:ops", "cert:CN=alice", "anonymous", "*"],
+            )
+            .allow(Target::everything(), ["role:ops", "gid:100"])
+            .deny(Target::object("vault"), ["uid:1000"]);
+        assert!(fine.check().is_ok());
+        for subject in [
+            "user:1000",
+            "uid:007",
+            "uid:+0",
+            "cert:alice",
+            "role:admns",
+            "psk:",
+        ] {
+            let policy = AccessPolicy::allow_by_default()
+                .role("admins", ["uid:0"])
+                .deny(Target::everything(), [subject]);
+            let error = policy.check().unwrap_err();
+            assert_eq!(error.kind(), crate::ErrorKind::InvalidArgument, "{error}");
+            assert!(error.message().contains(subject), "{error}");
+        }
+        let policy = AccessPolicy::allow_by_default().role("admins", ["root"]);
+        assert!(policy.check().unwrap_err().message().contains("\"root\""));
+    }
+
     use super::*;
 
     fn process(uid: u32, gid: u32) -> Principal {

@@ -192,7 +192,9 @@ impl Server {
     }
 
     /// Sets which principals may call what (see [`AccessPolicy`]). Without a policy, every
-    /// authenticated client may call every object it can reach. Set it before listening.
+    /// authenticated client may call every object it can reach. Set it before listening;
+    /// listening fails with `InvalidArgument` if a name in it means nothing (see
+    /// [`AccessPolicy::check`]).
     pub fn with_access(mut self, policy: AccessPolicy) -> Server {
         self.policy = Some(Arc::new(policy));
         self
@@ -288,6 +290,9 @@ impl Server {
     pub async fn listen(&self, endpoint: &str) -> Result<Listening, Error> {
         let endpoint = Endpoint::parse(endpoint)?;
         self.auth.check_endpoint(&endpoint)?;
+        if let Some(policy) = &self.policy {
+            policy.check()?;
+        }
         let mut listener = Listener::bind(&endpoint)
             .await
             .map_err(|e| Error::io(&format!("listening on {endpoint}"), &e))?;

@@ -741,3 +741,15 @@ async fn a_client_connects_only_to_a_local_server_running_as_a_user_it_trusts() 
         assert_eq!(vault.read().await, Ok(42));
     }
 }
+
+#[tokio::test]
+async fn a_server_does_not_listen_with_a_policy_naming_nobody() {
+    // A misspelt name in a deny rule would deny nobody.
+    let policy = AccessPolicy::allow_by_default().deny(Target::object("vault"), ["user:1000"]);
+    let error = Server::new()
+        .with_access(policy)
+        .listen(&unix_endpoint("misspelt"))
+        .await
+        .unwrap_err();
+    assert_error(&error, ErrorKind::InvalidArgument, "\"user:1000\"");
+}
