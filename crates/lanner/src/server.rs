@@ -257,8 +257,10 @@ impl Server {
     /// Registers class `class`: a client's [`crate::Client::create`] of it calls `factory`
     /// for a new object and hands the client a reference to it (activation, like COM's
     /// `CoCreateInstanceEx`: one round trip). The instance lives as long as references to
-    /// it do. Returns whether a factory was registered for `class` already (it is
-    /// replaced).
+    /// it do. Every instance must implement the same interfaces, as a COM class's do: the
+    /// server learns them from the first instance and refuses, without calling the
+    /// factory, a request for one they lack. Returns whether a factory was registered for
+    /// `class` already (it is replaced).
     pub fn register_class(
         &self,
         class: ClassId,
@@ -483,9 +485,13 @@ impl Listening {
     /// Shuts down gracefully: stops accepting, tells every client connected through this
     /// listener to make no new calls (GOAWAY: their new calls fail at once with
     /// `Unavailable`, never sent, and `Client::connect` opens a new connection), waits up
-    /// to `grace` for the calls already running to finish and be answered, then closes
-    /// the connections. Calls still running at the end are cut off: their callers get
-    /// `Unavailable` (may have executed).
+    /// to `grace` for the calls already running to finish and be answered, and for the
+    /// requests clients sent before they read the GOAWAY to arrive (each client answers a
+    /// PING sent after the GOAWAY; this wait is bounded by 2 s as well, for a client that
+    /// does not answer), then closes the connections. Calls still
+    /// running at the end are cut off: their callers get `Unavailable` (may have
+    /// executed). A `grace` too long to be a date (`Duration::MAX`) waits as long as
+    /// calls run.
     pub async fn shutdown(mut self, grace: Duration) -> ShutdownReport {
         self.stop_accepting().await;
         // A client whose handshake is still under way is closed when it completes.
@@ -493,13 +499,15 @@ impl Listening {
         for connection in &connections {
             connection.go_away();
         }
-        // A grace too long to be a date (`Duration::MAX`) waits as long as calls run.
-        let deadline = Instant::now().checked_add(grace);
+        let started = Instant::now();
+        let deadline = started.checked_add(grace);
         let unfinished = loop {
+            // Whether each client has answered the PING after the GOAWAY, read before the
+            // calls are counted: a request that arrived before the answer is counted (under
+            // the state lock) before the answer is noted, so it is seen by the count.
+            let all_heard = connections.iter().all(|c| c.goaway_heard())
+                || started.elapsed() >= GOAWAY_ANSWER_WAIT;
             let running: u32 = connections.iter().map(|c| c.calls_being_served()).sum();
-            // Requests the clients sent before they read the GOAWAY may still be on their
-            // way: they count once here, until each client has answered the PING after it.
-            let all_heard = connections.iter().all(|c| c.goaway_heard());
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             if (running == 0 && all_heard) || left.is_some_and(|left| left.is_zero()) {
                 break running;
@@ -557,6 +565,11 @@ impl Drop for SuspendedCall {
 
 /// Connections per listening endpoint unless [`Server::with_max_connections`] says
 /// otherwise.
+/// How long a graceful shutdown waits, at most, for its clients to answer the PING after
+/// its GOAWAY (see [`Listening::shutdown`]): a client does not answer while it waits for
+/// the server to read what it sends, and a hostile one need not answer at all.
+const GOAWAY_ANSWER_WAIT: Duration = Duration::from_secs(2);
+
 const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 
 /// Connections in their handshake per listening endpoint unless

@@ -291,10 +291,10 @@ async fn resolve_raw(
 async fn a_peer_reading_a_long_reply_slowly_is_not_taken_for_dead() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    // Keepalive probes after 200 ms of silence, a peer declared dead 200 ms after one.
+    // Keepalive probes after 500 ms of silence, a peer declared dead 500 ms after one.
     let path = std::env::temp_dir().join(format!("lanner-slow-reader-{}.sock", std::process::id()));
     let options = lanner::ConnectionOptions::default()
-        .with_keepalive(Duration::from_millis(200), Duration::from_millis(200));
+        .with_keepalive(Duration::from_millis(500), Duration::from_millis(500));
     let server = Server::with_options(options).with_auth(lanner::ServerAuth::none());
     let blobs = common::BlobsStub::new(Arc::new(common::Service::default()));
     server.publish("blobs", Object::new(blobs));
@@ -305,14 +305,14 @@ async fn a_peer_reading_a_long_reply_slowly_is_not_taken_for_dead() {
     let (mut socket, mut proto) = raw_client(&listening).await;
     let handle = resolve_raw(&mut socket, &mut proto, "blobs").await;
 
-    // A 4 MiB reply, read 64 KiB every 20 ms (about 1.3 s in all), saying nothing.
+    // An 8 MiB reply, read 64 KiB every 20 ms (about 2.6 s in all), saying nothing.
     let method = <common::BlobsProxy as lanner::Proxy>::METHODS
         .iter()
         .find(|m| m.name == "make")
         .unwrap();
     let mut make =
         lanner_proto::MessageBuilder::request(handle, 0, method.ordinal, method.fingerprint);
-    let arguments = postcard::to_allocvec(&(4u32 << 20, 7u8)).unwrap();
+    let arguments = postcard::to_allocvec(&(8u32 << 20, 7u8)).unwrap();
     make.inline().put_slice(&arguments);
     let (_, frame) = proto.send_request(make).map_err(|(e, _)| e).unwrap();
     socket.write_all(&frame.into_contiguous()).await.unwrap();

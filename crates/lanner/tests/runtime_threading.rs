@@ -194,10 +194,10 @@ async fn calls_whose_callers_gave_up_while_queued_in_an_apartment_do_not_run() {
     use lanner::Proxy;
 
     let (_listening, overlap, recorder) = serve("mem://threading-abandoned", true).await;
-    // One call holds the apartment for about 200 ms (its peer never comes in).
+    // Three calls hold the apartment for about 200 ms each (their peers never come in).
     let holding = tokio::spawn({
         let recorder = recorder.clone();
-        async move { recorder.gather(2).await }
+        async move { join_all((0..3).map(|_| recorder.gather(2))).await }
     });
     while overlap.inside.load(Ordering::SeqCst) == 0 {
         tokio::time::sleep(std::time::Duration::from_millis(1)).await;
@@ -209,7 +209,7 @@ async fn calls_whose_callers_gave_up_while_queued_in_an_apartment_do_not_run() {
         let error = result.unwrap_err();
         assert_eq!(error.kind(), lanner::ErrorKind::DeadlineExceeded, "{error}");
     }
-    assert_eq!(holding.await.unwrap(), Ok(1));
+    assert_eq!(holding.await.unwrap(), [Ok(1), Ok(1), Ok(1)]);
     // When their turn comes they are answered without running; the next call runs.
     assert_eq!(recorder.record(99).await, Ok(()));
     assert_eq!(*overlap.order.lock().unwrap(), [99]);

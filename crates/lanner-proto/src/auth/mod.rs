@@ -123,10 +123,14 @@ impl Principal {
     }
 }
 
+/// Whether `name` is `prefix` and `value` written plainly (no sign, no leading zeros: as
+/// [`Principal::names`] writes it, which an access policy's check also requires).
 fn matches_number(name: &str, prefix: &str, value: u32) -> bool {
-    name.strip_prefix(prefix)
-        .and_then(|number| number.parse::<u32>().ok())
-        == Some(value)
+    name.strip_prefix(prefix).is_some_and(|number| {
+        number.bytes().all(|b| b.is_ascii_digit())
+            && (number == "0" || !number.starts_with('0'))
+            && number.parse::<u32>() == Ok(value)
+    })
 }
 
 impl fmt::Display for Principal {

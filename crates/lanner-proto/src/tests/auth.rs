@@ -297,6 +297,8 @@ fn principals_are_matched_by_name() {
     };
     assert!(process.is_named("uid:1000") && process.is_named("gid:100"));
     assert!(!process.is_named("uid:100") && !process.is_named("uid:01000x"));
+    // Numbers are written plainly, as `names` writes them (and as access policies must).
+    assert!(!process.is_named("uid:01000") && !process.is_named("uid:+1000"));
     assert_eq!(process.names(), vec!["uid:1000", "gid:100"]);
     let key = Principal::Key("ops".into());
     assert!(key.is_named("psk:ops") && !key.is_named("psk:op") && !key.is_named("ops"));

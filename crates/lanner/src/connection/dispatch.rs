@@ -121,12 +121,18 @@ impl Connection {
             // that call out of reach of CANCEL and of the connection's end (whichever
             // finishes first removes the other's token): a protocol violation.
             earlier.cancel();
+            token.cancel();
             let violation = ProtocolError::DuplicateCall {
                 call_id: call.call_id,
             };
-            // Not failed at once: the CLOSE saying why is queued behind the receiver's
-            // cork, and failing would drop it unwritten.
-            self.end_lingering(self.protocol_violation(violation));
+            // Ended in a task of its own: this may run under an apartment's lock, and
+            // ending drops what the peer held (user code). Not failed at once either:
+            // the CLOSE saying why is queued behind the receiver's cork, and failing
+            // would drop it unwritten.
+            let error = self.protocol_violation(violation);
+            let connection = self.clone();
+            self.runtime
+                .spawn(async move { connection.end_lingering(error) });
         } else if self.state().closed.is_some() {
             // The connection ended after this call was received but before it was listed
             // here, so its end did not cancel it (it cancels what is listed, after
@@ -208,12 +214,18 @@ pub(crate) struct Waiting {
 
 impl Waiting {
     /// Runs the call to its end and answers it; a call that waited its turn (in an
-    /// apartment) and whose caller no longer waits by then is answered without running,
-    /// unless its request lists references: whether those went unread (and are the
-    /// caller's to take back) or were decoded (and are released as the call is dropped)
-    /// only its answer can tell, so it runs (a refusal among them answers at once).
+    /// apartment) and whose caller no longer waits by then is answered without running.
+    /// Not a one-way call, whose caller never waits (its connection's end, or its
+    /// deadline, does not say it is unwanted: a client that sends one-way calls and exits
+    /// still has them run), nor a call whose request lists references: whether those went
+    /// unread (and are the caller's to take back) or were decoded (and are released as
+    /// the call is dropped) only its answer can tell, so it runs (a refusal among them
+    /// answers at once).
     pub(crate) async fn finish_unless_abandoned(self) {
-        if self.call.future.is_cancelled() && self.call.to.listed.is_empty() {
+        let abandoned = self.call.future.is_cancelled()
+            && !self.call.to.one_way
+            && self.call.to.listed.is_empty();
+        if abandoned {
             let Waiting {
                 call,
                 connection,
