@@ -99,14 +99,23 @@ async fn calls_in_flight_finish_and_new_calls_are_turned_away() {
     assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
 }
 
-#[tokio::test]
-async fn calls_still_running_after_the_grace_period_are_cut_off() {
-    let (_server, listening, slow) = serve("mem://shutdown-cut").await;
+/// Starts a call of `slow` whose method runs for a minute (deaf to cancellation), and
+/// gives it a moment to reach the server.
+async fn a_minute_long_call(
+    slow: &SlowProxy,
+) -> tokio::task::JoinHandle<Result<u64, lanner::Error>> {
     let running = tokio::spawn({
         let slow = slow.clone();
         async move { slow.sleep_ms(60_000).await }
     });
     tokio::time::sleep(Duration::from_millis(20)).await;
+    running
+}
+
+#[tokio::test]
+async fn calls_still_running_after_the_grace_period_are_cut_off() {
+    let (_server, listening, slow) = serve("mem://shutdown-cut").await;
+    let running = a_minute_long_call(&slow).await;
     let report = listening.shutdown(Duration::from_millis(50)).await;
     assert_eq!(report.connections, 1);
     assert_eq!(report.unfinished_calls, 1);
@@ -122,13 +131,8 @@ async fn calls_still_running_after_the_grace_period_are_cut_off() {
 #[tokio::test]
 async fn a_shutdown_does_not_wait_for_calls_of_connections_already_closed() {
     let (_server, listening, slow) = serve("mem://shutdown-closed-mid-call").await;
-    // A call whose method runs for a minute (deaf to cancellation), then its client goes
-    // away: nobody can be answered any more.
-    let running = tokio::spawn({
-        let slow = slow.clone();
-        async move { slow.sleep_ms(60_000).await }
-    });
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    // A call runs, then its client goes away: nobody can be answered any more.
+    let running = a_minute_long_call(&slow).await;
     running.abort();
     drop(slow);
     let report = listening.shutdown(Duration::from_secs(10)).await;
@@ -244,22 +248,20 @@ async fn a_server_that_never_answers_holds_up_only_the_connects_to_it() {
     let _ = std::fs::remove_file(&path);
 }
 
-/// A raw client of `listening` (a Unix socket, no authentication), past the handshake.
-async fn raw_client(
-    listening: &lanner::Listening,
-) -> (tokio::net::UnixStream, lanner_proto::Connection) {
-    use tokio::io::AsyncWriteExt;
-
-    let path = listening.endpoint().to_string().replace("unix://", "");
-    let mut socket = tokio::net::UnixStream::connect(&path).await.unwrap();
-    let (mut proto, hello) = lanner_proto::Connection::client(lanner_proto::Limits::default());
-    socket.write_all(&hello).await.unwrap();
-    let welcome = common::read_frame(&mut socket).await.unwrap();
-    assert!(matches!(
-        proto.handle_frame(welcome),
-        Ok(lanner_proto::Event::Established { .. })
-    ));
-    (socket, proto)
+/// `server`, which must accept anonymous clients, serving `object` as `name` on a Unix
+/// socket named after `tag`.
+async fn listen_anonymous(
+    server: Server,
+    tag: &str,
+    name: &str,
+    object: Object,
+) -> lanner::Listening {
+    let path = std::env::temp_dir().join(format!("lanner-{tag}-{}.sock", std::process::id()));
+    server.publish(name, object);
+    server
+        .listen(&format!("unix://{}", path.display()))
+        .await
+        .unwrap()
 }
 
 /// The handle of the object published as `name`, from the root's `resolve` (postcard: the
@@ -292,17 +294,12 @@ async fn a_peer_reading_a_long_reply_slowly_is_not_taken_for_dead() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     // Keepalive probes after 500 ms of silence, a peer declared dead 500 ms after one.
-    let path = std::env::temp_dir().join(format!("lanner-slow-reader-{}.sock", std::process::id()));
     let options = lanner::ConnectionOptions::default()
         .with_keepalive(Duration::from_millis(500), Duration::from_millis(500));
     let server = Server::with_options(options).with_auth(lanner::ServerAuth::none());
     let blobs = common::BlobsStub::new(Arc::new(common::Service::default()));
-    server.publish("blobs", Object::new(blobs));
-    let listening = server
-        .listen(&format!("unix://{}", path.display()))
-        .await
-        .unwrap();
-    let (mut socket, mut proto) = raw_client(&listening).await;
+    let listening = listen_anonymous(server, "slow-reader", "blobs", Object::new(blobs)).await;
+    let (mut socket, mut proto) = common::raw_unix_client(&listening).await;
     let handle = resolve_raw(&mut socket, &mut proto, "blobs").await;
 
     // An 8 MiB reply, read 64 KiB every 20 ms (about 2.6 s in all), saying nothing.
@@ -344,14 +341,10 @@ async fn a_shutdown_serves_requests_sent_before_the_client_read_its_goaway() {
     use lanner_proto::{Event, MessageBuilder};
     use tokio::io::AsyncWriteExt;
 
-    let path = std::env::temp_dir().join(format!("lanner-late-call-{}.sock", std::process::id()));
     let server = Server::new().with_auth(lanner::ServerAuth::none());
-    server.publish("slow", Object::new(SlowStub::new(Arc::new(SlowService))));
-    let listening = server
-        .listen(&format!("unix://{}", path.display()))
-        .await
-        .unwrap();
-    let (mut socket, mut proto) = raw_client(&listening).await;
+    let slow = Object::new(SlowStub::new(Arc::new(SlowService)));
+    let listening = listen_anonymous(server, "late-call", "slow", slow).await;
+    let (mut socket, mut proto) = common::raw_unix_client(&listening).await;
     let handle = resolve_raw(&mut socket, &mut proto, "slow").await;
 
     // The server starts shutting down with nothing running; the client, not having read
@@ -391,19 +384,15 @@ async fn a_shutdown_serves_requests_sent_before_the_client_read_its_goaway() {
 async fn a_client_that_says_it_goes_away_still_counts_and_is_shut_down() {
     use tokio::io::AsyncWriteExt;
 
-    let path = std::env::temp_dir().join(format!("lanner-goaway-{}.sock", std::process::id()));
     let server = Server::new()
         .with_auth(lanner::ServerAuth::none())
         .with_max_connections(1);
-    server.publish("slow", Object::new(SlowStub::new(Arc::new(SlowService))));
-    let listening = server
-        .listen(&format!("unix://{}", path.display()))
-        .await
-        .unwrap();
+    let slow = Object::new(SlowStub::new(Arc::new(SlowService)));
+    let listening = listen_anonymous(server, "goaway", "slow", slow).await;
 
     // A client says GOAWAY (it may go on calling: only its own new calls stop), then
     // PING; the PONG says the server has read the GOAWAY.
-    let (mut socket, mut proto) = raw_client(&listening).await;
+    let (mut socket, mut proto) = common::raw_unix_client(&listening).await;
     socket.write_all(&proto.go_away().unwrap()).await.unwrap();
     socket
         .write_all(&lanner_proto::frame::encode_ping(1))
@@ -458,16 +447,12 @@ async fn a_call_id_reused_while_its_call_is_served_closes_the_connection() {
     use lanner_proto::{Event, MessageBuilder};
     use tokio::io::AsyncWriteExt;
 
-    let path = std::env::temp_dir().join(format!("lanner-reused-{}.sock", std::process::id()));
     let cancelled = Arc::new(std::sync::atomic::AtomicU32::new(0));
     let server = Server::new().with_auth(lanner::ServerAuth::none());
     let service = CountsCancels(cancelled.clone());
-    server.publish("slow", Object::new(SlowStub::new(Arc::new(service))));
-    let listening = server
-        .listen(&format!("unix://{}", path.display()))
-        .await
-        .unwrap();
-    let (mut socket, mut proto) = raw_client(&listening).await;
+    let slow = Object::new(SlowStub::new(Arc::new(service)));
+    let listening = listen_anonymous(server, "reused", "slow", slow).await;
+    let (mut socket, mut proto) = common::raw_unix_client(&listening).await;
 
     let handle = resolve_raw(&mut socket, &mut proto, "slow").await;
 

@@ -752,11 +752,7 @@ async fn a_reference_handed_back_in_a_result_whose_encoding_panics_is_released()
     drop(counter);
     // Nothing else is encoded on this thread from now on: the server's reference, handed
     // back by the reply that never was, is released all the same.
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while live.load(Ordering::Relaxed) != 0 && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    assert_eq!(live.load(Ordering::Relaxed), 0, "the counter leaked");
+    assert_eq!(settle(&live).await, 0, "the counter leaked");
 }
 
 #[tokio::test]
@@ -773,11 +769,7 @@ async fn a_callback_handed_back_in_a_result_is_the_callers_own_object_and_is_rel
     }
     drop(counter);
     // Once the server's releases are in, nothing holds the counter.
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while live.load(Ordering::Relaxed) != 0 && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    assert_eq!(live.load(Ordering::Relaxed), 0, "the counter leaked");
+    assert_eq!(settle(&live).await, 0, "the counter leaked");
 }
 
 /// Hands out the object it was given.
@@ -1736,23 +1728,13 @@ async fn raw_client_of_a_holder(
     tokio::net::UnixStream,
     lanner_proto::Connection,
 ) {
-    use tokio::io::AsyncWriteExt;
-
     let server = Server::new().with_auth(lanner::ServerAuth::none());
     server.publish(
         "holder",
         Object::new(HolderStub::new(Arc::new(HolderImpl::default()))),
     );
     let listening = server.listen(&unix(tag)).await.unwrap();
-    let socket_path = listening.endpoint().to_string().replace("unix://", "");
-    let mut socket = tokio::net::UnixStream::connect(&socket_path).await.unwrap();
-    let (mut proto, hello) = lanner_proto::Connection::client(lanner_proto::Limits::default());
-    socket.write_all(&hello).await.unwrap();
-    let welcome = common::read_frame(&mut socket).await.unwrap();
-    assert!(matches!(
-        proto.handle_frame(welcome),
-        Ok(lanner_proto::Event::Established { .. })
-    ));
+    let (socket, proto) = common::raw_unix_client(&listening).await;
     (listening, socket, proto)
 }
 

@@ -384,6 +384,26 @@ pub fn assert_error_contains(error: &lanner::Error, kind: lanner::ErrorKind, par
     );
 }
 
+/// A raw client of the Unix socket listener `listening` (which must accept anonymous
+/// clients), past the handshake: the socket and the client's protocol state, for tests
+/// that speak the protocol without the runtime.
+pub async fn raw_unix_client(
+    listening: &Listening,
+) -> (tokio::net::UnixStream, lanner_proto::Connection) {
+    use tokio::io::AsyncWriteExt;
+
+    let path = listening.endpoint().to_string().replace("unix://", "");
+    let mut socket = tokio::net::UnixStream::connect(&path).await.unwrap();
+    let (mut proto, hello) = lanner_proto::Connection::client(lanner_proto::Limits::default());
+    socket.write_all(&hello).await.unwrap();
+    let welcome = read_frame(&mut socket).await.unwrap();
+    assert!(matches!(
+        proto.handle_frame(welcome),
+        Ok(lanner_proto::Event::Established { .. })
+    ));
+    (socket, proto)
+}
+
 /// Reads one Lanner frame from a raw stream (its length, then the rest): for tests that
 /// speak the protocol without the runtime.
 pub async fn read_frame<S>(stream: &mut S) -> std::io::Result<Bytes>
