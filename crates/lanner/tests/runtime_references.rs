@@ -578,13 +578,8 @@ async fn the_instance_of_an_abandoned_activation_is_released() {
     assert_eq!(counter.increment().await, Ok(1));
 }
 
-#[tokio::test]
-async fn an_activation_the_policy_refuses_never_runs_the_factory() {
-    let made = Arc::new(AtomicI64::new(0));
-    let server = Server::new().with_access(lanner::AccessPolicy::allow_by_default().deny(
-        lanner::Target::everything().interface::<CounterProxy>(),
-        ["*"],
-    ));
+/// Registers [`COUNTER_CLASS`] on `server` with a factory that counts its runs in `made`.
+fn register_counted_class(server: &Server, made: &Arc<AtomicI64>) {
     let counted = made.clone();
     server.register_class(COUNTER_CLASS, move || {
         counted.fetch_add(1, Ordering::Relaxed);
@@ -593,6 +588,16 @@ async fn an_activation_the_policy_refuses_never_runs_the_factory() {
             None,
         ))))
     });
+}
+
+#[tokio::test]
+async fn an_activation_the_policy_refuses_never_runs_the_factory() {
+    let made = Arc::new(AtomicI64::new(0));
+    let server = Server::new().with_access(lanner::AccessPolicy::allow_by_default().deny(
+        lanner::Target::everything().interface::<CounterProxy>(),
+        ["*"],
+    ));
+    register_counted_class(&server, &made);
     let listening = server.listen("mem://refs-classes-denied").await.unwrap();
     let error = Client::new()
         .create::<CounterProxy>(&listening.endpoint().to_string(), COUNTER_CLASS)
@@ -607,14 +612,7 @@ async fn an_activation_the_policy_refuses_never_runs_the_factory() {
 async fn an_activation_for_an_interface_the_class_lacks_runs_the_factory_once_at_most() {
     let made = Arc::new(AtomicI64::new(0));
     let server = Server::new();
-    let counted = made.clone();
-    server.register_class(COUNTER_CLASS, move || {
-        counted.fetch_add(1, Ordering::Relaxed);
-        Object::new(CounterStub::new(Arc::new(CounterImpl(
-            AtomicU64::new(0),
-            None,
-        ))))
-    });
+    register_counted_class(&server, &made);
     let listening = server.listen("mem://refs-classes-lacking").await.unwrap();
     let endpoint = listening.endpoint().to_string();
     let client = Client::new();
