@@ -304,8 +304,9 @@ pub(crate) fn set_deadline(
     deadline_after(timeout)
 }
 
-/// When a call made now with `timeout` stops waiting; `None` (no deadline) for a timeout
-/// too long to be a date (`Duration::MAX`, say, for "forever").
+/// When a wait of `timeout` starting now ends (a call's, a handshake's, a shutdown's
+/// grace); `None` (no deadline) for a timeout too long to be a date (`Duration::MAX`,
+/// say, for "forever").
 pub(crate) fn deadline_after(timeout: Duration) -> Option<Instant> {
     Instant::now().checked_add(timeout)
 }

@@ -500,7 +500,7 @@ impl Listening {
             connection.go_away();
         }
         let started = Instant::now();
-        let deadline = started.checked_add(grace);
+        let deadline = crate::marshal::deadline_after(grace);
         let unfinished = loop {
             // Whether each client has answered the PING after the GOAWAY, read before the
             // calls are counted: a request that arrived before the answer is counted (under

@@ -211,26 +211,27 @@ pub(crate) async fn refuse(
 /// for several timeouts.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct HandshakeDeadline {
-    at: tokio::time::Instant,
+    /// `None` for a timeout too long to be a date (`Duration::MAX`): no deadline.
+    at: Option<tokio::time::Instant>,
     timeout: Duration,
 }
 
 impl HandshakeDeadline {
     /// The deadline of a setup starting now.
     pub(crate) fn starting_now(options: &ConnectionOptions) -> HandshakeDeadline {
-        let now = tokio::time::Instant::now();
         HandshakeDeadline {
-            // A timeout too long to be a date (`Duration::MAX`): a year is as good.
-            at: now
-                .checked_add(options.handshake_timeout)
-                .unwrap_or(now + Duration::from_secs(365 * 24 * 3600)),
+            at: crate::marshal::deadline_after(options.handshake_timeout)
+                .map(tokio::time::Instant::from_std),
             timeout: options.handshake_timeout,
         }
     }
 
     /// Runs `step` until the deadline: `None` if it passed first.
     pub(crate) async fn bound<T>(self, step: impl Future<Output = T>) -> Option<T> {
-        tokio::time::timeout_at(self.at, step).await.ok()
+        match self.at {
+            Some(at) => tokio::time::timeout_at(at, step).await.ok(),
+            None => Some(step.await),
+        }
     }
 
     fn exceeded(self, peer: &str) -> Error {
