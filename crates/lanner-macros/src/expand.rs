@@ -308,7 +308,7 @@ fn expand_stub(interface: &Interface) -> TokenStream {
                     ::core::result::Result::Ok(segment) => segment,
                     ::core::result::Result::Err(error) => {
                         let reply = ::lanner::__private::Reply::error(&error);
-                        return ::lanner::__private::Box::pin(async move { reply });
+                        return ::lanner::__private::answered(reply);
                     }
                 };
             }
@@ -318,11 +318,11 @@ fn expand_stub(interface: &Interface) -> TokenStream {
         // errors point into the trait, not at the attribute.
         let arguments = if !method.has_inline_params() {
             quote_spanned! {name.span()=>
-                ::lanner::__private::no_arguments(&#call, &#methods[#index])
+                ::lanner::__private::no_arguments(&#call, &#methods[#index], &mut #refusal)
             }
         } else {
             quote_spanned! {name.span()=>
-                ::lanner::__private::arguments(&#call, &#methods[#index])
+                ::lanner::__private::arguments(&#call, &#methods[#index], &mut #refusal)
             }
         };
         let run = quote_spanned! {method.ok.span()=>
@@ -332,21 +332,14 @@ fn expand_stub(interface: &Interface) -> TokenStream {
         };
         // A refused call's arguments are decoded, then dropped with the refusal as the
         // answer: that releases the object references among them (see
-        // `IncomingCall::__route`; `refused` says if they did not decode).
+        // `IncomingCall::__route`). The refusal and a failure to decode are answered by
+        // `arguments`, so each method's own code here is short.
         quote! {
             #ordinal => {
-                let decoded = #arguments;
-                if let ::core::option::Option::Some(reply) = #refusal {
-                    let reply = ::lanner::__private::refused(reply, decoded);
-                    return ::lanner::__private::Box::pin(async move { reply });
-                }
-                let (#(#inline_idents,)*): (#(#inline_types,)*) =
-                    match decoded {
-                        ::core::result::Result::Ok(args) => args,
-                        ::core::result::Result::Err(reply) => {
-                            return ::lanner::__private::Box::pin(async move { reply });
-                        }
-                    };
+                let (#(#inline_idents,)*): (#(#inline_types,)*) = match #arguments {
+                    ::core::result::Result::Ok(args) => args,
+                    ::core::result::Result::Err(answer) => return answer,
+                };
                 #(#bulk)*
                 #run
             }
@@ -440,20 +433,22 @@ fn expand_stub(interface: &Interface) -> TokenStream {
                     ::core::result::Result::Err(reply) => return reply,
                 };
                 let #methods = <#proxy as ::lanner::__private::Proxy>::METHODS;
-                let (#ordinal_var, #refusal) = match #call.__route(
+                let (#ordinal_var, mut #refusal) = match #call.__route(
                     <#proxy as ::lanner::__private::Proxy>::INTERFACE_NAME,
                     #methods,
                 ) {
                     ::core::result::Result::Ok(routed) => routed,
                     ::core::result::Result::Err(reply) => {
-                        return ::lanner::__private::Box::pin(async move { reply });
+                        return ::lanner::__private::answered(reply);
                     }
                 };
                 match #ordinal_var {
                     #(#arms)*
                     _ => {
+                        // (No refusal for a method that does not exist.)
+                        let _ = &mut #refusal;
                         let reply = ::lanner::__private::Reply::unknown_method(#ordinal_var);
-                        ::lanner::__private::Box::pin(async move { reply })
+                        ::lanner::__private::answered(reply)
                     }
                 }
             }

@@ -22,6 +22,12 @@
 //! passes, the method keeps running until it returns (its answer is then discarded by the
 //! caller). A method that may run long should watch [`CallContext::cancelled`] or check
 //! [`CallContext::is_cancelled`].
+//!
+//! The deadline is passed on, as gRPC does: a call the method makes (through any proxy, to
+//! its caller or to another server, or a `connect`) ends no later than the method's own
+//! deadline, and fails with [`crate::ErrorKind::DeadlineExceeded`], unsent, once that has
+//! passed. A call that must outlive the caller's patience (cleanup after the caller gave
+//! up, say) is made from a task of its own (`tokio::spawn`), where no call is current.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -109,6 +115,12 @@ impl CallContext {
             let current = current.borrow();
             current.as_ref()?.peer.connection.upgrade()
         })
+    }
+
+    /// The deadline of the call whose method is running on this thread, if it has one
+    /// (the calls it makes inherit it: see `marshal::call_timeout`).
+    pub(crate) fn current_deadline() -> Option<Instant> {
+        CURRENT.with(|current| current.borrow().as_ref()?.deadline)
     }
 
     /// The context of the call whose method is running, or `None` outside a served call.

@@ -130,8 +130,8 @@ pub mod __private {
     pub use crate::error::Error;
     pub use crate::id::{InterfaceId, MethodInfo, method_fingerprint};
     pub use crate::marshal::{
-        Bulk, Destination, Inline, ValueCodec, arguments, assert_argument, assert_remote_error,
-        destination, invoke, invoke_one_way, no_arguments, refused, reply, request,
+        Bulk, Destination, Inline, ValueCodec, answered, arguments, assert_argument,
+        assert_remote_error, destination, invoke, invoke_one_way, no_arguments, reply, request,
         request_without_inline,
     };
     pub use crate::object::{DispatchFuture, Stub};

@@ -20,9 +20,11 @@ use serde::de::DeserializeOwned;
 
 use crate::call::{IncomingCall, Reply};
 use crate::connection::{Connection, Discard};
+use crate::context::CallContext;
 use crate::depth::{self, Limited, MAX_DEPTH};
 use crate::error::{Error, ErrorKind};
 use crate::id::MethodInfo;
+use crate::object::DispatchFuture;
 use crate::objref;
 use crate::proxy::ProxyCore;
 use crate::reference::Target;
@@ -150,21 +152,21 @@ pub struct Destination<'a> {
 /// Settles where a call through `core` goes: the reference's current connection, or a new
 /// one if it had to reconnect (a URL reference whose connection broke) or to claim the
 /// object first (a reference handed over by a third party). The call's timeout starts
-/// now. (Reconnecting and claiming are boxed by the reference: they add nothing to the
-/// size of a call's future.)
+/// now; made from inside a served call, it ends no later than that call's deadline (see
+/// [`call_timeout`]). (Reconnecting and claiming are boxed by the reference: they add
+/// nothing to the size of a call's future.)
 pub async fn destination(core: &ProxyCore) -> Result<Destination<'_>, Error> {
     if let Some(target) = core.pinned_target() {
-        let timeout = core.timeout_on(&target.connection);
+        let (timeout, deadline) = call_timeout(core.timeout_on(&target.connection))?;
         return Ok(Destination {
             core,
             target: Cow::Borrowed(target),
-            deadline: timeout.and_then(deadline_after),
+            deadline,
             timeout,
         });
     }
     let current = core.object().current_target();
-    let mut timeout = core.timeout_on(&current.connection);
-    let deadline = timeout.and_then(deadline_after);
+    let (mut timeout, deadline) = call_timeout(core.timeout_on(&current.connection))?;
     // The address only (a raw pointer would make the future `!Send`).
     let before = Arc::as_ptr(&current.connection) as usize;
     let target = core.object().usable_target(current, deadline).await?;
@@ -179,6 +181,30 @@ pub async fn destination(core: &ProxyCore) -> Result<Destination<'_>, Error> {
         deadline,
         timeout,
     })
+}
+
+/// A call's timeout and deadline, starting now: its own `timeout`, shortened to what is
+/// left of the deadline of the call being served on this thread, if any. A method that
+/// calls on (a callback into its caller, another server) passes its caller's deadline
+/// along, as gRPC's deadline propagation does: nobody waits for the nested call past the
+/// moment its caller's caller stops waiting, and a callback cannot hold an apartment
+/// longer than that. Fails, without sending, once that deadline has passed.
+fn call_timeout(timeout: Option<Duration>) -> Result<(Option<Duration>, Option<Instant>), Error> {
+    let Some(inherited) = CallContext::current_deadline() else {
+        return Ok((timeout, timeout.and_then(deadline_after)));
+    };
+    let now = Instant::now();
+    let left = inherited.saturating_duration_since(now);
+    if left.is_zero() {
+        return Err(Error::new(
+            ErrorKind::DeadlineExceeded,
+            "the deadline of the call being served, which this call inherits, has passed: not sent",
+        ));
+    }
+    match timeout {
+        Some(own) if own < left => Ok((Some(own), deadline_after(own))),
+        _ => Ok((Some(left), Some(inherited))),
+    }
 }
 
 /// Builds a request for `method` with `args` (the inline arguments, as a tuple) and the
@@ -294,14 +320,17 @@ fn discard_reply<C, E>(
     drop(decode_response::<C, E>(connection, method, &response));
 }
 
-/// Puts `timeout` (if any) in the request and returns the call's deadline.
+/// Puts the timeout of a call made now (its own `timeout`, or less, see [`call_timeout`])
+/// in the request and returns the call's deadline.
 pub(crate) fn set_deadline(
     request: &mut MessageBuilder,
     timeout: Option<Duration>,
-) -> Option<Instant> {
-    let timeout = timeout?;
-    request.set_timeout(timeout);
-    deadline_after(timeout)
+) -> Result<Option<Instant>, Error> {
+    let (timeout, deadline) = call_timeout(timeout)?;
+    if let Some(timeout) = timeout {
+        request.set_timeout(timeout);
+    }
+    Ok(deadline)
 }
 
 /// When a wait of `timeout` starting now ends (a call's, a handshake's, a shutdown's
@@ -397,11 +426,22 @@ pub(crate) fn error_from_payload(status: Status, payload: &Payload) -> Error {
     Error::from_reply_status(status, message)
 }
 
-/// Decodes a call's inline arguments as `A` (a tuple of the method's non-bulk parameters).
-/// Arguments that fail to decode are answered as unread: every object reference among
-/// them is released (all or nothing, even for a one-way call; see
-/// `Reply::arguments_unread`).
+/// Decodes a call's inline arguments as `A` (a tuple of the method's non-bulk parameters),
+/// unless the call is refused: then `refusal` (taken) is the answer, after the arguments
+/// were decoded and dropped, which releases the object references among them. The error
+/// is the answer, as the future the stub returns (see [`decode_arguments`]).
 pub fn arguments<A: DeserializeOwned>(
+    call: &IncomingCall<'_>,
+    method: &MethodInfo,
+    refusal: &mut Option<Reply>,
+) -> Result<A, DispatchFuture> {
+    unless_refused(decode_arguments(call, method), refusal)
+}
+
+/// Decodes a call's inline arguments as `A`. Arguments that fail to decode are answered as
+/// unread: every object reference among them is released (all or nothing, even for a
+/// one-way call; see `Reply::arguments_unread`).
+pub(crate) fn decode_arguments<A: DeserializeOwned>(
     call: &IncomingCall<'_>,
     method: &MethodInfo,
 ) -> Result<A, Reply> {
@@ -418,27 +458,49 @@ pub fn arguments<A: DeserializeOwned>(
     )
 }
 
-/// The answer to a call refused after its arguments were decoded (to release the
-/// references among them): `refusal`, told as unread if they did not decode (those
-/// references were given up, see [`arguments`]).
-pub fn refused<A>(refusal: Reply, decoded: Result<A, Reply>) -> Reply {
-    match decoded {
-        Ok(_) => refusal,
-        Err(_) => refusal.arguments_unread(),
-    }
-}
-
 /// [`arguments`] for a method without inline arguments: the request must carry none
-/// (bytes there mean the caller's method takes arguments this one does not).
-pub fn no_arguments(call: &IncomingCall<'_>, method: &MethodInfo) -> Result<(), Reply> {
-    match call.inline().len() {
+/// (bytes there mean the caller's method takes arguments this one does not). One function
+/// for every such method of every stub, not code in each (see [`answered`]).
+#[inline(never)]
+pub fn no_arguments(
+    call: &IncomingCall<'_>,
+    method: &MethodInfo,
+    refusal: &mut Option<Reply>,
+) -> Result<(), DispatchFuture> {
+    let decoded = match call.inline().len() {
         0 => Ok(()),
         extra => Err(Reply::error(&Error::new(
             ErrorKind::InvalidArgument,
             format!("arguments of {}: {}", method.name, unexpected_bytes(extra)),
         ))
         .arguments_unread()),
+    };
+    unless_refused(decoded, refusal)
+}
+
+/// The decoded arguments, unless the call is refused (`refusal`, told as unread if they
+/// did not decode: those references were given up) or they did not decode.
+fn unless_refused<A>(
+    decoded: Result<A, Reply>,
+    refusal: &mut Option<Reply>,
+) -> Result<A, DispatchFuture> {
+    match (refusal.take(), decoded) {
+        (None, Ok(arguments)) => Ok(arguments),
+        (None, Err(reply)) => Err(answered(reply)),
+        // Dropping what was decoded releases the references among it.
+        (Some(refusal), Ok(_)) => Err(answered(refusal)),
+        (Some(refusal), Err(_)) => Err(answered(refusal.arguments_unread())),
     }
+}
+
+/// A call answered without running its method (refused, or its arguments did not
+/// decode), as the future a stub returns. One function for every stub and method, not an
+/// `async` block in each: the code of each method's path through a stub is then short, so
+/// a call on one of many methods touches few lines of code (see docs/decisions.md,
+/// "Scale").
+#[inline(never)]
+pub fn answered(reply: Reply) -> DispatchFuture {
+    Box::pin(std::future::ready(reply))
 }
 
 /// Encodes a method's outcome as a reply.

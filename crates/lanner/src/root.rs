@@ -83,7 +83,7 @@ impl RootStub {
     /// A third party redeems a hand-off token (see [`crate::handoff`]); waits a moment
     /// for a grant it may have overtaken.
     fn redeem(&self, call: &IncomingCall<'_>) -> DispatchFuture {
-        let (token,): (Token,) = match marshal::arguments(call, &ROOT_METHODS[2]) {
+        let (token,): (Token,) = match marshal::decode_arguments(call, &ROOT_METHODS[2]) {
             Ok(args) => args,
             Err(reply) => return Box::pin(std::future::ready(reply)),
         };
@@ -113,7 +113,7 @@ impl RootStub {
 
     fn create(&self, call: &IncomingCall<'_>) -> Reply {
         let (class, interface): (ClassId, InterfaceId) =
-            match marshal::arguments(call, &ROOT_METHODS[1]) {
+            match marshal::decode_arguments(call, &ROOT_METHODS[1]) {
                 Ok(args) => args,
                 Err(reply) => return reply,
             };
@@ -153,7 +153,7 @@ impl RootStub {
     }
 
     fn resolve(&self, call: &IncomingCall<'_>) -> Reply {
-        let (name,): (String,) = match marshal::arguments(call, &ROOT_METHODS[0]) {
+        let (name,): (String,) = match marshal::decode_arguments(call, &ROOT_METHODS[0]) {
             Ok(args) => args,
             Err(reply) => return reply,
         };
@@ -258,7 +258,7 @@ async fn call_root(
     );
     postcard::to_io(args, request.inline())
         .map_err(|e| Error::new(ErrorKind::InvalidArgument, format!("{}: {e}", method.name)))?;
-    let deadline = marshal::set_deadline(&mut request, connection.call_timeout());
+    let deadline = marshal::set_deadline(&mut request, connection.call_timeout())?;
     let mut pending = connection.clone().call(request, deadline);
     // The peer counted the reference it answers with: if this call is given up (its
     // deadline passed, its future was dropped), the answer is still decoded when it

@@ -288,3 +288,105 @@ async fn the_method_sees_the_callers_kernel_verified_identity() {
         Ok(Some((std::process::id() as i32, uid)))
     );
 }
+
+/// A service that calls on to a [`Patient`] from inside its own methods.
+#[lanner::interface]
+trait Relay {
+    /// The time left (µs) that the patient saw on a call made from inside this one.
+    async fn onward_remaining_us(&self) -> Result<Option<u64>, lanner::Error>;
+    /// Waits until this call's deadline has passed, then calls the patient; the outcome
+    /// goes to `RelayService::late`.
+    async fn call_after_deadline(&self) -> Result<(), lanner::Error>;
+}
+
+struct RelayService {
+    patient: PatientProxy,
+    /// The outcome of the call `call_after_deadline` made, once made.
+    late: tokio::sync::Mutex<Option<tokio::sync::oneshot::Sender<Result<u32, lanner::Error>>>>,
+}
+
+impl Relay for RelayService {
+    async fn onward_remaining_us(&self) -> Result<Option<u64>, lanner::Error> {
+        self.patient.remaining_us().await
+    }
+
+    async fn call_after_deadline(&self) -> Result<(), lanner::Error> {
+        let call = CallContext::current().expect("a served call has a context");
+        let deadline = call.deadline().expect("called with a deadline");
+        tokio::time::sleep_until((deadline + Duration::from_millis(10)).into()).await;
+        // A proxy timeout longer than what is left does not lengthen it.
+        let outcome = self
+            .patient
+            .with_timeout(Duration::from_secs(60))
+            .ping()
+            .await;
+        if let Some(report) = self.late.lock().await.take() {
+            let _ = report.send(outcome);
+        }
+        Ok(())
+    }
+}
+
+/// A relay on one server calling a patient on another; the client's proxy to the relay.
+async fn relay(
+    name: &str,
+) -> (
+    Vec<(Server, lanner::Listening)>,
+    RelayProxy,
+    tokio::sync::oneshot::Receiver<Result<u32, lanner::Error>>,
+) {
+    let (patient_server, patient_listening, _service, patient) = serve(
+        &format!("mem://{name}-patient"),
+        ConnectionOptions::default(),
+    )
+    .await;
+    let (report, late) = tokio::sync::oneshot::channel();
+    let service = Arc::new(RelayService {
+        patient,
+        late: tokio::sync::Mutex::new(Some(report)),
+    });
+    let server = Server::new();
+    server.publish("relay", Object::new(RelayStub::new(service)));
+    let listening = server
+        .listen(&format!("mem://{name}-relay"))
+        .await
+        .expect("listen");
+    let url = listening.endpoint().object_url("relay");
+    let proxy = Client::new().connect::<RelayProxy>(&url).await.unwrap();
+    let servers = vec![(patient_server, patient_listening), (server, listening)];
+    (servers, proxy, late)
+}
+
+#[tokio::test]
+async fn a_call_made_while_serving_one_inherits_its_deadline() {
+    let (_servers, relay, _late) = relay("deadline-inherited").await;
+    // Without a deadline, none is passed on.
+    assert_eq!(relay.onward_remaining_us().await, Ok(None));
+    let left = relay
+        .with_timeout(Duration::from_secs(10))
+        .onward_remaining_us()
+        .await
+        .unwrap()
+        .expect("the onward call inherited the deadline");
+    assert!(left <= 10_000_000, "{left} µs left of 10 s");
+    assert!(left > 5_000_000, "only {left} µs left of 10 s");
+}
+
+#[tokio::test]
+async fn a_call_made_after_the_inherited_deadline_fails_unsent() {
+    let (_servers, relay, late) = relay("deadline-inherited-passed").await;
+    let error = relay
+        .with_timeout(Duration::from_millis(50))
+        .call_after_deadline()
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::DeadlineExceeded, "{error}");
+    let onward = tokio::time::timeout(Duration::from_secs(10), late)
+        .await
+        .expect("the relay made its call")
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(onward.kind(), ErrorKind::DeadlineExceeded, "{onward}");
+    assert!(!onward.may_have_executed(), "{onward}");
+    assert!(onward.message().contains("inherits"), "{onward}");
+}
