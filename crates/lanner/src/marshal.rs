@@ -153,7 +153,7 @@ pub struct Destination<'a> {
 /// one if it had to reconnect (a URL reference whose connection broke) or to claim the
 /// object first (a reference handed over by a third party). The call's timeout starts
 /// now; made from inside a served call, it ends no later than that call's deadline (see
-/// [`call_timeout`]). (Reconnecting and claiming are boxed by the reference: they add
+/// `call_timeout`). (Reconnecting and claiming are boxed by the reference: they add
 /// nothing to the size of a call's future.)
 pub async fn destination(core: &ProxyCore) -> Result<Destination<'_>, Error> {
     if let Some(target) = core.pinned_target() {
@@ -429,7 +429,7 @@ pub(crate) fn error_from_payload(status: Status, payload: &Payload) -> Error {
 /// Decodes a call's inline arguments as `A` (a tuple of the method's non-bulk parameters),
 /// unless the call is refused: then `refusal` (taken) is the answer, after the arguments
 /// were decoded and dropped, which releases the object references among them. The error
-/// is the answer, as the future the stub returns (see [`decode_arguments`]).
+/// is the answer, as the future the stub returns (see `decode_arguments`).
 pub fn arguments<A: DeserializeOwned>(
     call: &IncomingCall<'_>,
     method: &MethodInfo,
