@@ -24,9 +24,11 @@
 //! [`CallContext::is_cancelled`].
 //!
 //! The deadline is passed on, as gRPC does: a call the method makes (through any proxy, to
-//! its caller or to another server, or a `connect`) ends no later than the method's own
-//! deadline, and fails with [`crate::ErrorKind::DeadlineExceeded`], unsent, once that has
-//! passed. A call that must outlive the caller's patience (cleanup after the caller gave
+//! its caller or to another server, and the name resolution of a `connect`) ends no later
+//! than the method's own deadline, and fails with [`crate::ErrorKind::DeadlineExceeded`],
+//! unsent, once that has passed. (Opening a connection keeps its own handshake timeout.)
+//! A one-way call's method passes nothing on: it runs whatever its deadline, nobody waits
+//! for it. A call that must outlive the caller's patience (cleanup after the caller gave
 //! up, say) is made from a task of its own (`tokio::spawn`), where no call is current.
 
 use std::cell::RefCell;
@@ -62,6 +64,9 @@ pub struct CallContext {
     /// call is polled, it is the only call of that apartment running (see
     /// [`crate::ApartmentCell`]).
     apartment: Option<usize>,
+    /// Whether the calls the method makes inherit the deadline: not for a one-way call,
+    /// which runs whatever its deadline (nobody waits for it).
+    passes_deadline_on: bool,
 }
 
 impl CallContext {
@@ -71,7 +76,15 @@ impl CallContext {
             peer,
             cancel: None,
             apartment: None,
+            passes_deadline_on: true,
         }
+    }
+
+    /// This context, for a one-way call: the calls its method makes do not inherit its
+    /// deadline (see `marshal::call_timeout`).
+    pub(crate) fn one_way(mut self) -> CallContext {
+        self.passes_deadline_on = false;
+        self
     }
 
     /// This context, for a call that runs in the apartment at address `apartment`.
@@ -120,7 +133,11 @@ impl CallContext {
     /// The deadline of the call whose method is running on this thread, if it has one
     /// (the calls it makes inherit it: see `marshal::call_timeout`).
     pub(crate) fn current_deadline() -> Option<Instant> {
-        CURRENT.with(|current| current.borrow().as_ref()?.deadline)
+        CURRENT.with(|current| {
+            let current = current.borrow();
+            let context = current.as_ref()?;
+            context.deadline.filter(|_| context.passes_deadline_on)
+        })
     }
 
     /// The context of the call whose method is running, or `None` outside a served call.

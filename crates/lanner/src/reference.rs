@@ -448,8 +448,12 @@ impl ObjectRef {
         let fresh = match origin.client.resolve_url(&origin.url).await {
             Ok(fresh) => fresh,
             Err(error) => {
-                backoff.not_before = Some(now + backoff.delay);
-                backoff.delay = (backoff.delay * 2).min(BACKOFF_MAX);
+                // A deadline that passed (this caller's, or one it inherited from the call
+                // it serves) says nothing of the server: later callers try at once.
+                if error.kind() != ErrorKind::DeadlineExceeded {
+                    backoff.not_before = Some(now + backoff.delay);
+                    backoff.delay = (backoff.delay * 2).min(BACKOFF_MAX);
+                }
                 return Err(Error::new(
                     error.kind(),
                     format!(

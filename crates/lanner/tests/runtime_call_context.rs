@@ -39,6 +39,8 @@ struct PatientService {
     /// Calls of `wait` that saw their cancellation.
     cancelled: AtomicU32,
     changed: Notify,
+    /// Calls of `ping` that ran.
+    pings: AtomicU32,
 }
 
 impl PatientService {
@@ -76,6 +78,7 @@ impl Patient for PatientService {
     }
 
     async fn ping(&self) -> Result<u32, lanner::Error> {
+        self.pings.fetch_add(1, Ordering::SeqCst);
         Ok(7)
     }
 
@@ -292,22 +295,36 @@ async fn the_method_sees_the_callers_kernel_verified_identity() {
 /// A service that calls on to a [`Patient`] from inside its own methods.
 #[lanner::interface]
 trait Relay {
-    /// The time left (µs) that the patient saw on a call made from inside this one.
-    async fn onward_remaining_us(&self) -> Result<Option<u64>, lanner::Error>;
+    /// The time left (µs) that the patient saw on a call made from inside this one through
+    /// a proxy with a timeout of `own_ms` (none if 0).
+    async fn onward_remaining_us(&self, own_ms: u64) -> Result<Option<u64>, lanner::Error>;
     /// Waits until this call's deadline has passed, then calls the patient; the outcome
-    /// goes to `RelayService::late`.
+    /// goes to `RelayService::report`.
     async fn call_after_deadline(&self) -> Result<(), lanner::Error>;
+    /// Asks the patient for the time it has left; the answer goes to
+    /// `RelayService::report`.
+    #[oneway]
+    async fn one_way_onward(&self) -> Result<(), lanner::Error>;
 }
+
+/// What a relay's onward call came to.
+type Onward = Result<Option<u64>, lanner::Error>;
 
 struct RelayService {
     patient: PatientProxy,
-    /// The outcome of the call `call_after_deadline` made, once made.
-    late: tokio::sync::Mutex<Option<tokio::sync::oneshot::Sender<Result<u32, lanner::Error>>>>,
+    /// Where the outcome of an onward call the caller does not see goes.
+    report: tokio::sync::mpsc::UnboundedSender<Onward>,
 }
 
 impl Relay for RelayService {
-    async fn onward_remaining_us(&self) -> Result<Option<u64>, lanner::Error> {
-        self.patient.remaining_us().await
+    async fn onward_remaining_us(&self, own_ms: u64) -> Result<Option<u64>, lanner::Error> {
+        match own_ms {
+            0 => self.patient.remaining_us().await,
+            ms => {
+                let patient = self.patient.with_timeout(Duration::from_millis(ms));
+                patient.remaining_us().await
+            }
+        }
     }
 
     async fn call_after_deadline(&self) -> Result<(), lanner::Error> {
@@ -320,73 +337,108 @@ impl Relay for RelayService {
             .with_timeout(Duration::from_secs(60))
             .ping()
             .await;
-        if let Some(report) = self.late.lock().await.take() {
-            let _ = report.send(outcome);
-        }
+        let _ = self.report.send(outcome.map(|_| None));
+        Ok(())
+    }
+
+    async fn one_way_onward(&self) -> Result<(), lanner::Error> {
+        let _ = self.report.send(self.patient.remaining_us().await);
         Ok(())
     }
 }
 
-/// A relay on one server calling a patient on another; the client's proxy to the relay.
-async fn relay(
-    name: &str,
-) -> (
-    Vec<(Server, lanner::Listening)>,
-    RelayProxy,
-    tokio::sync::oneshot::Receiver<Result<u32, lanner::Error>>,
-) {
-    let (patient_server, patient_listening, _service, patient) = serve(
-        &format!("mem://{name}-patient"),
-        ConnectionOptions::default(),
-    )
-    .await;
-    let (report, late) = tokio::sync::oneshot::channel();
-    let service = Arc::new(RelayService {
-        patient,
-        late: tokio::sync::Mutex::new(Some(report)),
-    });
-    let server = Server::new();
-    server.publish("relay", Object::new(RelayStub::new(service)));
-    let listening = server
-        .listen(&format!("mem://{name}-relay"))
-        .await
-        .expect("listen");
-    let url = listening.endpoint().object_url("relay");
-    let proxy = Client::new().connect::<RelayProxy>(&url).await.unwrap();
-    let servers = vec![(patient_server, patient_listening), (server, listening)];
-    (servers, proxy, late)
+/// A relay on one server calling a patient on another: the servers, the patient, the
+/// client's proxy to the relay and what the relay reports.
+struct Relayed {
+    _servers: Vec<(Server, lanner::Listening)>,
+    patient: Arc<PatientService>,
+    relay: RelayProxy,
+    reports: tokio::sync::mpsc::UnboundedReceiver<Onward>,
+}
+
+impl Relayed {
+    async fn start(name: &str) -> Relayed {
+        let (patient_server, patient_listening, patient, proxy) = serve(
+            &format!("mem://{name}-patient"),
+            ConnectionOptions::default(),
+        )
+        .await;
+        let (report, reports) = tokio::sync::mpsc::unbounded_channel();
+        let service = Arc::new(RelayService {
+            patient: proxy,
+            report,
+        });
+        let server = Server::new();
+        server.publish("relay", Object::new(RelayStub::new(service)));
+        let listening = server
+            .listen(&format!("mem://{name}-relay"))
+            .await
+            .expect("listen");
+        let url = listening.endpoint().object_url("relay");
+        let relay = Client::new().connect::<RelayProxy>(&url).await.unwrap();
+        Relayed {
+            _servers: vec![(patient_server, patient_listening), (server, listening)],
+            patient,
+            relay,
+            reports,
+        }
+    }
+
+    async fn next_report(&mut self) -> Onward {
+        tokio::time::timeout(Duration::from_secs(10), self.reports.recv())
+            .await
+            .expect("the relay made its onward call")
+            .expect("the relay is alive")
+    }
 }
 
 #[tokio::test]
 async fn a_call_made_while_serving_one_inherits_its_deadline() {
-    let (_servers, relay, _late) = relay("deadline-inherited").await;
+    let Relayed { relay, .. } = Relayed::start("deadline-inherited").await;
     // Without a deadline, none is passed on.
-    assert_eq!(relay.onward_remaining_us().await, Ok(None));
-    let left = relay
-        .with_timeout(Duration::from_secs(10))
-        .onward_remaining_us()
-        .await
-        .unwrap()
-        .expect("the onward call inherited the deadline");
-    assert!(left <= 10_000_000, "{left} µs left of 10 s");
-    assert!(left > 5_000_000, "only {left} µs left of 10 s");
+    assert_eq!(relay.onward_remaining_us(0).await, Ok(None));
+    let relay = relay.with_timeout(Duration::from_secs(10));
+    // The onward call's own timeout, longer, does not lengthen it; none is no longer.
+    for own_ms in [0, 60_000] {
+        let left = relay
+            .onward_remaining_us(own_ms)
+            .await
+            .unwrap()
+            .expect("the onward call inherited the deadline");
+        assert!(left <= 10_000_000, "{left} µs left of 10 s");
+        assert!(left > 5_000_000, "only {left} µs left of 10 s");
+    }
+    // A shorter one is kept.
+    let left = relay.onward_remaining_us(1_000).await.unwrap().unwrap();
+    assert!(left <= 1_000_000, "{left} µs left of 1 s");
 }
 
 #[tokio::test]
 async fn a_call_made_after_the_inherited_deadline_fails_unsent() {
-    let (_servers, relay, late) = relay("deadline-inherited-passed").await;
-    let error = relay
+    let mut relayed = Relayed::start("deadline-inherited-passed").await;
+    let error = relayed
+        .relay
         .with_timeout(Duration::from_millis(50))
         .call_after_deadline()
         .await
         .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::DeadlineExceeded, "{error}");
-    let onward = tokio::time::timeout(Duration::from_secs(10), late)
-        .await
-        .expect("the relay made its call")
-        .unwrap()
-        .unwrap_err();
+    let onward = relayed.next_report().await.unwrap_err();
     assert_eq!(onward.kind(), ErrorKind::DeadlineExceeded, "{onward}");
     assert!(!onward.may_have_executed(), "{onward}");
     assert!(onward.message().contains("inherits"), "{onward}");
+    assert_eq!(relayed.patient.pings.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_one_way_call_passes_no_deadline_on() {
+    let mut relayed = Relayed::start("deadline-one-way").await;
+    relayed
+        .relay
+        .with_timeout(Duration::from_secs(10))
+        .one_way_onward()
+        .await
+        .unwrap();
+    // Nobody waits for a one-way call: what it calls on gets no deadline from it.
+    assert_eq!(relayed.next_report().await, Ok(None));
 }

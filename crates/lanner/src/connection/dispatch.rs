@@ -58,6 +58,9 @@ impl Connection {
             overloaded,
         };
         let mut context = CallContext::new(deadline, self.identity().clone());
+        if to.one_way {
+            context = context.one_way();
+        }
         if let Some(apartment) = &apartment {
             context = context.in_apartment(Arc::as_ptr(apartment) as usize);
         }
