@@ -113,17 +113,24 @@ pub async fn connect(name: &str) -> io::Result<Transport> {
 /// `populate_up_to` bytes: the server announces their size, and a hostile one could
 /// otherwise make this process commit up to the format's limit (2 GiB).
 pub async fn connect_populating(name: &str, populate_up_to: usize) -> io::Result<Transport> {
-    let stream = std::os::unix::net::UnixStream::connect_addr(&address(name)?).map_err(|e| {
-        if e.kind() == io::ErrorKind::ConnectionRefused {
-            io::Error::new(e.kind(), format!("nothing listens on shm://{name}"))
-        } else {
-            e
-        }
-    })?;
+    // Not std's blocking connect: to a listener whose backlog is full it waits until the
+    // listener accepts, maybe never (a local process can bind the abstract name first and
+    // never accept), holding the runtime's thread. Without blocking, a full backlog fails
+    // at once.
+    let stream = UnixStream::connect_addr(&address(name)?.into())
+        .await
+        .map_err(|e| match e.kind() {
+            io::ErrorKind::ConnectionRefused => {
+                io::Error::new(e.kind(), format!("nothing listens on shm://{name}"))
+            }
+            io::ErrorKind::WouldBlock => io::Error::new(
+                io::ErrorKind::ConnectionRefused,
+                format!("shm://{name} accepts no more connections now (its backlog is full)"),
+            ),
+            _ => e,
+        })?;
     // Who serves there, as the kernel says: the client checks it (see `ClientAuth`).
     let server = sys::peer_credentials(stream.as_fd())?;
-    stream.set_nonblocking(true)?;
-    let stream = UnixStream::from_std(stream)?;
     let (region, space) = tokio::time::timeout(SETUP_TIMEOUT, receive_region(&stream))
         .await
         .map_err(|_| {
@@ -219,4 +226,39 @@ fn transport(
         credentials,
         certificate_subject: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listener_that_never_accepts_fails_a_connect_instead_of_blocking_it() {
+        let name = format!("backlog-full-{}", std::process::id());
+        // Bound first by someone who never accepts, with room for one pending connection.
+        let squatter =
+            std::os::unix::net::UnixListener::bind_addr(&address(&name).unwrap()).expect("bind");
+        socket2::SockRef::from(&squatter).listen(0).expect("listen");
+        let _pending = std::os::unix::net::UnixStream::connect_addr(&address(&name).unwrap())
+            .expect("the backlog takes one connection");
+        // The connect runs on a thread of its own: a blocking connect would block it
+        // until the listener accepts or closes.
+        let (done, outcome) = std::sync::mpsc::channel();
+        let connecting = name.clone();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let result = runtime.block_on(connect(&connecting)).map(drop);
+            let _ = done.send(result);
+        });
+        let error = outcome
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the connect returned instead of waiting for the listener")
+            .unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::ConnectionRefused, "{error}");
+        assert!(error.to_string().contains("backlog is full"), "{error}");
+        drop(squatter);
+    }
 }
