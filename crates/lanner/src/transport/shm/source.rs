@@ -113,13 +113,15 @@ impl ShmSource {
                 return Ok(Some(record.bytes));
             }
             // The first piece starts with the frame header, whose first word is the
-            // frame's total length: make room for all of it once (if it is allowed).
+            // frame's total length: make room for all of it once (if it is allowed). The
+            // piece itself counts too: one larger than the limit (a ring's worth, while
+            // the limit is a handshake's few kilobytes) must not be kept until more comes.
             let announced = record
                 .bytes
                 .first_chunk::<4>()
                 .map_or(0, |len| u32::from_le_bytes(*len) as usize);
-            if announced > limit {
-                return Err(self.too_large(announced));
+            if announced.max(record.bytes.len()) > limit {
+                return Err(self.too_large(announced.max(record.bytes.len())));
             }
             let mut message = BytesMut::with_capacity(announced.max(record.bytes.len()));
             message.extend_from_slice(&record.bytes);
@@ -264,19 +266,48 @@ mod tests {
         Arc::new(Doorbell::new(ours.into()))
     }
 
-    #[tokio::test]
-    async fn a_stream_of_tiny_fragments_is_taken_half_a_ring_at_a_time() {
-        const CAPACITY: usize = 4096;
-        let (mut producer, consumer) = heap_ring(CAPACITY, Arc::new(Nobody), Arc::new(Nobody), 64);
-        let (waiter_end, _peer) = std::os::unix::net::UnixStream::pair().unwrap();
-        let (_area, loans) = heap_loans(64 * 1024);
-        let mut source = ShmSource::new(
+    /// The peer's ends of a test source's doorbell and loan area (kept while it is used).
+    type PeerEnds = (std::os::unix::net::UnixStream, lanner_shm::loans::LoanArea);
+
+    /// A source reading a heap ring of `capacity` bytes, the ring's producer, and the
+    /// peer's ends.
+    fn source(capacity: usize) -> (ShmSource, lanner_shm::ring::Producer, PeerEnds) {
+        let (producer, consumer) = heap_ring(capacity, Arc::new(Nobody), Arc::new(Nobody), 64);
+        let (waiter_end, peer) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (area, loans) = heap_loans(64 * 1024);
+        let source = ShmSource::new(
             consumer,
             Waiter::new(waiter_end.into()).unwrap(),
             [doorbell(), doorbell()],
             loans,
             None,
         );
+        (source, producer, (peer, area))
+    }
+
+    #[tokio::test]
+    async fn a_first_piece_larger_than_the_limit_is_refused_whatever_it_announces() {
+        let (mut source, mut producer, _peer) = source(64 * 1024);
+        source.set_max_frame_size(4096);
+        // A piece of 16 KiB whose frame header claims 64 bytes in all.
+        let mut piece = vec![0u8; 16 * 1024];
+        piece[..4].copy_from_slice(&64u32.to_le_bytes());
+        let mut reservation = producer.try_reserve(piece.len()).unwrap().expect("room");
+        reservation.write(0, &piece);
+        reservation.commit(true);
+        match source.try_recv() {
+            Err(RecvError::Frame(FrameError::TooLarge { len, max })) => {
+                assert_eq!((len, max), (16 * 1024, 4096));
+            }
+            _ => panic!("a piece over the limit was taken"),
+        }
+        assert!(source.assembling.is_none(), "nothing is kept of it");
+    }
+
+    #[tokio::test]
+    async fn a_stream_of_tiny_fragments_is_taken_half_a_ring_at_a_time() {
+        const CAPACITY: usize = 4096;
+        let (mut source, mut producer, _peer) = source(CAPACITY);
         source.set_max_frame_size(1 << 20);
         // The first piece announces a frame far larger than all the pieces that follow.
         let mut first = [0u8; 8];
