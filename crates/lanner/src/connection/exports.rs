@@ -206,7 +206,14 @@ impl ExportTable {
         let key = (object.identity(), name.map(str::to_owned));
         if let Some(handle) = self.by_identity.get(&key).copied() {
             if let Some(index) = self.index_of(handle) {
-                self.holdings[index].references += 1;
+                let holding = &mut self.holdings[index];
+                holding.references += 1;
+                // Resolved by name first, now handed out another way (a result, say):
+                // the peer may hold a reference it could not find again.
+                if holding.resolvable && !resolvable {
+                    holding.resolvable = false;
+                    self.unresolvable += 1;
+                }
             }
             return Ok(handle);
         }
@@ -366,6 +373,25 @@ mod tests {
         assert!(table.slot(ROOT_HANDLE, 0).is_err(), "no root on this table");
         assert!(table.slot(FREE, 0).is_err());
         assert!(table.release(FREE).is_none());
+    }
+
+    #[test]
+    fn an_object_resolved_by_name_and_then_handed_out_otherwise_is_unresolvable() {
+        let mut table = ExportTable::new();
+        let peer = anyone();
+        let shared = object();
+        let handle = table.export(&shared, Some("svc"), true, &peer).unwrap();
+        assert!(
+            !table.holds_unresolvable(),
+            "found by name: it can be found again"
+        );
+        assert_eq!(table.export(&shared, Some("svc"), false, &peer), Ok(handle));
+        assert!(table.holds_unresolvable(), "also handed out as a result");
+        // It stays so until the peer holds none of it (it cannot say which it dropped).
+        assert!(table.release(handle).is_none());
+        assert!(table.holds_unresolvable());
+        assert!(table.release(handle).is_some());
+        assert!(!table.holds_unresolvable());
     }
 
     #[test]
