@@ -51,11 +51,24 @@ struct RefInner {
 impl Drop for RefInner {
     fn drop(&mut self) {
         if self.counted.load(Ordering::Relaxed) {
+            let keeps_in_use = self.keeps_in_use();
             let target = self.target.get_mut().unwrap_or_else(|e| e.into_inner());
             if target.handle != crate::connection::ROOT_HANDLE {
+                if keeps_in_use {
+                    target.connection.reference_let_go();
+                }
                 target.connection.release_remote(target.handle);
             }
         }
+    }
+}
+
+impl RefInner {
+    /// Whether this reference, while it holds a count on its target, keeps the target's
+    /// connection in use (see `Connection::reference_held`): it could not find the object
+    /// again if the connection closed (it was not found by URL).
+    fn keeps_in_use(&self) -> bool {
+        !matches!(self.origin.as_deref(), Some(Origin::Url(_)))
     }
 }
 
@@ -149,15 +162,20 @@ impl ObjectRef {
         interfaces: Vec<InterfaceId>,
         origin: Option<Box<Origin>>,
     ) -> ObjectRef {
+        let inner = RefInner {
+            peer: connection.peer().to_owned(),
+            target: Mutex::new(Target { connection, handle }),
+            interfaces,
+            origin,
+            claimed: AtomicBool::new(true),
+            counted: AtomicBool::new(true),
+        };
+        if inner.keeps_in_use() && handle != crate::connection::ROOT_HANDLE {
+            let target = inner.target.lock().unwrap_or_else(|e| e.into_inner());
+            target.connection.reference_held();
+        }
         ObjectRef {
-            inner: Arc::new(RefInner {
-                peer: connection.peer().to_owned(),
-                target: Mutex::new(Target { connection, handle }),
-                interfaces,
-                origin,
-                claimed: AtomicBool::new(true),
-                counted: AtomicBool::new(true),
-            }),
+            inner: Arc::new(inner),
         }
     }
 
@@ -201,7 +219,12 @@ impl ObjectRef {
     /// (or, for arguments that failed to decode, back to the exporter: see
     /// [`crate::objref::decoding_arguments`]).
     pub(crate) fn disown(&self) {
-        self.inner.counted.store(false, Ordering::Relaxed);
+        if self.inner.counted.swap(false, Ordering::Relaxed) && self.inner.keeps_in_use() {
+            let target = self.current_target();
+            if target.handle != crate::connection::ROOT_HANDLE {
+                target.connection.reference_let_go();
+            }
+        }
     }
 
     /// This reference, remembering that it was found at `url` through `client`.
@@ -425,6 +448,8 @@ impl ObjectRef {
             return Err(mismatch);
         }
         *self.target() = target.clone();
+        // A handed-over reference keeps its new connection in use (see `keeps_in_use`).
+        target.connection.reference_held();
         self.inner.counted.store(true, Ordering::Relaxed);
         self.inner.claimed.store(true, Ordering::Release);
         Ok(target)

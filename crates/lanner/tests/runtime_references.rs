@@ -830,6 +830,36 @@ async fn an_idle_timeout_spares_a_connection_whose_peer_holds_handed_out_objects
     assert_eq!(counter.increment().await, Ok(2));
 }
 
+#[tokio::test]
+async fn an_idle_timeout_spares_a_connection_whose_client_holds_objects_it_was_handed() {
+    let server = Server::new();
+    server.publish(
+        "factory",
+        Object::new(FactoryStub::new(Arc::new(FactoryImpl::default()))),
+    );
+    let listening = server.listen("mem://refs-client-idle").await.unwrap();
+    let options =
+        lanner::ConnectionOptions::default().with_idle_timeout(Duration::from_millis(100));
+    let factory: FactoryProxy = Client::with_options(options)
+        .connect(&listening.endpoint().object_url("factory"))
+        .await
+        .unwrap();
+    let counter = factory.counter(1).await.unwrap().into_proxy().unwrap();
+    // Idle for several timeouts, but the client holds a counter it could not find again.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(counter.increment().await, Ok(2));
+    // Once it lets go, the idle connection closes (and the factory's proxy reconnects).
+    let before = factory.object().traffic();
+    drop(counter);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(factory.counter(5).await.is_ok());
+    assert!(
+        factory.object().traffic().messages_sent < before.messages_sent,
+        "the connection was not replaced: {before:?} then {:?}",
+        factory.object().traffic()
+    );
+}
+
 /// The environment variable that makes [`child_holds_counters_until_killed`] run: the
 /// factory's URL.
 const CHILD_FACTORY: &str = "LANNER_TEST_CHILD_FACTORY";

@@ -120,6 +120,9 @@ pub(crate) struct Connection {
     redemptions_waiting: AtomicUsize,
     /// Where this side's loans come from (shared-memory transports).
     loans: Option<lanner_shm::LoanArea>,
+    /// References to the peer's objects that this side holds and could not find again if
+    /// the connection closed (see `Connection::reference_held`).
+    references_held: AtomicUsize,
 }
 
 struct State {
@@ -281,6 +284,7 @@ impl Connection {
                 redemptions_waiting: AtomicUsize::new(0),
                 goaway_heard: AtomicBool::new(false),
                 loans,
+                references_held: AtomicUsize::new(0),
             }
         });
         reader::spawn(&connection, signal, &side);
@@ -316,11 +320,13 @@ impl Connection {
     fn activity_in(&self, state: &State) -> idle::Activity {
         idle::Activity {
             calls: state.calls,
-            // A peer holding references it could not find again still uses the connection.
+            // Either side holding references it could not find again still uses the
+            // connection.
             busy: !state.pending.is_empty()
                 || state.proto.in_flight() > 0
                 || state.proto.peer_in_flight() > 0
-                || self.exports().holds_unresolvable(),
+                || self.exports().holds_unresolvable()
+                || self.holds_peer_references(),
         }
     }
 

@@ -10,6 +10,7 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use lanner_proto::OutFrame;
 use lanner_proto::frame::{HEADER_LEN, MAX_RELEASES_PER_FRAME, encode_release};
@@ -22,6 +23,26 @@ use crate::occasional::occasionally;
 const RELEASE_DELAY: std::time::Duration = std::time::Duration::from_millis(1);
 
 impl Connection {
+    /// This side now holds one more reference to an object of the peer that it could
+    /// not find again if the connection closed (one received in a message, or a created
+    /// instance, not one found by URL): while it holds any, the connection is in use and
+    /// an idle timeout leaves it open.
+    pub(crate) fn reference_held(&self) {
+        self.references_held.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One reference counted by [`Connection::reference_held`] is gone (dropped, or its
+    /// count handed over).
+    pub(crate) fn reference_let_go(&self) {
+        let before = self.references_held.fetch_sub(1, Ordering::Relaxed);
+        debug_assert!(before > 0, "a reference let go that was never counted");
+    }
+
+    /// Whether this side holds references counted by [`Connection::reference_held`].
+    pub(crate) fn holds_peer_references(&self) -> bool {
+        self.references_held.load(Ordering::Relaxed) > 0
+    }
+
     /// A reference to the peer's object `handle` was dropped: tell the peer (batched).
     pub(crate) fn release_remote(self: &Arc<Self>, handle: u64) {
         let mut queued = self.releases.lock().unwrap_or_else(|e| e.into_inner());
