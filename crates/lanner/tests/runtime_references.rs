@@ -770,6 +770,22 @@ async fn a_callback_handed_back_in_a_result_is_the_callers_own_object_and_is_rel
     assert_eq!(settle(&live).await, 0, "the counter leaked");
 }
 
+#[tokio::test]
+async fn a_callback_handed_back_is_found_even_when_its_release_is_read_before_the_result() {
+    let (_listening, mirror, counter, _live) =
+        mirror_and_counter("mem://refs-mirror-release-first").await;
+    let mut call = std::pin::pin!(mirror.reflect(ObjRef::new(counter.clone())));
+    // Sent; the answer is not taken until the server's release of the callback (which
+    // follows its answer by a millisecond) has been read by the connection too.
+    assert!(futures_util::poll!(call.as_mut()).is_pending());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let back = call.await.expect("the handed-back callback was found");
+    assert!(
+        back.local().is_some(),
+        "arrived as a proxy, not our own object"
+    );
+}
+
 /// Hands out the object it was given.
 #[lanner::interface]
 trait Door {

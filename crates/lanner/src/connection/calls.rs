@@ -323,6 +323,25 @@ impl Delivered {
     }
 }
 
+/// The calls whose answer is in their slot, not yet taken by their caller (whose
+/// references the caller has not decoded yet).
+pub(super) fn answers_untaken(pending: &PendingCalls) -> Vec<u64> {
+    pending
+        .iter()
+        .filter(|(_, call)| matches!(call.reply, Some(Ok(_))))
+        .map(|(call_id, _)| *call_id)
+        .collect()
+}
+
+/// Whether any of `calls` still has its answer in its slot, untaken.
+pub(super) fn any_answer_untaken(pending: &PendingCalls, calls: &[u64]) -> bool {
+    calls.iter().any(|call_id| {
+        pending
+            .get(call_id)
+            .is_some_and(|call| matches!(call.reply, Some(Ok(_))))
+    })
+}
+
 /// Delivers a response to its call (see [`Delivered`]).
 pub(super) fn deliver(
     pending: &mut PendingCalls,

@@ -15,12 +15,29 @@ use std::sync::atomic::Ordering;
 use lanner_proto::OutFrame;
 use lanner_proto::frame::{HEADER_LEN, MAX_RELEASES_PER_FRAME, encode_release};
 
-use super::Connection;
+use super::{Connection, calls};
 use crate::object::Object;
 use crate::occasional::occasionally;
 
 /// How long released handles gather before they are sent (the timer's resolution).
 const RELEASE_DELAY: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// The longest a release received waits for the answers that arrived before it to be
+/// taken by their callers (see `Connection::released`).
+const RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How often releases that wait for answers to be taken look again.
+const RELEASE_RECHECK: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// Releases received while answers that arrived before them waited for their callers.
+pub(super) struct WaitingRelease {
+    /// The handles to release (one reference each).
+    handles: Vec<u64>,
+    /// The calls whose answers were waiting in their slots.
+    after: Vec<u64>,
+    /// When the release is applied whether they were taken or not.
+    until: std::time::Instant,
+}
 
 impl Connection {
     /// This side now holds one more reference to an object of the peer that it could
@@ -89,14 +106,88 @@ impl Connection {
         }
     }
 
-    /// The peer dropped its references to these objects of ours.
-    pub(crate) fn released(&self, handles: &[u64]) {
+    /// The peer dropped its references to these objects of ours. Not while answers that
+    /// arrived before the release are still waiting for their callers to take them: an
+    /// answer may hand one of these objects back to us (a callback the peer returns, then
+    /// lets go of), and its caller, decoding it later, must still find the object. Those
+    /// releases wait (see [`Connection::release_when_answers_taken`]).
+    pub(crate) fn released(self: &Arc<Self>, handles: &[u64]) {
+        let untaken = calls::answers_untaken(&self.state().pending);
+        if untaken.is_empty() {
+            self.unexport(handles);
+        } else {
+            self.release_when_answers_taken(handles.to_vec(), untaken);
+        }
+    }
+
+    /// Unexports one reference of each of `handles` now (released by the peer, or counted
+    /// for a message that will not be sent).
+    pub(crate) fn unexport(&self, handles: &[u64]) {
         let unexported: Vec<_> = {
             let mut exports = self.exports();
             handles.iter().filter_map(|h| exports.release(*h)).collect()
         };
         // User objects are dropped here, outside the table's lock.
         self.drop_unexported(unexported);
+    }
+
+    /// Releases `handles` once none of the calls `after` has its answer waiting in its
+    /// slot (each was taken, or its call went away), or after [`RELEASE_WAIT`] at most (a
+    /// caller may keep its call's future without ever polling it again). Looked at every
+    /// [`RELEASE_RECHECK`] by one task while any wait. A release that waits only keeps a
+    /// count higher for a while: counts are added and taken in any order.
+    fn release_when_answers_taken(self: &Arc<Self>, handles: Vec<u64>, after: Vec<u64>) {
+        let mut waiting = self
+            .releases_waiting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        waiting.push(WaitingRelease {
+            handles,
+            after,
+            until: std::time::Instant::now() + RELEASE_WAIT,
+        });
+        if waiting.len() > 1 {
+            // The task that looks at them runs already.
+            return;
+        }
+        drop(waiting);
+        let connection = self.clone();
+        drop(self.runtime.spawn(async move {
+            loop {
+                tokio::time::sleep(RELEASE_RECHECK).await;
+                let mut waiting = std::mem::take(
+                    &mut *connection
+                        .releases_waiting
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner()),
+                );
+                let now = std::time::Instant::now();
+                let ended = connection.ended();
+                let due: Vec<u64> = {
+                    let state = connection.state();
+                    let mut due = Vec::new();
+                    waiting.retain_mut(|release| {
+                        let ready = ended
+                            || now >= release.until
+                            || !calls::any_answer_untaken(&state.pending, &release.after);
+                        if ready {
+                            due.append(&mut release.handles);
+                        }
+                        !ready
+                    });
+                    due
+                };
+                connection.unexport(&due);
+                let mut still = connection
+                    .releases_waiting
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                still.append(&mut waiting);
+                if still.is_empty() {
+                    return;
+                }
+            }
+        }));
     }
 
     /// Drops objects the peer no longer holds, outside every lock. Their `Drop` is the

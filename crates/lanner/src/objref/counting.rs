@@ -106,7 +106,7 @@ impl Drop for ExportScope {
 /// [`UnsentExports`].)
 fn unexport(connection: &Connection, handles: &[u64]) {
     if !handles.is_empty() {
-        connection.released(handles);
+        connection.unexport(handles);
     }
 }
 
