@@ -37,7 +37,9 @@ pub struct ConnectionOptions {
     pub keepalive_timeout: Duration,
     /// Close a connection that has had no call in either direction (and none
     /// outstanding) for this long; `None` (the default) never does. Keepalive probes do
-    /// not count as use.
+    /// not count as use. A connection over which either side holds references to the
+    /// other's objects that it could not find again by URL (results, callbacks, created
+    /// instances) is in use however quiet it is.
     pub idle_timeout: Option<Duration>,
     /// Bytes per ring, each direction, of a shared-memory (`shm://`) connection (default
     /// 4 MiB; a power of two from 4 KiB to 1 GiB). A server gives the connections it

@@ -449,7 +449,9 @@ impl ObjectRef {
         }
         *self.target() = target.clone();
         // A handed-over reference keeps its new connection in use (see `keeps_in_use`).
-        target.connection.reference_held();
+        if target.handle != crate::connection::ROOT_HANDLE {
+            target.connection.reference_held();
+        }
         self.inner.counted.store(true, Ordering::Relaxed);
         self.inner.claimed.store(true, Ordering::Release);
         Ok(target)

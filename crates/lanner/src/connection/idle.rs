@@ -1,8 +1,10 @@
 //! Closing connections nobody uses: with an idle timeout set, a connection that has had no
 //! call in either direction, and none outstanding, for that long is closed with a CLOSE
-//! saying why, unless the peer holds references to objects it could not find again
-//! (results, callbacks, created instances; objects resolved by name it finds again). Keepalive probes do not count as use. A client whose proxies came from a
-//! URL reconnects by itself on its next call.
+//! saying why, unless either side holds references to the other's objects that it could
+//! not find again (results, callbacks, created instances, handed-over references; objects
+//! resolved by name it finds again). So a server keeping a client's callback (a
+//! subscriber, say) keeps that client's connection open. Keepalive probes do not count as
+//! use. A client whose proxies came from a URL reconnects by itself on its next call.
 
 use std::sync::Weak;
 use std::time::{Duration, Instant};

@@ -26,6 +26,9 @@ const RELEASE_DELAY: std::time::Duration = std::time::Duration::from_millis(1);
 /// taken by their callers (see `Connection::released`).
 const RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// The most handles that wait to be released at once (see `release_when_answers_taken`).
+const MAX_RELEASES_WAITING: usize = 1 << 16;
+
 /// How often releases that wait for answers to be taken look again.
 const RELEASE_RECHECK: std::time::Duration = std::time::Duration::from_millis(1);
 
@@ -35,8 +38,9 @@ pub(super) struct WaitingRelease {
     handles: Vec<u64>,
     /// The calls whose answers were waiting in their slots.
     after: Vec<u64>,
-    /// When the release is applied whether they were taken or not.
-    until: std::time::Instant,
+    /// When the release is applied whether they were taken or not (on the runtime's
+    /// clock, which its timers use).
+    until: tokio::time::Instant,
 }
 
 impl Connection {
@@ -136,20 +140,32 @@ impl Connection {
     /// caller may keep its call's future without ever polling it again). Looked at every
     /// [`RELEASE_RECHECK`] by one task while any wait. A release that waits only keeps a
     /// count higher for a while: counts are added and taken in any order.
-    fn release_when_answers_taken(self: &Arc<Self>, handles: Vec<u64>, after: Vec<u64>) {
+    fn release_when_answers_taken(self: &Arc<Self>, mut handles: Vec<u64>, after: Vec<u64>) {
         let mut waiting = self
             .releases_waiting
             .lock()
             .unwrap_or_else(|e| e.into_inner());
+        if let Some(last) = waiting.last_mut() {
+            // Joined to the release waiting already, which now waits for the answers
+            // untaken at this later time (those taken since do not matter), until the
+            // earlier deadline: one entry, however many releases come meanwhile.
+            last.handles.append(&mut handles);
+            last.after = after;
+            if last.handles.len() > MAX_RELEASES_WAITING {
+                // A peer sending releases of what it never held, at length: applied now
+                // (a handle not exported is ignored), as they were before releases waited.
+                let due = std::mem::take(&mut last.handles);
+                drop(waiting);
+                self.unexport(&due);
+            }
+            // The task that looks at it runs already.
+            return;
+        }
         waiting.push(WaitingRelease {
             handles,
             after,
-            until: std::time::Instant::now() + RELEASE_WAIT,
+            until: tokio::time::Instant::now() + RELEASE_WAIT,
         });
-        if waiting.len() > 1 {
-            // The task that looks at them runs already.
-            return;
-        }
         drop(waiting);
         let connection = self.clone();
         drop(self.runtime.spawn(async move {
@@ -161,7 +177,7 @@ impl Connection {
                         .lock()
                         .unwrap_or_else(|e| e.into_inner()),
                 );
-                let now = std::time::Instant::now();
+                let now = tokio::time::Instant::now();
                 let ended = connection.ended();
                 let due: Vec<u64> = {
                     let state = connection.state();
@@ -191,7 +207,8 @@ impl Connection {
     }
 
     /// Drops objects the peer no longer holds, outside every lock. Their `Drop` is the
-    /// user's code, run on the connection's receiver: one that panics is logged, and the
+    /// user's code, run on the connection's receiver (or on the task that applies the
+    /// releases that waited, see [`Connection::released`]): one that panics is logged, and the
     /// connection goes on. One at a time: a second panic while the first unwinds through
     /// a collection's drop would abort the process.
     pub(super) fn drop_unexported(&self, objects: Vec<Object>) {
