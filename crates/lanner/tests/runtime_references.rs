@@ -826,20 +826,36 @@ async fn a_published_object_handed_out_as_a_result_obeys_its_names_rules() {
     assert!(error.message().contains("access policy"), "{error}");
 }
 
-#[tokio::test]
-async fn an_idle_timeout_spares_a_connection_whose_peer_holds_handed_out_objects() {
-    let options =
-        lanner::ConnectionOptions::default().with_idle_timeout(Duration::from_millis(100));
-    let server = Server::with_options(options);
+/// Which side of [`idle_factory`]'s connection has the idle timeout.
+#[derive(Clone, Copy)]
+enum IdleSide {
+    Server,
+    Client,
+}
+
+/// A factory served at `endpoint` and a client's proxy for it, with a 100 ms idle timeout
+/// on `side`.
+async fn idle_factory(endpoint: &str, side: IdleSide) -> (lanner::Listening, FactoryProxy) {
+    let idle = lanner::ConnectionOptions::default().with_idle_timeout(Duration::from_millis(100));
+    let (server, client) = match side {
+        IdleSide::Server => (Server::with_options(idle), Client::new()),
+        IdleSide::Client => (Server::new(), Client::with_options(idle)),
+    };
     server.publish(
         "factory",
         Object::new(FactoryStub::new(Arc::new(FactoryImpl::default()))),
     );
-    let listening = server.listen("mem://refs-idle").await.unwrap();
-    let factory: FactoryProxy = Client::new()
+    let listening = server.listen(endpoint).await.unwrap();
+    let factory = client
         .connect(&listening.endpoint().object_url("factory"))
         .await
         .unwrap();
+    (listening, factory)
+}
+
+#[tokio::test]
+async fn an_idle_timeout_spares_a_connection_whose_peer_holds_handed_out_objects() {
+    let (_listening, factory) = idle_factory("mem://refs-idle", IdleSide::Server).await;
     let counter = factory.counter(1).await.unwrap().into_proxy().unwrap();
     // Idle for several timeouts, but the client holds a counter it could not find again.
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -848,18 +864,7 @@ async fn an_idle_timeout_spares_a_connection_whose_peer_holds_handed_out_objects
 
 #[tokio::test]
 async fn an_idle_timeout_spares_a_connection_whose_client_holds_objects_it_was_handed() {
-    let server = Server::new();
-    server.publish(
-        "factory",
-        Object::new(FactoryStub::new(Arc::new(FactoryImpl::default()))),
-    );
-    let listening = server.listen("mem://refs-client-idle").await.unwrap();
-    let options =
-        lanner::ConnectionOptions::default().with_idle_timeout(Duration::from_millis(100));
-    let factory: FactoryProxy = Client::with_options(options)
-        .connect(&listening.endpoint().object_url("factory"))
-        .await
-        .unwrap();
+    let (_listening, factory) = idle_factory("mem://refs-client-idle", IdleSide::Client).await;
     let counter = factory.counter(1).await.unwrap().into_proxy().unwrap();
     // Idle for several timeouts, but the client holds a counter it could not find again.
     tokio::time::sleep(Duration::from_millis(500)).await;
