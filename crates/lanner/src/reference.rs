@@ -51,25 +51,23 @@ struct RefInner {
 impl Drop for RefInner {
     fn drop(&mut self) {
         if self.counted.load(Ordering::Relaxed) {
-            let keeps_in_use = self.keeps_in_use();
+            let origin = self.origin.as_deref();
             let target = self.target.get_mut().unwrap_or_else(|e| e.into_inner());
+            if keeps_in_use(origin, target.handle) {
+                target.connection.reference_let_go();
+            }
             if target.handle != crate::connection::ROOT_HANDLE {
-                if keeps_in_use {
-                    target.connection.reference_let_go();
-                }
                 target.connection.release_remote(target.handle);
             }
         }
     }
 }
 
-impl RefInner {
-    /// Whether this reference, while it holds a count on its target, keeps the target's
-    /// connection in use (see `Connection::reference_held`): it could not find the object
-    /// again if the connection closed (it was not found by URL).
-    fn keeps_in_use(&self) -> bool {
-        !matches!(self.origin.as_deref(), Some(Origin::Url(_)))
-    }
+/// Whether a reference from `origin` holding a count on the object `handle` keeps its
+/// connection in use (see `Connection::reference_held`): it could not find the object
+/// again if the connection closed (it was not found by URL, and it is not the root).
+fn keeps_in_use(origin: Option<&Origin>, handle: u64) -> bool {
+    !matches!(origin, Some(Origin::Url(_))) && handle != crate::connection::ROOT_HANDLE
 }
 
 /// Counts of the messages (frames) a connection carried after its handshake.
@@ -162,20 +160,18 @@ impl ObjectRef {
         interfaces: Vec<InterfaceId>,
         origin: Option<Box<Origin>>,
     ) -> ObjectRef {
-        let inner = RefInner {
-            peer: connection.peer().to_owned(),
-            target: Mutex::new(Target { connection, handle }),
-            interfaces,
-            origin,
-            claimed: AtomicBool::new(true),
-            counted: AtomicBool::new(true),
-        };
-        if inner.keeps_in_use() && handle != crate::connection::ROOT_HANDLE {
-            let target = inner.target.lock().unwrap_or_else(|e| e.into_inner());
-            target.connection.reference_held();
+        if keeps_in_use(origin.as_deref(), handle) {
+            connection.reference_held();
         }
         ObjectRef {
-            inner: Arc::new(inner),
+            inner: Arc::new(RefInner {
+                peer: connection.peer().to_owned(),
+                target: Mutex::new(Target { connection, handle }),
+                interfaces,
+                origin,
+                claimed: AtomicBool::new(true),
+                counted: AtomicBool::new(true),
+            }),
         }
     }
 
@@ -219,9 +215,9 @@ impl ObjectRef {
     /// (or, for arguments that failed to decode, back to the exporter: see
     /// [`crate::objref::decoding_arguments`]).
     pub(crate) fn disown(&self) {
-        if self.inner.counted.swap(false, Ordering::Relaxed) && self.inner.keeps_in_use() {
-            let target = self.current_target();
-            if target.handle != crate::connection::ROOT_HANDLE {
+        if self.inner.counted.swap(false, Ordering::Relaxed) {
+            let target = self.target();
+            if keeps_in_use(self.inner.origin.as_deref(), target.handle) {
                 target.connection.reference_let_go();
             }
         }
@@ -448,8 +444,7 @@ impl ObjectRef {
             return Err(mismatch);
         }
         *self.target() = target.clone();
-        // A handed-over reference keeps its new connection in use (see `keeps_in_use`).
-        if target.handle != crate::connection::ROOT_HANDLE {
+        if keeps_in_use(self.inner.origin.as_deref(), target.handle) {
             target.connection.reference_held();
         }
         self.inner.counted.store(true, Ordering::Relaxed);
