@@ -1,5 +1,6 @@
 //! The owner's table of the blocks allocated in its loan area, indexed by first granule:
-//! allocating, lending and freeing a block each touch one entry.
+//! lending and freeing a block each touch one entry, allocating one entry and the block's
+//! granules' back pointers (two bytes per granule of the block).
 
 /// One allocated block.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -17,6 +18,10 @@ pub(crate) struct Block {
 #[derive(Debug)]
 pub(crate) struct Blocks {
     entries: Vec<Block>,
+    /// For each granule, the first granule of the block that last held it: where the
+    /// block of any granule starts, in one step (see [`Blocks::containing`]). Stale for
+    /// granules no block holds now, which the entry it names tells.
+    starts: Vec<u16>,
 }
 
 impl Blocks {
@@ -25,16 +30,19 @@ impl Blocks {
         assert!(granules <= usize::from(u16::MAX), "{granules} granules");
         Blocks {
             entries: vec![Block::default(); granules],
+            starts: vec![0; granules],
         }
     }
 
     /// Records a block of `granules` granules starting at `first` (free until now).
     pub(crate) fn insert(&mut self, first: usize, granules: usize, held_here: bool, lent: u16) {
+        let start = u16::try_from(first).expect("an area has at most 16 Ki granules");
         self.entries[first] = Block {
             granules: u16::try_from(granules).expect("an area has at most 16 Ki granules"),
             held_here,
             lent,
         };
+        self.starts[first..first + granules].fill(start);
     }
 
     /// The block starting at `first`, if one does.
@@ -51,13 +59,15 @@ impl Blocks {
         Some(block)
     }
 
-    /// The first granule of the block that holds `granule`, if one does: the nearest
-    /// block starting at or before it, if it reaches that far. (Lent bytes usually start
-    /// their block: the walk back is short.)
+    /// The first granule of the block that holds `granule`, if one does. One step, not a
+    /// walk back to the block's start: the peer names the granules (returning what it was
+    /// lent), and could name the last of a large block a thousand times per collection.
     pub(crate) fn containing(&self, granule: usize) -> Option<usize> {
-        let entries = self.entries.get(..=granule)?;
-        let first = entries.iter().rposition(|block| block.granules > 0)?;
-        (granule < first + usize::from(entries[first].granules)).then_some(first)
+        let first = usize::from(*self.starts.get(granule)?);
+        let block = self.entries[first];
+        // A granule whose block was freed names a start where no block, or another block
+        // that does not reach it, may start now.
+        (block.granules > 0 && granule < first + usize::from(block.granules)).then_some(first)
     }
 }
 
@@ -80,5 +90,22 @@ mod tests {
         assert_eq!(blocks.remove(10).map(|b| b.granules), Some(5));
         assert_eq!(blocks.containing(12), None);
         assert_eq!(blocks.remove(10), None);
+    }
+
+    #[test]
+    fn granules_of_freed_blocks_name_no_block() {
+        let mut blocks = Blocks::new(100);
+        blocks.insert(0, 100, true, 0);
+        assert_eq!(blocks.containing(99), Some(0));
+        assert!(blocks.remove(0).is_some());
+        assert_eq!(blocks.containing(99), None);
+        // A shorter block where the freed one started, and one in its middle.
+        blocks.insert(0, 10, true, 0);
+        blocks.insert(50, 10, false, 1);
+        assert_eq!(blocks.containing(5), Some(0));
+        assert_eq!(blocks.containing(40), None);
+        assert_eq!(blocks.containing(59), Some(50));
+        assert_eq!(blocks.containing(60), None);
+        assert_eq!(blocks.containing(99), None);
     }
 }
