@@ -355,6 +355,11 @@ impl Releases {
         if held.spans.is_empty() {
             drop(held);
             self.advance_head(end);
+        } else if let Some(last) = held.spans.back_mut().filter(|(_, released)| *released) {
+            // Joined to the released span before it (consumed, or a held record already
+            // given back, whose sequence number nobody names again): the queue grows with
+            // the records held, not with every record consumed behind one.
+            last.0 = end;
         } else {
             held.spans.push_back((end, true));
             self.held_count.store(held.spans.len(), Ordering::Release);
@@ -592,6 +597,11 @@ impl Consumer {
     /// The ring's memory, for tests that play a hostile peer.
     pub(crate) fn shared(&self) -> &RingMemory {
         &self.releases.memory
+    }
+
+    /// Entries in the queue of held and released-behind-them records.
+    pub(crate) fn held_entries(&self) -> usize {
+        self.releases.held_count.load(Ordering::Acquire)
     }
 }
 

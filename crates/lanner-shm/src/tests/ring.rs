@@ -193,6 +193,30 @@ fn held_records_pin_their_space_until_all_before_them_are_released() {
 }
 
 #[test]
+fn records_consumed_behind_a_held_one_take_one_entry_together() {
+    let (mut producer, mut consumer, _, _) = ring(4096, 64);
+    send(&mut producer, &pattern(100, 1), false);
+    let held = consumer.try_recv().unwrap().unwrap().bytes;
+    for seed in 0..100 {
+        send(&mut producer, &pattern(8, seed), false);
+        assert_eq!(
+            consumer.try_recv().unwrap().unwrap().bytes,
+            pattern(8, seed)
+        );
+    }
+    assert_eq!(
+        consumer.held_entries(),
+        2,
+        "the held record, and all after it"
+    );
+    drop(held);
+    assert_eq!(consumer.held_entries(), 0);
+    // Everything is given back: the largest record fits once the consumer is idle.
+    let max = producer.max_record_len();
+    send_to_idle(&mut producer, &mut consumer, &pattern(max, 4), false);
+}
+
+#[test]
 fn a_consumer_dropped_before_its_records_keeps_the_memory_alive() {
     let (mut producer, mut consumer, _, _) = ring(1024, 16);
     send(&mut producer, &pattern(100, 9), false);
