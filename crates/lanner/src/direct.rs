@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use crate::call::{IncomingCall, Reply};
 use crate::error::{Error, ErrorKind};
+use crate::marshal::answered;
 use crate::object::{DispatchFuture, Stub};
 
 /// An implementation, type-erased (its `Arc` unsized: the pointer is the implementation's
@@ -57,12 +58,13 @@ impl Direct {
         target: Implementation,
     ) -> Result<Arc<T>, DispatchFuture> {
         target.downcast::<T>().map_err(|_| {
-            let reply = Reply::error(&Error::new(
-                ErrorKind::Internal,
-                "the object's stub serves another type than the object's",
-            ))
-            .arguments_unread();
-            Box::pin(std::future::ready(reply)) as DispatchFuture
+            answered(
+                Reply::error(&Error::new(
+                    ErrorKind::Internal,
+                    "the object's stub serves another type than the object's",
+                ))
+                .arguments_unread(),
+            )
         })
     }
 }
@@ -71,7 +73,7 @@ impl Direct {
 fn through_stub(target: Implementation, call: IncomingCall<'_>) -> DispatchFuture {
     // A hand-written stub may not route: the refusal is made here for it.
     if let Some(limit) = call.overloaded {
-        return Box::pin(std::future::ready(limit.refusal().arguments_unread()));
+        return answered(limit.refusal().arguments_unread());
     }
     match Direct::downcast::<Arc<dyn Stub>>(target) {
         Ok(stub) => stub.dispatch(call),

@@ -75,7 +75,7 @@ impl Stub for RootStub {
             Ok(_) => return self.redeem(&call),
             Err(reply) => reply,
         };
-        Box::pin(std::future::ready(reply))
+        marshal::answered(reply)
     }
 }
 
@@ -85,7 +85,7 @@ impl RootStub {
     fn redeem(&self, call: &IncomingCall<'_>) -> DispatchFuture {
         let (token,): (Token,) = match marshal::decode_arguments(call, &ROOT_METHODS[2]) {
             Ok(args) => args,
-            Err(reply) => return Box::pin(std::future::ready(reply)),
+            Err(reply) => return marshal::answered(reply),
         };
         let handoffs = self.names.handoffs.clone();
         let connection = call.connection.clone();
