@@ -102,7 +102,7 @@ pub(crate) struct Connection {
     releases: Mutex<Vec<u64>>,
     /// The peer's releases that wait for earlier answers to be taken (see
     /// `Connection::released`).
-    releases_waiting: Mutex<Vec<releases::WaitingRelease>>,
+    releases_waiting: Mutex<Option<releases::WaitingRelease>>,
     /// The server's bound on suspended calls (server side only).
     call_limit: Option<Arc<CallLimit>>,
     /// The server's published names (server side only): an object handed out without
@@ -279,7 +279,7 @@ impl Connection {
                 messages_received: AtomicU64::new(0),
                 replies_to_their_caller: AtomicU64::new(0),
                 releases: Mutex::new(Vec::new()),
-                releases_waiting: Mutex::new(Vec::new()),
+                releases_waiting: Mutex::new(None),
                 call_limit,
                 names,
                 usable: AtomicBool::new(true),

@@ -32,7 +32,8 @@ const MAX_RELEASES_WAITING: usize = 1 << 16;
 /// How often releases that wait for answers to be taken look again.
 const RELEASE_RECHECK: std::time::Duration = std::time::Duration::from_millis(1);
 
-/// Releases received while answers that arrived before them waited for their callers.
+/// The releases received while answers that arrived before them waited for their
+/// callers, joined in one.
 pub(super) struct WaitingRelease {
     /// The handles to release (one reference each).
     handles: Vec<u64>,
@@ -138,30 +139,27 @@ impl Connection {
     /// Releases `handles` once none of the calls `after` has its answer waiting in its
     /// slot (each was taken, or its call went away), or after [`RELEASE_WAIT`] at most (a
     /// caller may keep its call's future without ever polling it again). Looked at every
-    /// [`RELEASE_RECHECK`] by one task while any wait. A release that waits only keeps a
+    /// [`RELEASE_RECHECK`] by one task while one waits. A release that waits only keeps a
     /// count higher for a while: counts are added and taken in any order.
     fn release_when_answers_taken(self: &Arc<Self>, mut handles: Vec<u64>, after: Vec<u64>) {
-        let mut waiting = self
-            .releases_waiting
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if let Some(last) = waiting.last_mut() {
+        let mut waiting = self.releases_waiting();
+        if let Some(release) = waiting.as_mut() {
             // Joined to the release waiting already, which now waits for the answers
             // untaken at this later time (those taken since do not matter), until the
             // earlier deadline: one entry, however many releases come meanwhile.
-            last.handles.append(&mut handles);
-            last.after = after;
-            if last.handles.len() > MAX_RELEASES_WAITING {
+            release.handles.append(&mut handles);
+            release.after = after;
+            if release.handles.len() > MAX_RELEASES_WAITING {
                 // A peer sending releases of what it never held, at length: applied now
                 // (a handle not exported is ignored), as they were before releases waited.
-                let due = std::mem::take(&mut last.handles);
+                let due = std::mem::take(&mut release.handles);
                 drop(waiting);
                 self.unexport(&due);
             }
             // The task that looks at it runs already.
             return;
         }
-        waiting.push(WaitingRelease {
+        *waiting = Some(WaitingRelease {
             handles,
             after,
             until: tokio::time::Instant::now() + RELEASE_WAIT,
@@ -171,39 +169,32 @@ impl Connection {
         drop(self.runtime.spawn(async move {
             loop {
                 tokio::time::sleep(RELEASE_RECHECK).await;
-                let mut waiting = std::mem::take(
-                    &mut *connection
-                        .releases_waiting
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner()),
-                );
-                let now = tokio::time::Instant::now();
-                let ended = connection.ended();
-                let due: Vec<u64> = {
-                    let state = connection.state();
-                    let mut due = Vec::new();
-                    waiting.retain_mut(|release| {
-                        let ready = ended
-                            || now >= release.until
-                            || !calls::any_answer_untaken(&state.pending, &release.after);
-                        if ready {
-                            due.append(&mut release.handles);
-                        }
-                        !ready
-                    });
-                    due
+                // Decided under the lock (the state's taken inside it; nothing takes them
+                // the other way round), so a release joining it either comes before
+                // (and is applied with it) or finds none waiting (and starts this anew).
+                let mut waiting = connection.releases_waiting();
+                let Some(release) = waiting.as_ref() else {
+                    return;
                 };
-                connection.unexport(&due);
-                let mut still = connection
-                    .releases_waiting
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner());
-                still.append(&mut waiting);
-                if still.is_empty() {
+                let due = connection.ended()
+                    || tokio::time::Instant::now() >= release.until
+                    || !calls::any_answer_untaken(&connection.state().pending, &release.after);
+                if due {
+                    let release = waiting.take();
+                    drop(waiting);
+                    if let Some(release) = release {
+                        connection.unexport(&release.handles);
+                    }
                     return;
                 }
             }
         }));
+    }
+
+    fn releases_waiting(&self) -> std::sync::MutexGuard<'_, Option<WaitingRelease>> {
+        self.releases_waiting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// Drops objects the peer no longer holds, outside every lock. Their `Drop` is the
