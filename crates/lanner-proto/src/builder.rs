@@ -10,8 +10,8 @@ use smallvec::SmallVec;
 
 use crate::error::SendError;
 use crate::frame::{
-    FLAG_ARGUMENTS_UNREAD, FLAG_ONE_WAY, FLAG_REFERENCES, FrameKind, REQUEST_FIXED_LEN,
-    RESPONSE_FIXED_LEN,
+    FLAG_ARGUMENTS_UNREAD, FLAG_HANDS_BACK, FLAG_ONE_WAY, FLAG_REFERENCES, FrameKind,
+    REQUEST_FIXED_LEN, RESPONSE_FIXED_LEN,
 };
 use crate::limits::MAX_BULK_SEGMENTS;
 use crate::out_frame::OutFrame;
@@ -139,6 +139,14 @@ impl MessageBuilder {
     pub fn set_arguments_unread(&mut self) {
         if self.kind == FrameKind::Response {
             self.flags |= FLAG_ARGUMENTS_UNREAD;
+        }
+    }
+
+    /// Marks a response whose result hands back some of the caller's own objects (see
+    /// [`crate::frame::FLAG_HANDS_BACK`]). Does nothing to a request.
+    pub fn set_hands_back(&mut self) {
+        if self.kind == FrameKind::Response {
+            self.flags |= FLAG_HANDS_BACK;
         }
     }
 

@@ -8,8 +8,10 @@
 //!                  PING=8 PONG=9 GOAWAY=10 AUTH=11 RELEASE=12 GRANT=13
 //! 5     flags u8   REQUEST: bit 0 ONE_WAY (no RESPONSE; the callee returns the credit with
 //!                  a CREDIT frame). RESPONSE: bit 0 ARGUMENTS_UNREAD (the callee took
-//!                  nothing from the request's arguments). Both: bit 1 REFERENCES (the
-//!                  inline data ends with a reference table, see [`FLAG_REFERENCES`]).
+//!                  nothing from the request's arguments), bit 2 HANDS_BACK (the value
+//!                  hands back some of the caller's own objects, see [`FLAG_HANDS_BACK`]).
+//!                  Both: bit 1 REFERENCES (the inline data ends with a reference table,
+//!                  see [`FLAG_REFERENCES`]).
 //!                  Other bits, and flags of other kinds, are ignored.
 //! 6..8  segs  u16  number of bulk segments (REQUEST and RESPONSE only, else 0)
 //! ```
@@ -96,6 +98,14 @@ pub const FLAG_ARGUMENTS_UNREAD: u8 = 1;
 /// decode partway) releases each listed handle once, so that nothing the sender counted
 /// stays counted; it cannot tell which handles the undecoded rest of the value held.
 pub const FLAG_REFERENCES: u8 = 2;
+/// The RESPONSE flag of a result that hands back references to some of the caller's own
+/// objects (a callback the callee returns). The callee releases its own references to
+/// them once the response is out, and that RELEASE may reach the caller before the
+/// caller's code has decoded the result (it sits in the call's slot, or is being decoded
+/// on another thread); an object released to nothing by then could not be found by the
+/// decoding. So a caller applies the RELEASE frames it reads after such a response only
+/// once the response has been decoded or dropped.
+pub const FLAG_HANDS_BACK: u8 = 4;
 /// Total size of a CANCEL frame.
 pub const CANCEL_LEN: usize = HEADER_LEN + 8;
 /// Total size of a PING or PONG frame.
@@ -243,6 +253,8 @@ pub struct Response {
     /// The callee took nothing from the request's arguments (see
     /// [`FLAG_ARGUMENTS_UNREAD`]).
     pub arguments_unread: bool,
+    /// The result hands back some of the caller's own objects (see [`FLAG_HANDS_BACK`]).
+    pub hands_back: bool,
     /// The encoded result, application error, or error message.
     pub payload: Payload,
 }
@@ -586,6 +598,7 @@ fn decode_response(
         status,
         credits,
         arguments_unread: header.flags & FLAG_ARGUMENTS_UNREAD != 0,
+        hands_back: header.flags & FLAG_HANDS_BACK != 0,
         payload,
     })
 }

@@ -312,12 +312,12 @@ where
 fn discard_reply<C, E>(
     connection: &Arc<Connection>,
     method: &'static MethodInfo,
-    response: Response,
+    response: &Response,
 ) where
     C: ValueCodec,
     E: DeserializeOwned + From<Error>,
 {
-    drop(decode_response::<C, E>(connection, method, &response));
+    drop(decode_response::<C, E>(connection, method, response));
 }
 
 /// Puts the timeout of a call made now (its own `timeout`, or less, see [`call_timeout`])
@@ -533,6 +533,10 @@ where
         Ok(mut message) => {
             // The caller releases what it lists if the result fails to decode there.
             message.end_with_references(exported.handles());
+            if !handed_back.is_empty() {
+                // The caller holds back our releases until it has decoded this.
+                message.set_hands_back();
+            }
             Reply {
                 message,
                 handed_back: (!handed_back.is_empty()).then(|| Box::new(handed_back)),

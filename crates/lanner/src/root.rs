@@ -300,7 +300,7 @@ fn reference_in(connection: &Arc<Connection>, response: &Response) -> Result<Obj
 fn discard_reference(
     connection: &Arc<Connection>,
     _method: &'static MethodInfo,
-    response: Response,
+    response: &Response,
 ) {
-    drop(reference_in(connection, &response));
+    drop(reference_in(connection, response));
 }

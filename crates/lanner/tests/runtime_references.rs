@@ -786,6 +786,29 @@ async fn a_callback_handed_back_is_found_even_when_its_release_is_read_before_th
     );
 }
 
+#[tokio::test]
+async fn callbacks_handed_back_are_found_however_late_their_answers_are_taken_and_released_after() {
+    let (_listening, mirror, counter, live) = mirror_and_counter("mem://refs-mirror-late").await;
+    let mut first = std::pin::pin!(mirror.reflect(ObjRef::new(counter.clone())));
+    let mut second = std::pin::pin!(mirror.reflect(ObjRef::new(counter.clone())));
+    assert!(futures_util::poll!(first.as_mut()).is_pending());
+    assert!(futures_util::poll!(second.as_mut()).is_pending());
+    // Both answers and the server's releases of both callbacks arrive, and the answers
+    // wait in their slots far longer than any time limit would have allowed: the
+    // releases wait for them to be decoded, not for a while.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    for call in [first, second] {
+        let back = call.await.expect("the handed-back callback was found");
+        assert!(
+            back.local().is_some(),
+            "arrived as a proxy, not our own object"
+        );
+    }
+    drop(counter);
+    // The releases that waited were applied once the answers were decoded.
+    assert_eq!(settle(&live).await, 0, "the counter leaked");
+}
+
 /// Hands out the object it was given.
 #[lanner::interface]
 trait Door {

@@ -547,6 +547,40 @@ fn a_response_says_whether_the_arguments_were_left_unread() {
 }
 
 #[test]
+fn a_response_says_whether_it_hands_back_the_callers_objects() {
+    let mut pair = Pair::connected();
+    pair.client_call(request(1, 0, 2, 9, b"x", &[])).unwrap();
+    pair.client_call(request(1, 0, 3, 9, b"y", &[])).unwrap();
+    let requests: Vec<u64> = all_ok(pair.server.receive_all())
+        .into_iter()
+        .map(|event| match event {
+            Event::Request(request) => request.call_id,
+            other => panic!("expected a request, got {other:?}"),
+        })
+        .collect();
+    let mut handing_back = response(Status::Ok, b"callback", &[]);
+    handing_back.set_hands_back();
+    pair.server_respond(requests[0], handing_back).unwrap();
+    pair.server_respond(requests[1], response(Status::Ok, b"", &[]))
+        .unwrap();
+    let flags: Vec<(bool, bool)> = all_ok(pair.client.receive_all())
+        .into_iter()
+        .map(|event| match event {
+            Event::Response(response) => (response.hands_back, response.arguments_unread),
+            other => panic!("expected a response, got {other:?}"),
+        })
+        .collect();
+    assert_eq!(flags, vec![(true, false), (false, false)]);
+    // The flag belongs to responses: a request ignores it.
+    let mut message = request(1, 0, 2, 9, b"x", &[]);
+    message.set_hands_back();
+    assert!(!message.is_one_way());
+    pair.client_call(message).unwrap();
+    let events = all_ok(pair.server.receive_all());
+    assert!(matches!(&events[..], [Event::Request(_)]), "{events:?}");
+}
+
+#[test]
 fn a_reference_table_travels_apart_from_the_value() {
     let mut pair = Pair::connected();
     let mut message = request(1, 0, 2, 9, b"value", &[b"bulk"]);

@@ -12,14 +12,14 @@ use lanner_proto::{MessageBuilder, OutFrame, Response, SendError};
 
 use crate::id::MethodInfo;
 
-use super::Connection;
+use super::{Answer, Connection};
 use crate::error::{Error, ErrorKind};
 use crate::id_hasher::IdBuildHasher;
 
 /// One outstanding call: its reply once it arrives, and who to wake then.
 #[derive(Default)]
 pub(super) struct PendingCall {
-    reply: Option<Result<Response, Error>>,
+    reply: Option<Result<Answer, Error>>,
     waker: Option<Waker>,
     /// Set when the caller gave up on the call: its reply is decoded and dropped when it
     /// comes (see [`Discard`]).
@@ -34,7 +34,7 @@ pub(super) struct PendingCall {
 #[derive(Clone, Copy)]
 pub(crate) struct Discard {
     /// Decodes the reply of `method` on the connection, and drops what it decoded.
-    pub(crate) run: fn(&Arc<Connection>, &'static MethodInfo, Response),
+    pub(crate) run: fn(&Arc<Connection>, &'static MethodInfo, &Response),
     /// The method called.
     pub(crate) method: &'static MethodInfo,
 }
@@ -42,9 +42,9 @@ pub(crate) struct Discard {
 impl Discard {
     /// Runs on the connection's receiver: a decoder that panics (the user's types decode
     /// themselves) costs the answer nobody waits for, not the connection.
-    fn apply(self, connection: &Arc<Connection>, response: Response) {
+    fn apply(self, connection: &Arc<Connection>, answer: Answer) {
         let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            (self.run)(connection, self.method, response);
+            (self.run)(connection, self.method, &answer);
         }));
         if decoded.is_err() {
             tracing::warn!(
@@ -241,7 +241,7 @@ impl Connection {
         &self,
         call_id: u64,
         cx: &mut Context<'_>,
-    ) -> Poll<Result<Response, Error>> {
+    ) -> Poll<Result<Answer, Error>> {
         let mut state = self.state();
         let Entry::Occupied(mut entry) = state.pending.entry(call_id) else {
             return Poll::Ready(Err(Error::unavailable("the call is no longer outstanding")));
@@ -259,7 +259,7 @@ impl Connection {
     }
 
     /// Takes the reply to `call_id` if it has arrived (removing the call).
-    pub(super) fn take_reply(&self, call_id: u64) -> Option<Result<Response, Error>> {
+    pub(super) fn take_reply(&self, call_id: u64) -> Option<Result<Answer, Error>> {
         let mut state = self.state();
         let Entry::Occupied(mut entry) = state.pending.entry(call_id) else {
             return None;
@@ -296,17 +296,17 @@ pub(crate) async fn until<F: Future>(
 /// Where a response went.
 pub(super) enum Delivered {
     /// It answers the caller that received it: handed back, the call removed.
-    Mine(Response),
+    Mine(Answer),
     /// Stored in its call's slot; wake this waiter.
     Stored(Option<Waker>),
     /// Its caller gave up on it: to be disposed of (outside the state's lock).
-    Discarded(Discard, Response),
+    Discarded(Discard, Answer),
 }
 
 impl Delivered {
     /// Wakes the waiter or disposes of a discarded response; `Some` for the receiving
     /// caller's own response.
-    pub(super) fn complete(self, connection: &Arc<Connection>) -> Option<Response> {
+    pub(super) fn complete(self, connection: &Arc<Connection>) -> Option<Answer> {
         match self {
             Delivered::Mine(response) => Some(response),
             Delivered::Stored(waker) => {
@@ -323,29 +323,10 @@ impl Delivered {
     }
 }
 
-/// The calls whose answer is in their slot, not yet taken by their caller (whose
-/// references the caller has not decoded yet).
-pub(super) fn answers_untaken(pending: &PendingCalls) -> Vec<u64> {
-    pending
-        .iter()
-        .filter(|(_, call)| matches!(call.reply, Some(Ok(_))))
-        .map(|(call_id, _)| *call_id)
-        .collect()
-}
-
-/// Whether any of `calls` still has its answer in its slot, untaken.
-pub(super) fn any_answer_untaken(pending: &PendingCalls, calls: &[u64]) -> bool {
-    calls.iter().any(|call_id| {
-        pending
-            .get(call_id)
-            .is_some_and(|call| matches!(call.reply, Some(Ok(_))))
-    })
-}
-
 /// Delivers a response to its call (see [`Delivered`]).
 pub(super) fn deliver(
     pending: &mut PendingCalls,
-    response: Response,
+    response: Answer,
     mine: Option<u64>,
     peer: &str,
 ) -> Delivered {

@@ -37,6 +37,7 @@ mod control;
 mod delivery_marks;
 mod dispatch;
 mod exports;
+mod hand_backs;
 mod handshake;
 mod idle;
 mod keepalive;
@@ -49,6 +50,7 @@ mod writer;
 pub(crate) use calls::{Discard, until};
 pub(crate) use dispatch::{Served, Waiting};
 pub(crate) use exports::{Denied, ExportTable, MAX_EXPORTS, ROOT_HANDLE};
+pub(crate) use hand_backs::Answer;
 pub(crate) use handshake::{Admission, HandshakeDeadline, accept, connect, refuse};
 
 use writer::{Flushed, When, Writer};
@@ -100,9 +102,9 @@ pub(crate) struct Connection {
     /// Handles of the peer's objects whose last reference here was dropped, to be sent
     /// in the next RELEASE frame.
     releases: Mutex<Vec<u64>>,
-    /// The peer's releases that wait for earlier answers to be taken (see
-    /// `Connection::released`).
-    releases_waiting: Mutex<Option<releases::WaitingRelease>>,
+    /// Answers that hand back our objects not decoded yet, and the peer's releases that
+    /// wait for them (see `hand_backs`).
+    hand_backs: Mutex<hand_backs::HandBacks>,
     /// The server's bound on suspended calls (server side only).
     call_limit: Option<Arc<CallLimit>>,
     /// The server's published names (server side only): an object handed out without
@@ -190,7 +192,7 @@ impl ReaderSignal {
 /// A received frame after the state machine saw it.
 enum Handled {
     /// The response the receiving caller waits for.
-    Mine(lanner_proto::Response),
+    Mine(Answer),
     /// A response, delivered to its call's slot.
     Delivered,
     /// Any other event.
@@ -279,7 +281,7 @@ impl Connection {
                 messages_received: AtomicU64::new(0),
                 replies_to_their_caller: AtomicU64::new(0),
                 releases: Mutex::new(Vec::new()),
-                releases_waiting: Mutex::new(None),
+                hand_backs: Mutex::default(),
                 call_limit,
                 names,
                 usable: AtomicBool::new(true),
@@ -718,7 +720,8 @@ impl Connection {
             Event::Response(response) => {
                 let wake_credit_waiters = response.credits > 0 && state.credit_waiters > 0;
                 let call_id = response.call_id;
-                let delivered = calls::deliver(&mut state.pending, response, mine, &self.peer);
+                let answer = self.counted_answer(response);
+                let delivered = calls::deliver(&mut state.pending, answer, mine, &self.peer);
                 drop(state);
                 if let calls::Delivered::Stored(_) = delivered {
                     // Before the waiter is woken (see `delivery_marks`).

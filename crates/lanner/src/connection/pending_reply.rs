@@ -17,11 +17,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use lanner_proto::{MessageBuilder, OutFrame, Response};
+use lanner_proto::{MessageBuilder, OutFrame};
 
-use super::Connection;
 use super::calls::{Begun, Discard};
 use super::delivery_marks::LastLook;
+use super::{Answer, Connection};
 use crate::error::{Error, ErrorKind};
 use crate::objref::UnsentExports;
 
@@ -178,7 +178,7 @@ impl PendingReply {
     /// still alone afterwards. A caller that makes its calls one after another (the same
     /// waker each time) spins at once from then on, but for one yield every
     /// [`super::lone_caller::RECHECK_EVERY`] calls (see that module).
-    fn spin_or_wait(&mut self, cx: &mut Context<'_>) -> Poll<Result<Response, Error>> {
+    fn spin_or_wait(&mut self, cx: &mut Context<'_>) -> Poll<Result<Answer, Error>> {
         let caller = cx.waker().data() as usize;
         let connection = &self.connection;
         match self.phase {
@@ -210,7 +210,7 @@ impl PendingReply {
     /// share a waker (futures joined or selected in one task) would otherwise be taken for
     /// one sequential caller: the first of them to find itself alone would spin at once,
     /// holding the thread while its siblings, whose answers may be waiting, could not run.
-    fn not_alone(&mut self, cx: &mut Context<'_>) -> Poll<Result<Response, Error>> {
+    fn not_alone(&mut self, cx: &mut Context<'_>) -> Poll<Result<Answer, Error>> {
         let caller = cx.waker().data() as usize;
         self.connection.lone_caller.forget(caller);
         self.phase = Phase::Wait;
@@ -218,7 +218,7 @@ impl PendingReply {
     }
 
     /// Waits for the reader to deliver the reply, until the deadline.
-    fn wait(&mut self, cx: &mut Context<'_>) -> Poll<Result<Response, Error>> {
+    fn wait(&mut self, cx: &mut Context<'_>) -> Poll<Result<Answer, Error>> {
         // Read before looking: an answer stored after the look moves it.
         let mark = self.connection.marks.read(self.call_id);
         let nothing_new = self
@@ -253,7 +253,7 @@ impl PendingReply {
 }
 
 impl Future for PendingReply {
-    type Output = Result<Response, Error>;
+    type Output = Result<Answer, Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.get_mut().poll_phase(cx)
@@ -261,7 +261,7 @@ impl Future for PendingReply {
 }
 
 impl PendingReply {
-    fn poll_phase(&mut self, cx: &mut Context<'_>) -> Poll<Result<Response, Error>> {
+    fn poll_phase(&mut self, cx: &mut Context<'_>) -> Poll<Result<Answer, Error>> {
         loop {
             match &mut self.phase {
                 Phase::Failed(error) => {

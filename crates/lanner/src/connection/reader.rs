@@ -31,16 +31,16 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::FutureExt;
-use lanner_proto::{Event, ExternalSegments, OutFrame, ProtocolError, Response};
+use lanner_proto::{Event, ExternalSegments, OutFrame, ProtocolError};
 
-use super::{Connection, Handled, ReaderSignal, Side};
+use super::{Answer, Connection, Handled, ReaderSignal, Side};
 use crate::error::Error;
 use crate::transport::{FrameSource, Received, RecvError};
 
 /// What one receive attempt achieved.
 pub(super) enum Progress {
     /// The response the receiving caller waits for.
-    Mine(Response),
+    Mine(Answer),
     /// A request's method waits: the call goes on in a task of its own (or in its
     /// apartment's queue), which may be able to run only on this thread.
     Handed,
@@ -376,7 +376,7 @@ impl Connection {
         cx: &mut Context<'_>,
         call_id: u64,
         call_deadline: Option<Instant>,
-    ) -> Option<Result<Response, Error>> {
+    ) -> Option<Result<Answer, Error>> {
         // The clock is read only every few tries (and not at all for a quick reply).
         let mut spin_end: Option<Instant> = None;
         let mut limit: Option<Instant> = None;

@@ -15,34 +15,12 @@ use std::sync::atomic::Ordering;
 use lanner_proto::OutFrame;
 use lanner_proto::frame::{HEADER_LEN, MAX_RELEASES_PER_FRAME, encode_release};
 
-use super::{Connection, calls};
+use super::Connection;
 use crate::object::Object;
 use crate::occasional::occasionally;
 
 /// How long released handles gather before they are sent (the timer's resolution).
 const RELEASE_DELAY: std::time::Duration = std::time::Duration::from_millis(1);
-
-/// The longest a release received waits for the answers that arrived before it to be
-/// taken by their callers (see `Connection::released`).
-const RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// The most handles that wait to be released at once (see `release_when_answers_taken`).
-const MAX_RELEASES_WAITING: usize = 1 << 16;
-
-/// How often releases that wait for answers to be taken look again.
-const RELEASE_RECHECK: std::time::Duration = std::time::Duration::from_millis(1);
-
-/// The releases received while answers that arrived before them waited for their
-/// callers, joined in one.
-pub(super) struct WaitingRelease {
-    /// The handles to release (one reference each).
-    handles: Vec<u64>,
-    /// The calls whose answers were waiting in their slots.
-    after: Vec<u64>,
-    /// When the release is applied whether they were taken or not (on the runtime's
-    /// clock, which its timers use).
-    until: tokio::time::Instant,
-}
 
 impl Connection {
     /// This side now holds one more reference to an object of the peer that it could
@@ -111,20 +89,6 @@ impl Connection {
         }
     }
 
-    /// The peer dropped its references to these objects of ours. Not while answers that
-    /// arrived before the release are still waiting for their callers to take them: an
-    /// answer may hand one of these objects back to us (a callback the peer returns, then
-    /// lets go of), and its caller, decoding it later, must still find the object. Those
-    /// releases wait (see [`Connection::release_when_answers_taken`]).
-    pub(crate) fn released(self: &Arc<Self>, handles: &[u64]) {
-        let untaken = calls::answers_untaken(&self.state().pending);
-        if untaken.is_empty() {
-            self.unexport(handles);
-        } else {
-            self.release_when_answers_taken(handles.to_vec(), untaken);
-        }
-    }
-
     /// Unexports one reference of each of `handles` now (released by the peer, or counted
     /// for a message that will not be sent).
     pub(crate) fn unexport(&self, handles: &[u64]) {
@@ -136,70 +100,9 @@ impl Connection {
         self.drop_unexported(unexported);
     }
 
-    /// Releases `handles` once none of the calls `after` has its answer waiting in its
-    /// slot (each was taken, or its call went away), or after [`RELEASE_WAIT`] at most (a
-    /// caller may keep its call's future without ever polling it again). Looked at every
-    /// [`RELEASE_RECHECK`] by one task while one waits. A release that waits only keeps a
-    /// count higher for a while: counts are added and taken in any order.
-    fn release_when_answers_taken(self: &Arc<Self>, mut handles: Vec<u64>, after: Vec<u64>) {
-        let mut waiting = self.releases_waiting();
-        if let Some(release) = waiting.as_mut() {
-            // Joined to the release waiting already, which now waits for the answers
-            // untaken at this later time (those taken since do not matter), until the
-            // earlier deadline: one entry, however many releases come meanwhile.
-            release.handles.append(&mut handles);
-            release.after = after;
-            if release.handles.len() > MAX_RELEASES_WAITING {
-                // A peer sending releases of what it never held, at length: applied now
-                // (a handle not exported is ignored), as they were before releases waited.
-                let due = std::mem::take(&mut release.handles);
-                drop(waiting);
-                self.unexport(&due);
-            }
-            // The task that looks at it runs already.
-            return;
-        }
-        *waiting = Some(WaitingRelease {
-            handles,
-            after,
-            until: tokio::time::Instant::now() + RELEASE_WAIT,
-        });
-        drop(waiting);
-        let connection = self.clone();
-        drop(self.runtime.spawn(async move {
-            loop {
-                tokio::time::sleep(RELEASE_RECHECK).await;
-                // Decided under the lock (the state's taken inside it; nothing takes them
-                // the other way round), so a release joining it either comes before
-                // (and is applied with it) or finds none waiting (and starts this anew).
-                let mut waiting = connection.releases_waiting();
-                let Some(release) = waiting.as_ref() else {
-                    return;
-                };
-                let due = connection.ended()
-                    || tokio::time::Instant::now() >= release.until
-                    || !calls::any_answer_untaken(&connection.state().pending, &release.after);
-                if due {
-                    let release = waiting.take();
-                    drop(waiting);
-                    if let Some(release) = release {
-                        connection.unexport(&release.handles);
-                    }
-                    return;
-                }
-            }
-        }));
-    }
-
-    fn releases_waiting(&self) -> std::sync::MutexGuard<'_, Option<WaitingRelease>> {
-        self.releases_waiting
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Drops objects the peer no longer holds, outside every lock. Their `Drop` is the
     /// user's code, run on the connection's receiver (or on the task that applies the
-    /// releases that waited, see [`Connection::released`]): one that panics is logged, and the
+    /// releases that waited, see `hand_backs`): one that panics is logged, and the
     /// connection goes on. One at a time: a second panic while the first unwinds through
     /// a collection's drop would abort the process.
     pub(super) fn drop_unexported(&self, objects: Vec<Object>) {
