@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::task::Context;
 
-use crate::connection::{Connection, Served, Waiting};
+use crate::connection::{Connection, Queued, Served, Waiting};
 
 /// Whether a call's method has started (been polled): one that has is run to its end.
 #[derive(Clone, Copy)]
@@ -32,8 +32,22 @@ pub(crate) struct Apartment {
 struct State {
     /// A call is running (inline or on the apartment's task).
     busy: bool,
-    /// Calls waiting for their turn, in arrival order.
-    queue: VecDeque<Waiting>,
+    /// Calls waiting for their turn, in arrival order (some maybe taken out already by
+    /// their caller's CANCEL, see [`Queued`]).
+    queue: VecDeque<Queued>,
+}
+
+impl State {
+    /// The next call whose turn it is, if any (skipping those answered already).
+    fn next_in_line(&mut self) -> Option<Waiting> {
+        while let Some(queued) = self.queue.pop_front() {
+            let waiting = queued.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if waiting.is_some() {
+                return waiting;
+            }
+        }
+        None
+    }
 }
 
 impl Apartment {
@@ -53,27 +67,33 @@ impl Apartment {
     ) -> bool {
         let mut state = self.state();
         if state.busy {
-            state.queue.push_back(connection.suspend(call));
+            let queued = Queued::default();
+            let waiting = connection.suspend_queued(call, &queued);
+            *queued.lock().unwrap_or_else(|e| e.into_inner()) = Some(waiting);
+            state.queue.push_back(queued);
             return true;
         }
         state.busy = true;
         drop(state);
+        // The apartment's task runs on the connection's runtime (see
+        // `Connection::dispatch`), which outlives the calls it received.
+        let runtime = connection.runtime();
         match connection.run_inline(call, cx) {
-            None => self.next(),
+            None => self.next(runtime),
             Some(waiting) => {
-                tokio::spawn(self.clone().run(waiting, Started::Yes));
+                drop(runtime.spawn(self.clone().run(waiting, Started::Yes)));
                 true
             }
         }
     }
 
     /// The running call ended: start the next one (true), or become idle.
-    fn next(self: &Arc<Self>) -> bool {
+    fn next(self: &Arc<Self>, runtime: &tokio::runtime::Handle) -> bool {
         let mut state = self.state();
-        match state.queue.pop_front() {
+        match state.next_in_line() {
             Some(waiting) => {
                 drop(state);
-                tokio::spawn(self.clone().run(waiting, Started::No));
+                drop(runtime.spawn(self.clone().run(waiting, Started::No)));
                 true
             }
             None => {
@@ -95,7 +115,7 @@ impl Apartment {
                 Started::No => current.finish_unless_abandoned().await,
             }
             let mut state = self.state();
-            match state.queue.pop_front() {
+            match state.next_in_line() {
                 Some(waiting) => (current, started) = (waiting, Started::No),
                 None => {
                     state.busy = false;

@@ -164,12 +164,15 @@ impl Handoffs {
     }
 
     /// Keeps `object` for whoever redeems `token` within the lease; `from` counts the
-    /// granting principal's waiting tokens (see [`Handoffs::quota`]).
+    /// granting principal's waiting tokens (see [`Handoffs::quota`]). The lease's timer
+    /// runs on `runtime`, the granting connection's: the grant may be received by a caller
+    /// spinning for its reply on a thread of no runtime.
     pub(crate) fn park(
         self: &Arc<Self>,
         token: Token,
         object: Object,
         from: &Arc<AtomicUsize>,
+        runtime: &tokio::runtime::Handle,
     ) -> Result<(), Refused> {
         let lease = self.settings().lease;
         {
@@ -182,7 +185,7 @@ impl Handoffs {
             }
             from.fetch_add(1, Ordering::Relaxed);
             // Spawned under the lock: the task takes the token only after it is parked.
-            let expiry = tokio::spawn(expire(Arc::downgrade(self), token, lease));
+            let expiry = runtime.spawn(expire(Arc::downgrade(self), token, lease));
             parked.insert(
                 token,
                 Parked {
@@ -284,6 +287,7 @@ pub(crate) fn new_token() -> Token {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::runtime::Handle;
 
     impl Redeemed {
         fn is_object(&self) -> bool {
@@ -309,7 +313,9 @@ mod tests {
         let handoffs = Arc::new(Handoffs::default());
         let from = Arc::new(AtomicUsize::new(0));
         let token = new_token();
-        handoffs.park(token, object(), &from).unwrap();
+        handoffs
+            .park(token, object(), &from, &Handle::current())
+            .unwrap();
         assert_eq!(from.load(Ordering::Relaxed), 1);
         assert!(
             handoffs
@@ -335,7 +341,9 @@ mod tests {
         let late_from = from.clone();
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(200)).await;
-            later.park(token, object(), &late_from).unwrap();
+            later
+                .park(token, object(), &late_from, &Handle::current())
+                .unwrap();
         });
         assert!(
             handoffs
@@ -377,7 +385,12 @@ mod tests {
         assert!(handoffs.redeem(new_token(), &waiting).await.is_busy());
         let token = new_token();
         handoffs
-            .park(token, object(), &Arc::new(AtomicUsize::new(0)))
+            .park(
+                token,
+                object(),
+                &Arc::new(AtomicUsize::new(0)),
+                &Handle::current(),
+            )
             .unwrap();
         assert!(handoffs.redeem(token, &waiting).await.is_object());
         assert_eq!(started.elapsed(), Duration::ZERO);
@@ -430,7 +443,9 @@ mod tests {
         handoffs.set_lease(Duration::from_secs(5));
         let from = Arc::new(AtomicUsize::new(0));
         let token = new_token();
-        handoffs.park(token, object(), &from).unwrap();
+        handoffs
+            .park(token, object(), &from, &Handle::current())
+            .unwrap();
         tokio::time::sleep(Duration::from_secs(4)).await;
         assert_eq!(handoffs.waiting(), 1);
         tokio::time::sleep(Duration::from_secs(2)).await;
@@ -449,14 +464,16 @@ mod tests {
         let handoffs = Arc::new(Handoffs::default());
         let from = Arc::new(AtomicUsize::new(MAX_PARKED_PER_PRINCIPAL));
         assert_eq!(
-            handoffs.park(new_token(), object(), &from),
+            handoffs.park(new_token(), object(), &from, &Handle::current()),
             Err(Refused::TooMany)
         );
         let other = Arc::new(AtomicUsize::new(0));
         let token = new_token();
-        handoffs.park(token, object(), &other).unwrap();
+        handoffs
+            .park(token, object(), &other, &Handle::current())
+            .unwrap();
         assert_eq!(
-            handoffs.park(token, object(), &other),
+            handoffs.park(token, object(), &other, &Handle::current()),
             Err(Refused::Duplicate)
         );
         assert_eq!(other.load(Ordering::Relaxed), 1);
@@ -505,7 +522,9 @@ mod tests {
         let before = tasks();
         let tokens: Vec<Token> = (0..10).map(|_| new_token()).collect();
         for token in &tokens {
-            handoffs.park(*token, object(), &from).unwrap();
+            handoffs
+                .park(*token, object(), &from, &Handle::current())
+                .unwrap();
         }
         assert_eq!(tasks(), before + 10);
         for token in &tokens {

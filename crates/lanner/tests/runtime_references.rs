@@ -296,6 +296,54 @@ async fn a_spinning_caller_lets_a_callback_that_waits_run() {
     assert_eq!(heard.0.lock().unwrap().len(), 60);
 }
 
+/// A callback that waits, received by a caller spinning for its reply where no runtime
+/// runs (`block_on` on a plain thread), goes on as a task of its connection's runtime.
+#[test]
+fn a_callback_that_waits_goes_on_on_its_connections_runtime_whatever_polls_the_caller() {
+    let _watchdog = common::watchdog(
+        "a_callback_that_waits_goes_on_on_its_connections_runtime_whatever_polls_the_caller",
+        Duration::from_secs(60),
+    );
+    let server = FactoryThread::start("spin-callback-no-runtime");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let factory =
+        runtime
+            .block_on(server.connect(
+                lanner::ConnectionOptions::default().with_spin(Duration::from_secs(3600)),
+            ));
+    let heard = Arc::new(HeardLater::default());
+    let listener = ObjRef::new(Object::new(ListenerStub::new(heard.clone())));
+    for round in 1..=20u64 {
+        let counted = block_on_plain_thread(factory.count_to(listener.clone(), 3));
+        assert_eq!(counted, Ok(3), "round {round}");
+    }
+    assert_eq!(heard.0.lock().unwrap().len(), 60);
+}
+
+/// Polls `future` to its end on this thread, which runs no runtime, parking it between
+/// polls (as `futures::executor::block_on` does).
+fn block_on_plain_thread<F: std::future::Future>(future: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let std::task::Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return output;
+        }
+        std::thread::park();
+    }
+}
+
 /// A caller spinning for its own reply (busy-poll mode) whose answer waits for another
 /// task of its thread, which Lanner knows nothing of (here, a call on another
 /// connection): the spin ends after a while, however long the budget, and that task runs.

@@ -215,6 +215,59 @@ async fn calls_whose_callers_gave_up_while_queued_in_an_apartment_do_not_run() {
     assert_eq!(*overlap.order.lock().unwrap(), [99]);
 }
 
+/// A call given up while it waits for its turn is answered at once, not when its turn
+/// comes: until then its caller would not get its credit back, and a few such calls
+/// behind a long one would use up the caller's window, holding up its calls to every
+/// other object on the connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_given_up_while_queued_in_an_apartment_give_their_credits_back_at_once() {
+    use lanner::Proxy;
+
+    let overlap = Arc::new(Overlap::default());
+    let server = Server::with_options(lanner::ConnectionOptions::default().with_credits(4));
+    server.publish(
+        "recorder",
+        Object::new(RecorderStub::new(overlap.clone())).in_apartment(),
+    );
+    server.publish(
+        "free",
+        Object::new(RecorderStub::new(Arc::new(Overlap::default()))),
+    );
+    let listening = server.listen("mem://threading-credits").await.unwrap();
+    // One client: both objects are reached over one connection, with four credits.
+    let client = Client::new();
+    let recorder: RecorderProxy = client
+        .connect(&listening.endpoint().object_url("recorder"))
+        .await
+        .unwrap();
+    let free: RecorderProxy = client
+        .connect(&listening.endpoint().object_url("free"))
+        .await
+        .unwrap();
+    // One call holds the apartment for a few hundred milliseconds (its peer never comes
+    // in); three more queue behind it, and their callers give up: four credits in all.
+    let holding = tokio::spawn({
+        let recorder = recorder.clone();
+        async move { recorder.gather(2).await }
+    });
+    while overlap.inside.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    let impatient = recorder.with_timeout(std::time::Duration::from_millis(20));
+    for result in join_all((0..3).map(|seq| impatient.record(seq))).await {
+        let error = result.unwrap_err();
+        assert_eq!(error.kind(), lanner::ErrorKind::DeadlineExceeded, "{error}");
+    }
+    // Their credits are back: a call to the other object goes out and is answered while
+    // the apartment is still held.
+    let other = free.with_timeout(std::time::Duration::from_millis(100));
+    assert_eq!(other.record(0).await, Ok(()));
+    assert!(!holding.is_finished(), "the holding call ended first");
+    assert_eq!(holding.await.unwrap(), Ok(1));
+    // The calls given up never ran.
+    assert!(overlap.order.lock().unwrap().is_empty());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_apartment_is_shared_by_every_connection_and_interface() {
     let (listening, overlap, first) = serve("mem://threading-shared", true).await;

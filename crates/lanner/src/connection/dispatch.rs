@@ -9,12 +9,13 @@
 //! calls behind it on the same connection; move such work to `spawn_blocking`.)
 
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 use lanner_proto::{ProtocolError, Request, Status};
+use tokio_util::sync::CancellationToken;
 
 use super::Connection;
 use crate::call::{IncomingCall, Reply};
@@ -85,7 +86,11 @@ impl Connection {
             Some(apartment) if overloaded.is_none() => apartment.enter(self, call, cx),
             _ => match self.run_inline(call, cx) {
                 Some(waiting) => {
-                    tokio::spawn(waiting.finish());
+                    // On the connection's runtime, not the current one: a caller spinning
+                    // for its reply receives here, and may be polled by any executor (a
+                    // `block_on` outside any runtime, or a runtime that ends before the
+                    // call does).
+                    drop(self.runtime.spawn(waiting.finish()));
                     true
                 }
                 None => false,
@@ -115,11 +120,26 @@ impl Connection {
 
     /// A call that did not complete where it was received (or did not run yet): it can
     /// now be cancelled, and counts against the server's limit until answered.
-    pub(crate) fn suspend(self: &Arc<Self>, mut call: Served) -> Waiting {
+    pub(crate) fn suspend(self: &Arc<Self>, call: Served) -> Waiting {
+        self.suspend_as(call, None)
+    }
+
+    /// A call queued in an apartment, not started: [`Connection::suspend`], and a CANCEL
+    /// of its caller takes it out of `queued` and answers it at once (see
+    /// [`Connection::cancel_incoming`]).
+    pub(crate) fn suspend_queued(self: &Arc<Self>, call: Served, queued: &Queued) -> Waiting {
+        self.suspend_as(call, Some(queued.clone()))
+    }
+
+    fn suspend_as(self: &Arc<Self>, mut call: Served, queued: Option<Queued>) -> Waiting {
         // A CANCEL is processed by the same receiver, after this returns.
         let token = call.future.cancel_token();
-        let reused = self.serving().insert(call.call_id, token.clone());
-        if let Some(earlier) = reused {
+        let serving = Serving {
+            token: token.clone(),
+            queued,
+        };
+        let reused = self.serving().insert(call.call_id, serving);
+        if let Some(Serving { token: earlier, .. }) = reused {
             // The peer picks call ids. One reused while its call is served would take
             // that call out of reach of CANCEL and of the connection's end (whichever
             // finishes first removes the other's token): a protocol violation.
@@ -174,13 +194,47 @@ impl Connection {
     }
 
     /// The peer no longer waits for its call `call_id`: tell the method (if it is still
-    /// running; the answer may have crossed the CANCEL).
-    pub(super) fn cancel_incoming(&self, call_id: u64) {
-        if let Some(token) = self.serving().get(&call_id) {
-            token.cancel();
+    /// running; the answer may have crossed the CANCEL). A call still waiting for its turn
+    /// in an apartment is answered now, without running (as it would be when its turn
+    /// came, see [`Waiting::finish_unless_abandoned`]): until it is answered its caller
+    /// does not get its credit back, and a few calls given up behind a long one would
+    /// otherwise use up the caller's whole window, holding up its calls to every other
+    /// object on the connection.
+    pub(super) fn cancel_incoming(self: &Arc<Self>, call_id: u64) {
+        let queued = match self.serving().get(&call_id) {
+            Some(serving) => {
+                serving.token.cancel();
+                serving.queued.clone()
+            }
+            None => return,
+        };
+        let Some(queued) = queued else {
+            return;
+        };
+        let withdrawn = {
+            let mut slot = queued.lock().unwrap_or_else(|e| e.into_inner());
+            match slot.as_ref() {
+                Some(waiting) if waiting.abandoned() => slot.take(),
+                _ => None,
+            }
+        };
+        if let Some(waiting) = withdrawn {
+            waiting.answer_abandoned();
         }
     }
 }
+
+/// A call of the peer's being served (or waiting for its turn), as its CANCEL finds it.
+pub(super) struct Serving {
+    /// Tells its method that nobody waits for it any more.
+    pub(super) token: CancellationToken,
+    /// Where it waits for its turn in an apartment, if it does and has not started.
+    queued: Option<Queued>,
+}
+
+/// A call waiting for its turn in an apartment. Whoever comes first takes it out: its
+/// turn (the apartment's task, which then skips an empty one), or its caller's CANCEL.
+pub(crate) type Queued = Arc<Mutex<Option<Waiting>>>;
 
 /// A call being served: its method's future (with the call's context), and how to answer.
 pub(crate) struct Served {
@@ -225,25 +279,33 @@ impl Waiting {
     /// the call is dropped) only its answer can tell, so it runs (a refusal among them
     /// answers at once).
     pub(crate) async fn finish_unless_abandoned(self) {
-        let abandoned = self.call.future.is_cancelled()
-            && !self.call.to.one_way
-            && self.call.to.listed.is_empty();
-        if abandoned {
-            let Waiting {
-                call,
-                connection,
-                limit,
-            } = self;
-            drop(limit);
-            connection.serving().remove(&call.call_id);
-            let reply = Reply::status(
-                Status::Cancelled,
-                "the call was cancelled, or its deadline passed, before its turn came: it did not run",
-            );
-            connection.answer(call.call_id, call.to, reply);
+        if self.abandoned() {
+            self.answer_abandoned();
             return;
         }
         self.finish().await;
+    }
+
+    /// Whether nobody waits for the call any more and it may be answered without running
+    /// (see [`Waiting::finish_unless_abandoned`]).
+    fn abandoned(&self) -> bool {
+        self.call.future.is_cancelled() && !self.call.to.one_way && self.call.to.listed.is_empty()
+    }
+
+    /// Answers an abandoned call without running it.
+    fn answer_abandoned(self) {
+        let Waiting {
+            call,
+            connection,
+            limit,
+        } = self;
+        drop(limit);
+        connection.serving().remove(&call.call_id);
+        let reply = Reply::status(
+            Status::Cancelled,
+            "the call was cancelled, or its deadline passed, before its turn came: it did not run",
+        );
+        connection.answer(call.call_id, call.to, reply);
     }
 
     /// Runs the call to its end and answers it.

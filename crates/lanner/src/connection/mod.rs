@@ -48,7 +48,7 @@ mod releases;
 mod writer;
 
 pub(crate) use calls::{Discard, until};
-pub(crate) use dispatch::{Served, Waiting};
+pub(crate) use dispatch::{Queued, Served, Waiting};
 pub(crate) use exports::{Denied, ExportTable, MAX_EXPORTS, ROOT_HANDLE};
 pub(crate) use hand_backs::Answer;
 pub(crate) use handshake::{Admission, HandshakeDeadline, accept, connect, refuse};
@@ -85,8 +85,9 @@ pub(crate) struct Connection {
     credit_available: Notify,
     signal: Arc<ReaderSignal>,
     exports: Mutex<ExportTable>,
-    /// The peer's calls still running after their first poll, by call id (to cancel them).
-    serving: Mutex<HashMap<u64, CancellationToken, IdBuildHasher>>,
+    /// The peer's calls still running after their first poll, or waiting for their turn
+    /// in an apartment, by call id (to cancel them).
+    serving: Mutex<HashMap<u64, dispatch::Serving, IdBuildHasher>>,
     peer: String,
     /// Who the peer is (as the handshake established) and what it may call.
     identity: Arc<PeerIdentity>,
@@ -349,7 +350,7 @@ impl Connection {
         self.exports.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn serving(&self) -> MutexGuard<'_, HashMap<u64, CancellationToken, IdBuildHasher>> {
+    fn serving(&self) -> MutexGuard<'_, HashMap<u64, dispatch::Serving, IdBuildHasher>> {
         self.serving.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -417,7 +418,10 @@ impl Connection {
             tracing::debug!(peer = %self.peer, handle = grant.handle, "a grant for an object the peer does not hold");
             return;
         };
-        if let Err(refused) = names.handoffs.park(grant.token, object, &self.granted) {
+        if let Err(refused) = names
+            .handoffs
+            .park(grant.token, object, &self.granted, &self.runtime)
+        {
             // Peers may send grants without end.
             occasionally!(warn, peer = %self.peer, ?refused, "refused a hand-off grant");
         }
@@ -777,7 +781,11 @@ impl Connection {
         }
         self.credit_available.notify_waiters();
         // Nobody will read the answers of the calls still being served: tell their methods.
-        let serving: Vec<CancellationToken> = self.serving().values().cloned().collect();
+        let serving: Vec<CancellationToken> = self
+            .serving()
+            .values()
+            .map(|serving| serving.token.clone())
+            .collect();
         for token in serving {
             token.cancel();
         }
