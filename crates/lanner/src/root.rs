@@ -225,7 +225,13 @@ pub(crate) fn root_object(names: Arc<NameRegistry>) -> Object {
 
 /// Resolves `name` on the peer of `connection` (one round trip).
 pub(crate) async fn resolve(connection: &Arc<Connection>, name: &str) -> Result<ObjectRef, Error> {
-    call_root(connection, &ROOT_METHODS[0], &(name,)).await
+    call_root(
+        connection,
+        &ROOT_METHODS[0],
+        &(name,),
+        connection.call_timeout(),
+    )
+    .await
 }
 
 /// Creates an instance of `class` on the peer of `connection` and returns a reference to
@@ -235,20 +241,32 @@ pub(crate) async fn create(
     class: ClassId,
     interface: InterfaceId,
 ) -> Result<ObjectRef, Error> {
-    call_root(connection, &ROOT_METHODS[1], &(class, interface)).await
+    call_root(
+        connection,
+        &ROOT_METHODS[1],
+        &(class, interface),
+        connection.call_timeout(),
+    )
+    .await
 }
 
 /// Redeems a hand-off `token` at the peer of `connection` (one round trip): the object
-/// the token stands for, now handed to this connection.
+/// the token stands for, now handed to this connection. Not bounded by the connection's
+/// call timeout: the peer answers once the grant is there (it may come after the
+/// redemption), and a redemption given up spends the token on an answer nobody takes,
+/// leaving the reference unable to reach its object ever after. (The claim that redeems
+/// has a limit of its own, longer than a token's lease.)
 pub(crate) async fn redeem(connection: &Arc<Connection>, token: Token) -> Result<ObjectRef, Error> {
-    call_root(connection, &ROOT_METHODS[2], &(token,)).await
+    call_root(connection, &ROOT_METHODS[2], &(token,), None).await
 }
 
-/// Calls `method` of the peer's root object with `args`; it answers with a reference.
+/// Calls `method` of the peer's root object with `args`, waiting `timeout` at most (less
+/// inside a served call whose deadline is sooner); it answers with a reference.
 async fn call_root(
     connection: &Arc<Connection>,
     method: &'static MethodInfo,
     args: &impl Serialize,
+    timeout: Option<std::time::Duration>,
 ) -> Result<ObjectRef, Error> {
     let mut request = MessageBuilder::request(
         crate::connection::ROOT_HANDLE,
@@ -258,7 +276,7 @@ async fn call_root(
     );
     postcard::to_io(args, request.inline())
         .map_err(|e| Error::new(ErrorKind::InvalidArgument, format!("{}: {e}", method.name)))?;
-    let deadline = marshal::set_deadline(&mut request, connection.call_timeout())?;
+    let deadline = marshal::set_deadline(&mut request, timeout)?;
     let mut pending = connection.clone().call(request, deadline);
     // The peer counted the reference it answers with: if this call is given up (its
     // deadline passed, its future was dropped), the answer is still decoded when it

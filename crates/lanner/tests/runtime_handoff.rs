@@ -418,6 +418,51 @@ async fn a_claim_given_up_by_its_caller_still_claims_the_object() {
     panic!("the claim was answered before its deadline three times");
 }
 
+/// A claim is not cut short by the call timeout of the client that makes it: the object's
+/// server answers a redemption only once the grant is there, and a redemption given up
+/// would have spent the token on an answer nobody takes, leaving the reference unable to
+/// reach its object ever after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_claim_outlives_its_clients_call_timeout() {
+    let (b, _live) = serve_b(&unix("timeout-claim-b"), Server::new()).await;
+    let hurried = Client::with_options(
+        lanner::ConnectionOptions::default().with_call_timeout(Duration::from_millis(100)),
+    );
+    let (c, _keeper) = serve_c(
+        &unix("timeout-claim-c"),
+        Server::new().with_handoff_client(hurried),
+    )
+    .await;
+    let a = Client::new();
+    let maker: MakerProxy = a.connect(&b.endpoint().object_url("maker")).await.unwrap();
+    let keeper: KeeperProxy = a.connect(&c.endpoint().object_url("keeper")).await.unwrap();
+    // As in `a_claim_given_up_by_its_caller_still_claims_the_object`: the grant waits
+    // 400 ms behind B's hogged receiver, and C's claim waits for it at B. (The call that
+    // needs the claim has no timeout: it arrived on C's server side.)
+    for _ in 0..3 {
+        let counter = maker.make().await.unwrap();
+        let hogs = HOGS_STARTED.load(Ordering::SeqCst);
+        let hogging = tokio::spawn({
+            let maker = maker.clone();
+            async move { maker.hog(400).await }
+        });
+        while HOGS_STARTED.load(Ordering::SeqCst) == hogs {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let started = std::time::Instant::now();
+        let kept = keeper.keep(counter).await;
+        hogging.await.unwrap().unwrap();
+        if started.elapsed() < Duration::from_millis(100) {
+            // The grant got through first: nothing was tested.
+            continue;
+        }
+        // The claim waited at B past C's call timeout, and completed.
+        assert_eq!(kept, Ok(1));
+        return;
+    }
+    panic!("the claim was answered before C's call timeout three times");
+}
+
 #[tokio::test]
 async fn a_handoff_never_claimed_expires_with_its_lease() {
     let lease = Duration::from_millis(1500);
