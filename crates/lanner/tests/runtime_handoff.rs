@@ -372,6 +372,20 @@ async fn a_handoff_filter_keeps_the_third_party_from_connecting_where_it_does_no
     assert_eq!(keeper.bump().await, Ok(2));
 }
 
+/// Holds B's receiver for A's connection for 400 ms (what A sends meanwhile, such as a
+/// GRANT, waits behind it); returns once B has started holding it.
+async fn hog_400_ms(maker: &MakerProxy) -> tokio::task::JoinHandle<Result<(), Error>> {
+    let hogs = HOGS_STARTED.load(Ordering::SeqCst);
+    let hogging = tokio::spawn({
+        let maker = maker.clone();
+        async move { maker.hog(400).await }
+    });
+    while HOGS_STARTED.load(Ordering::SeqCst) == hogs {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    hogging
+}
+
 /// A claim whose caller gives up (its deadline passes while the object's server waits
 /// for the grant) still completes: the reference is claimed for the next call, not left
 /// with a token spent on an answer nobody took.
@@ -388,14 +402,7 @@ async fn a_claim_given_up_by_its_caller_still_claims_the_object() {
     // and proves nothing: tried again, up to three times.)
     for _ in 0..3 {
         let counter = maker.make().await.unwrap();
-        let hogs = HOGS_STARTED.load(Ordering::SeqCst);
-        let hogging = tokio::spawn({
-            let maker = maker.clone();
-            async move { maker.hog(400).await }
-        });
-        while HOGS_STARTED.load(Ordering::SeqCst) == hogs {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        let hogging = hog_400_ms(&maker).await;
         let outcome = keeper.keep_hurried(counter, 100).await.unwrap();
         hogging.await.unwrap().unwrap();
         if outcome != ErrorKind::DeadlineExceeded.to_string() {
@@ -441,14 +448,7 @@ async fn a_claim_outlives_its_clients_call_timeout() {
     // needs the claim has no timeout: it arrived on C's server side.)
     for _ in 0..3 {
         let counter = maker.make().await.unwrap();
-        let hogs = HOGS_STARTED.load(Ordering::SeqCst);
-        let hogging = tokio::spawn({
-            let maker = maker.clone();
-            async move { maker.hog(400).await }
-        });
-        while HOGS_STARTED.load(Ordering::SeqCst) == hogs {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        let hogging = hog_400_ms(&maker).await;
         let started = std::time::Instant::now();
         let kept = keeper.keep(counter).await;
         hogging.await.unwrap().unwrap();
