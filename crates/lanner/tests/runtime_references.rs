@@ -857,6 +857,24 @@ async fn callbacks_handed_back_are_found_however_late_their_answers_are_taken_an
     assert_eq!(settle(&live).await, 0, "the counter leaked");
 }
 
+#[tokio::test]
+async fn a_callback_handed_back_to_a_call_given_up_is_released_all_the_same() {
+    let (_listening, mirror, counter, live) =
+        mirror_and_counter("mem://refs-mirror-given-up").await;
+    // Given up before its answer came, and after it came (waiting in its slot): either
+    // way the answer is decoded and dropped by the connection, and the server's release
+    // of the callback, which waited for that, is applied.
+    for answer_waits in [false, true] {
+        let mut call = std::pin::pin!(mirror.reflect(ObjRef::new(counter.clone())));
+        assert!(futures_util::poll!(call.as_mut()).is_pending());
+        if answer_waits {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    drop(counter);
+    assert_eq!(settle(&live).await, 0, "the counter leaked");
+}
+
 /// Hands out the object it was given.
 #[lanner::interface]
 trait Door {
