@@ -500,7 +500,21 @@ fn unless_refused<A>(
 /// "Scale").
 #[inline(never)]
 pub fn answered(reply: Reply) -> DispatchFuture {
+    ANSWERED.set(true);
     Box::pin(std::future::ready(reply))
+}
+
+thread_local! {
+    /// Set by [`answered`]: the future a stub returned answers without running a method.
+    static ANSWERED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether [`answered`] ran on this thread since the last look; clears the mark. Looked
+/// at around a stub's dispatch: a call to an apartment object that the stub refused
+/// (unknown method, access denied, arguments that do not decode) runs nothing of the
+/// object, so it need not wait for the apartment's turn.
+pub(crate) fn take_answered() -> bool {
+    ANSWERED.replace(false)
 }
 
 /// Encodes a method's outcome as a reply.

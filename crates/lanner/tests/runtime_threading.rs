@@ -268,6 +268,41 @@ async fn calls_given_up_while_queued_in_an_apartment_give_their_credits_back_at_
     assert!(overlap.order.lock().unwrap().is_empty());
 }
 
+/// A call the stub refuses (here, one the access policy denies) runs nothing of the
+/// object: it is answered at once, not after the apartment's running call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_call_does_not_wait_for_its_apartment() {
+    let overlap = Arc::new(Overlap::default());
+    let server = Server::new().with_access(
+        lanner::AccessPolicy::allow_by_default()
+            .deny(lanner::Target::object("recorder").method("record"), ["*"]),
+    );
+    server.publish(
+        "recorder",
+        Object::new(RecorderStub::new(overlap.clone())).in_apartment(),
+    );
+    let listening = server.listen("mem://threading-refused").await.unwrap();
+    let recorder: RecorderProxy = Client::new()
+        .connect(&listening.endpoint().object_url("recorder"))
+        .await
+        .unwrap();
+    // Holds the apartment for a few hundred milliseconds (its peer never comes in).
+    let holding = tokio::spawn({
+        let recorder = recorder.clone();
+        async move { recorder.gather(2).await }
+    });
+    while overlap.inside.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    let error = recorder.record(0).await.unwrap_err();
+    assert_eq!(error.kind(), lanner::ErrorKind::PermissionDenied, "{error}");
+    assert!(
+        !holding.is_finished(),
+        "the refusal waited for the running call"
+    );
+    assert_eq!(holding.await.unwrap(), Ok(1));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_apartment_is_shared_by_every_connection_and_interface() {
     let (listening, overlap, first) = serve("mem://threading-shared", true).await;

@@ -21,6 +21,7 @@ use super::Connection;
 use crate::call::{IncomingCall, Reply};
 use crate::connection::exports::ExportedSlot;
 use crate::context::{CallContext, InCall};
+use crate::marshal;
 use crate::object::DispatchFuture;
 use crate::occasional::occasionally;
 use crate::server::{CallLimit, SuspendedCall};
@@ -65,6 +66,10 @@ impl Connection {
         if let Some(apartment) = &apartment {
             context = context.in_apartment(Arc::as_ptr(apartment) as usize);
         }
+        if apartment.is_some() {
+            // A mark left by some other answer on this thread.
+            marshal::take_answered();
+        }
         // The stub routes and decodes the arguments here, before the method's future
         // exists: a user's `Deserialize` that panics on what the peer sent fails this
         // call, as a panicking method does, not the connection's receiver.
@@ -75,6 +80,8 @@ impl Connection {
                 return false;
             }
         };
+        // Refused by the stub: nothing of the object runs.
+        let refused = apartment.is_some() && marshal::take_answered();
         let call = Served {
             future: context.scope(future),
             call_id,
@@ -82,8 +89,9 @@ impl Connection {
         };
         match &apartment {
             // A refusal is answered at once, never queued behind the apartment's calls
-            // (where it would count against the very limit it refuses for).
-            Some(apartment) if overloaded.is_none() => apartment.enter(self, call, cx),
+            // (where an overloaded server's would count against the very limit it refuses
+            // for, and any other would wait for calls it has nothing to do with).
+            Some(apartment) if overloaded.is_none() && !refused => apartment.enter(self, call, cx),
             _ => match self.run_inline(call, cx) {
                 Some(waiting) => {
                     // On the connection's runtime, not the current one: a caller spinning
