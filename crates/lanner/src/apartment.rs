@@ -9,7 +9,8 @@
 //! arrives meanwhile (from any connection), is finished by one task that runs them in
 //! order, each to its end before the next starts.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Context;
 
@@ -23,9 +24,46 @@ enum Started {
 }
 
 /// The calls of one apartment object.
-#[derive(Default)]
 pub(crate) struct Apartment {
+    /// Names this apartment for as long as the process runs (never reused, unlike its
+    /// address): see [`crate::ApartmentCell`].
+    id: usize,
     state: Mutex<State>,
+}
+
+/// The next apartment's id (0 names none).
+static NEXT_ID: AtomicUsize = AtomicUsize::new(1);
+
+/// The ids of the apartments that exist now.
+static LIVE: Mutex<Option<HashSet<usize>>> = Mutex::new(None);
+
+fn live() -> std::sync::MutexGuard<'static, Option<HashSet<usize>>> {
+    LIVE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Default for Apartment {
+    fn default() -> Apartment {
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        live().get_or_insert_with(HashSet::new).insert(id);
+        Apartment {
+            id,
+            state: Mutex::default(),
+        }
+    }
+}
+
+impl Drop for Apartment {
+    fn drop(&mut self) {
+        if let Some(live) = live().as_mut() {
+            live.remove(&self.id);
+        }
+    }
+}
+
+/// Whether the apartment `id` still exists. One that does not runs no call any more: every
+/// call it runs holds it (inline, queued, or on its task).
+pub(crate) fn exists(id: usize) -> bool {
+    live().as_ref().is_some_and(|live| live.contains(&id))
 }
 
 #[derive(Default)]
@@ -51,6 +89,11 @@ impl State {
 }
 
 impl Apartment {
+    /// The apartment's id, unique in this process.
+    pub(crate) fn id(&self) -> usize {
+        self.id
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -30,15 +30,17 @@ use crate::error::{Error, ErrorKind};
 /// server.publish("journal", Object::new(LogStub::new(Arc::new(journal))).in_apartment());
 /// ```
 ///
-/// The cell belongs to the first apartment that opens it. Opening it anywhere else (a
-/// free-threaded object, another apartment, a task the method spawned, outside any call)
-/// is an error, and so is opening it again inside [`ApartmentCell::with`]; the closure
+/// The cell belongs to the first apartment that opens it, until that apartment is gone
+/// (its object dropped): then the next apartment to open it takes it (the same state
+/// published again in an apartment of its own). Opening it anywhere else (a
+/// free-threaded object, another apartment that exists, a task the method spawned,
+/// outside any call) is an error, and so is opening it again inside [`ApartmentCell::with`]; the closure
 /// cannot hold the state across an `.await`, so every opening sees a consistent state.
 /// Outside calls, [`ApartmentCell::get_mut`] and [`ApartmentCell::into_inner`] give it
 /// back to whoever owns the cell exclusively.
 pub struct ApartmentCell<T> {
     value: UnsafeCell<T>,
-    /// The address of the apartment the cell belongs to (0: none yet).
+    /// The id of the apartment the cell belongs to (0: none yet).
     owner: AtomicUsize,
     /// The state is lent out by [`ApartmentCell::with`] right now.
     lent: AtomicBool,
@@ -47,7 +49,9 @@ pub struct ApartmentCell<T> {
 // SAFETY: the value is only reached (a) through `&mut self` or by value, which is
 // exclusive, or (b) inside `try_with`, which requires that the calling thread is polling a
 // call of the apartment the cell belongs to, and that the value is not lent out already.
-// An apartment polls one call at a time (its busy flag, under its mutex, is held from the
+// The cell passes to another apartment only once its owner no longer exists, and an
+// apartment that no longer exists runs no call (each call it runs holds it), so two
+// apartments never reach the value at once. An apartment polls one call at a time (its busy flag, under its mutex, is held from the
 // start of a call to its end), and a call's context is current only on the thread polling
 // it, during the poll; so at most one thread at a time passes that check, once. The
 // apartment's mutex and the `lent` flag order one call's accesses before the next's. The
@@ -81,16 +85,21 @@ impl<T> ApartmentCell<T> {
         let here = CallContext::current_apartment().ok_or_else(|| {
             refused("an ApartmentCell is reachable only from a call its apartment object runs (serve the object with Object::in_apartment)")
         })?;
-        match self
-            .owner
-            .compare_exchange(0, here, Ordering::AcqRel, Ordering::Acquire)
-        {
-            Ok(_) => {}
-            Err(owner) if owner == here => {}
-            Err(_) => {
-                return Err(refused(
-                    "this ApartmentCell belongs to another apartment's object",
-                ));
+        let mut owner = 0;
+        loop {
+            match self
+                .owner
+                .compare_exchange(owner, here, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => break,
+                Err(now) if now == here => break,
+                // Its apartment is gone: taken over (retried if another took it first).
+                Err(now) if !crate::apartment::exists(now) => owner = now,
+                Err(_) => {
+                    return Err(refused(
+                        "this ApartmentCell belongs to another apartment's object",
+                    ));
+                }
             }
         }
         if self.lent.swap(true, Ordering::Acquire) {

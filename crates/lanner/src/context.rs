@@ -87,7 +87,7 @@ impl CallContext {
         self
     }
 
-    /// This context, for a call that runs in the apartment at address `apartment`.
+    /// This context, for a call that runs in the apartment with id `apartment`.
     pub(crate) fn in_apartment(mut self, apartment: usize) -> CallContext {
         self.apartment = Some(apartment);
         self

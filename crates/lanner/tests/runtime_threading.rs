@@ -415,3 +415,48 @@ async fn an_apartment_object_keeps_state_that_is_not_sync_without_locks() {
         "{refused}"
     );
 }
+
+/// State in an `ApartmentCell` passes to a new apartment once the one that owned it is
+/// gone: the same implementation published again, in an apartment of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_apartment_cell_passes_to_a_new_apartment_once_its_owner_is_gone() {
+    let server = Server::new();
+    let journal = Arc::new(UnlockedJournal::default());
+    server.publish(
+        "first",
+        Object::new(JournalStub::new(journal.clone())).in_apartment(),
+    );
+    // Another apartment that exists may not open it.
+    server.publish(
+        "rival",
+        Object::new(JournalStub::new(journal.clone())).in_apartment(),
+    );
+    let listening = server.listen("mem://threading-cell-passes").await.unwrap();
+    let connect = |name: &str| {
+        let url = listening.endpoint().object_url(name);
+        async move { Client::new().connect::<JournalProxy>(&url).await.unwrap() }
+    };
+    assert_eq!(connect("first").await.append(1).await, Ok(1));
+    let rival = connect("rival").await.lines().await.unwrap_err();
+    assert_eq!(rival.kind(), lanner::ErrorKind::Internal, "{rival}");
+    assert!(rival.message().contains("another apartment"), "{rival}");
+    // Both gone: unpublished, and their clients' connections closed.
+    drop(server.unpublish("first"));
+    drop(server.unpublish("rival"));
+    server.publish(
+        "second",
+        Object::new(JournalStub::new(journal)).in_apartment(),
+    );
+    let second = connect("second").await;
+    let mut appended = second.append(2).await;
+    for _ in 0..100 {
+        if appended.is_ok() {
+            break;
+        }
+        // The old apartments' last holders (their connections' tasks) are going away.
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        appended = second.append(2).await;
+    }
+    assert_eq!(appended, Ok(2));
+    assert_eq!(second.lines().await, Ok(vec![1, 2]));
+}

@@ -64,7 +64,7 @@ impl Connection {
             context = context.one_way();
         }
         if let Some(apartment) = &apartment {
-            context = context.in_apartment(Arc::as_ptr(apartment) as usize);
+            context = context.in_apartment(apartment.id());
         }
         if apartment.is_some() {
             // A mark left by some other answer on this thread.
