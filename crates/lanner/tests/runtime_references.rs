@@ -1343,7 +1343,8 @@ mod keeper {
         }
     }
 
-    /// Counts the naps begun.
+    /// Counts the naps begun. A nap computes without awaiting: it holds the receiver of
+    /// its connection, and what the caller sends meanwhile waits.
     #[derive(Default)]
     pub(super) struct OldKeeper(pub(super) Arc<AtomicU64>);
 
@@ -1354,7 +1355,7 @@ mod keeper {
 
         async fn nap(&self, millis: u64) -> Result<(), Error> {
             self.0.fetch_add(1, Ordering::Relaxed);
-            tokio::time::sleep(Duration::from_millis(millis)).await;
+            std::thread::sleep(Duration::from_millis(millis));
             Ok(())
         }
 
@@ -1412,8 +1413,8 @@ async fn references_among_arguments_the_server_never_decoded_are_taken_back() {
 }
 
 /// The same when the caller gave up before the answer came: the answer settles the
-/// exports when it arrives. (The object is in an apartment, so the refusal waits behind
-/// a nap.)
+/// exports when it arrives. (A nap holds the server's receiver for the connection, so the
+/// request is read, and refused, only after its caller gave up.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unread_arguments_of_an_abandoned_call_are_taken_back_when_its_answer_comes() {
     let server = Server::new();
@@ -1422,8 +1423,7 @@ async fn unread_arguments_of_an_abandoned_call_are_taken_back_when_its_answer_co
         "keeper",
         Object::new(keeper::old::KeeperStub::new(Arc::new(keeper::OldKeeper(
             naps.clone(),
-        ))))
-        .in_apartment(),
+        )))),
     );
     let listening = server.listen("mem://refs-unread-abandoned").await.unwrap();
     let url = listening.endpoint().object_url("keeper");
@@ -1432,7 +1432,7 @@ async fn unread_arguments_of_an_abandoned_call_are_taken_back_when_its_answer_co
         let newer = newer.clone();
         async move { keeper::new::Keeper::nap(&newer, 300).await }
     });
-    // The apartment is busy with the nap: the next call waits behind it.
+    // The server's receiver is busy with the nap: the next call waits behind it.
     while naps.load(Ordering::Relaxed) == 0 {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
