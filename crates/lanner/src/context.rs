@@ -27,8 +27,13 @@
 //! its caller or to another server, and the name resolution of a `connect`) ends no later
 //! than the method's own deadline, and fails with [`crate::ErrorKind::DeadlineExceeded`],
 //! unsent, once that has passed. (Opening a connection keeps its own handshake timeout.)
-//! A one-way call's method passes nothing on: it runs whatever its deadline, nobody waits
-//! for it. A call that must outlive the caller's patience (cleanup after the caller gave
+//! So is cancellation: when the caller gives up (or its connection ends), a call the
+//! method is waiting on through a proxy is given up too, and fails with
+//! [`crate::ErrorKind::Cancelled`] (its callee is sent a CANCEL, and so on down the
+//! chain). That also ends the wait of an apartment method whose callback calls back into
+//! the same apartment, which otherwise waits behind it (see
+//! [`crate::Object::in_apartment`]). A one-way call's method passes nothing on: it runs
+//! whatever its deadline, nobody waits for it. A call that must outlive the caller's patience (cleanup after the caller gave
 //! up, say) is made from a task of its own (`tokio::spawn`), where no call is current.
 
 use std::cell::RefCell;
@@ -64,8 +69,8 @@ pub struct CallContext {
     /// call is polled, it is the only call of that apartment running (see
     /// [`crate::ApartmentCell`]).
     apartment: Option<usize>,
-    /// Whether the calls the method makes inherit the deadline: not for a one-way call,
-    /// which runs whatever its deadline (nobody waits for it).
+    /// Whether the calls the method makes inherit the deadline and cancellation: not for
+    /// a one-way call, which runs whatever its deadline (nobody waits for it).
     passes_deadline_on: bool,
 }
 
@@ -127,6 +132,17 @@ impl CallContext {
         CURRENT.with(|current| {
             let current = current.borrow();
             current.as_ref()?.peer.connection.upgrade()
+        })
+    }
+
+    /// The token that cancels the call whose method is running on this thread (created if
+    /// needed, shared with the call), for the calls it makes to be given up with it; `None`
+    /// outside a served call and in a one-way call's method.
+    pub(crate) fn current_cancellation() -> Option<CancellationToken> {
+        CURRENT.with(|current| {
+            let mut current = current.borrow_mut();
+            let context = current.as_mut().filter(|c| c.passes_deadline_on)?;
+            Some(context.token().clone())
         })
     }
 

@@ -8,7 +8,9 @@
 //! `serde` feature; Lanner does not enable it, so use `Vec<u8>` there.
 
 use std::borrow::Cow;
+use std::future::Future;
 use std::marker::PhantomData;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,6 +19,7 @@ use futures_util::future::Either;
 use lanner_proto::{MessageBuilder, Payload, Response, Status};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
 
 use crate::call::{IncomingCall, Reply};
 use crate::connection::{Connection, Discard};
@@ -296,14 +299,40 @@ where
             method,
         });
         pending.unless_sent(encoded.unsent);
-        (pending, encoded.handed_back)
+        // Made while serving a call: given up with it (see `crate::context`).
+        let cancellation = CallContext::current_cancellation();
+        (pending, encoded.handed_back, cancellation)
     });
     async move {
         // The references handed back stay held until the call ends.
-        let (mut pending, _handed_back) = started?;
-        let response = (&mut pending).await?;
+        let (mut pending, _handed_back, cancellation) = started?;
+        let response = match cancellation {
+            None => (&mut pending).await?,
+            Some(cancellation) => unless_cancelled(&mut pending, cancellation).await?,
+        };
         decode_response::<C, E>(pending.connection(), method, &response)
     }
+}
+
+/// Waits for `answer` unless `cancellation` (the served call's, which this call was made
+/// for) fires first: then fails with `Cancelled`, and the caller drops the call, which
+/// sends its callee a CANCEL. Boxed: only calls made while serving a call pay for it,
+/// not the size of every call's future.
+fn unless_cancelled<'a, T: Send>(
+    answer: &'a mut (impl Future<Output = Result<T, Error>> + Unpin + Send),
+    cancellation: CancellationToken,
+) -> Pin<Box<dyn Future<Output = Result<T, Error>> + Send + 'a>> {
+    Box::pin(async move {
+        tokio::select! {
+            biased;
+            answer = answer => answer,
+            () = cancellation.cancelled() => Err(Error::new(
+                ErrorKind::Cancelled,
+                "given up: the call it was made for was cancelled (its caller gave up, or its connection ended)",
+            )
+            .after_sending()),
+        }
+    })
 }
 
 /// Disposes of the reply to a call its caller gave up on: decodes it and drops what it

@@ -115,7 +115,9 @@ impl Object {
     /// that find it busy wait their turn. Free-threaded objects (the default) run every
     /// call at once, concurrently. Like COM's apartments without their re-entrancy: a
     /// method that waits for a call back into the same object (directly or through a
-    /// callback on its caller) waits behind itself until that call's deadline.
+    /// callback on its caller) waits behind itself until that call's deadline, or until
+    /// its own caller gives up (which gives up the calls it waits on, down the chain:
+    /// see [`crate::CallContext`]).
     pub fn in_apartment(self) -> Object {
         Object {
             inner: Arc::new(ObjectInner {

@@ -460,3 +460,66 @@ async fn an_apartment_cell_passes_to_a_new_apartment_once_its_owner_is_gone() {
     assert_eq!(appended, Ok(2));
     assert_eq!(second.lines().await, Ok(vec![1, 2]));
 }
+
+/// An apartment object that calls its caller back.
+#[lanner::interface]
+trait Host {
+    /// Calls `back` and returns once it has answered.
+    async fn run(&self, back: lanner::ObjRef<PokeProxy>) -> Result<(), Error>;
+    async fn get(&self) -> Result<u32, Error>;
+}
+
+/// A callback.
+#[lanner::interface]
+trait Poke {
+    async fn poke(&self) -> Result<(), Error>;
+}
+
+struct Hosting;
+
+impl Host for Hosting {
+    async fn run(&self, back: lanner::ObjRef<PokeProxy>) -> Result<(), Error> {
+        back.into_proxy()?.poke().await
+    }
+
+    async fn get(&self) -> Result<u32, Error> {
+        Ok(7)
+    }
+}
+
+/// A callback that calls back into the host.
+struct CallsTheHost(HostProxy);
+
+impl Poke for CallsTheHost {
+    async fn poke(&self) -> Result<(), Error> {
+        self.0.get().await.map(drop)
+    }
+}
+
+/// An apartment method waiting for a callback that calls the same apartment waits behind
+/// itself (no re-entrancy); once its caller gives up, the calls it waits on are given up
+/// down the chain, and the apartment is free again, even with no deadline anywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_back_into_a_waiting_apartment_ends_when_the_first_caller_gives_up() {
+    let server = Server::new();
+    server.publish(
+        "host",
+        Object::new(HostStub::new(Arc::new(Hosting))).in_apartment(),
+    );
+    let listening = server.listen("mem://threading-reentry").await.unwrap();
+    let host: HostProxy = Client::new()
+        .connect(&listening.endpoint().object_url("host"))
+        .await
+        .unwrap();
+    let back = Object::new(PokeStub::new(Arc::new(CallsTheHost(host.clone()))));
+    let stuck = tokio::time::timeout(
+        std::time::Duration::from_millis(300),
+        host.run(lanner::ObjRef::new(back)),
+    )
+    .await;
+    assert!(stuck.is_err(), "the call back was served: {stuck:?}");
+    // The caller gave up (its call dropped): the host's method is free again.
+    use lanner::Proxy;
+    let patient = host.with_timeout(std::time::Duration::from_secs(2));
+    assert_eq!(patient.get().await, Ok(7));
+}
