@@ -98,8 +98,11 @@ pub(crate) struct ExportTable {
     entries: Vec<Exported>,
     /// The rest of each exported object, by the same index.
     holdings: Vec<Holding>,
-    /// Free indexes, reused last-freed first.
+    /// Free indexes, reused last-freed first. Some may be past the table's end, cut off by
+    /// [`ExportTable::trim`] (`stale_free` of them): skipped when reused.
     free: Vec<u32>,
+    /// How many of `free` are past the table's end.
+    stale_free: usize,
     /// Handles by (object identity, published name): an object published under two names
     /// may be subject to different rules under each.
     by_identity: HashMap<(usize, Option<String>), u64>,
@@ -127,6 +130,7 @@ impl ExportTable {
             entries: Vec::new(),
             holdings: Vec::new(),
             free: Vec::new(),
+            stale_free: 0,
             by_identity: HashMap::default(),
             unresolvable: 0,
             closed: false,
@@ -221,8 +225,15 @@ impl ExportTable {
         if slots.iter().all(|slot| slot.access.is_none()) {
             return Err(Denied::Nothing);
         }
-        let index = match self.free.pop() {
-            Some(index) => index as usize,
+        let reused = loop {
+            match self.free.pop() {
+                Some(index) if (index as usize) < self.entries.len() => break Some(index as usize),
+                Some(_) => self.stale_free -= 1,
+                None => break None,
+            }
+        };
+        let index = match reused {
+            Some(index) => index,
             None if self.entries.len() < MAX_EXPORTS => {
                 // Index 0 is the root's, even on a connection without one.
                 if self.entries.is_empty() {
@@ -275,7 +286,37 @@ impl ExportTable {
         self.free.push(index as u32);
         self.by_identity.remove(&holding.key);
         self.unresolvable -= usize::from(!holding.resolvable);
+        if index + 1 == self.entries.len() {
+            self.trim();
+        }
         holding.object
+    }
+
+    /// Cuts off the free entries at the table's end (the object at its end was just
+    /// released) and gives back the memory the table no longer needs: after a peak of
+    /// exports, a long-lived connection keeps what its highest index in use needs, not
+    /// what the peak did. Each entry is cut off once, after it was freed once: constant
+    /// time per release, amortized.
+    fn trim(&mut self) {
+        let before = self.entries.len();
+        // Index 0 stays: the root's, or kept for it.
+        while self.entries.len() > 1 && self.entries.last().is_some_and(|e| e.handle == FREE) {
+            self.entries.pop();
+            self.holdings.pop();
+        }
+        // Every entry cut off was free, so listed in `free`.
+        self.stale_free += before - self.entries.len();
+        if self.stale_free * 2 > self.free.len() {
+            let len = self.entries.len();
+            self.free.retain(|&index| (index as usize) < len);
+            self.stale_free = 0;
+        }
+        shrink(&mut self.entries);
+        shrink(&mut self.holdings);
+        shrink(&mut self.free);
+        if self.by_identity.capacity() > 4 * self.by_identity.len() + 64 {
+            self.by_identity.shrink_to(2 * self.by_identity.len());
+        }
     }
 
     /// Whether the peer holds references it could not find again (see `unresolvable`).
@@ -295,6 +336,13 @@ impl ExportTable {
             .drain(..)
             .filter_map(|holding| holding.object)
             .collect()
+    }
+}
+
+/// Gives back most of `items`' spare memory once it is under a quarter used.
+fn shrink<T>(items: &mut Vec<T>) {
+    if items.capacity() > 4 * items.len() + 64 {
+        items.shrink_to(2 * items.len());
     }
 }
 
@@ -342,6 +390,84 @@ mod tests {
         assert!(table.object(first).is_none());
         assert!(table.release(first).is_none());
         assert!(table.slot(second, 0).is_ok());
+    }
+
+    #[test]
+    fn a_table_gives_back_its_memory_after_a_peak() {
+        let mut table = ExportTable::new();
+        let peer = anyone();
+        let handles: Vec<u64> = (0..10_000)
+            .map(|_| table.export(&object(), None, false, &peer).unwrap())
+            .collect();
+        // Index 0 is kept for the root: the eleventh export has index 11.
+        let kept = handles[10];
+        for &handle in handles.iter().filter(|&&handle| handle != kept) {
+            assert!(table.release(handle).is_some());
+        }
+        assert_eq!(
+            table.entries.len(),
+            12,
+            "cut off after the one still in use"
+        );
+        assert!(
+            table.entries.capacity() < 100,
+            "{}",
+            table.entries.capacity()
+        );
+        assert!(table.holdings.capacity() < 100);
+        assert_eq!(table.free.len(), 10, "the free indexes below it");
+        assert!(table.free.capacity() < 100);
+        assert!(table.slot(kept, 0).is_ok());
+        assert!(table.slot(handles[9_999], 0).is_err());
+        assert!(table.release(handles[9_999]).is_none());
+        // New exports take the free indexes below it first, then grow the table again.
+        let again: Vec<u64> = (0..20)
+            .map(|_| table.export(&object(), None, false, &peer).unwrap())
+            .collect();
+        let mut indexes: Vec<u64> = again.iter().map(|handle| handle & INDEX_MASK).collect();
+        indexes.sort_unstable();
+        let expected: Vec<u64> = (1..=10).chain(12..=21).collect();
+        assert_eq!(indexes, expected);
+        assert!(again.iter().all(|&handle| table.slot(handle, 0).is_ok()));
+        // A released handle whose index was cut off and is in use again names nothing.
+        assert!(table.slot(handles[11], 0).is_err());
+    }
+
+    proptest::proptest! {
+        /// Against a model (the handles exported and not released): every handle in it
+        /// names its object, every handle released names nothing, and the table is no
+        /// longer than its highest index in use needs.
+        #[test]
+        fn exports_and_releases_in_any_order_agree_with_a_model(
+            steps in proptest::collection::vec((proptest::bool::ANY, 0usize..64), 1..400),
+        ) {
+            let mut table = ExportTable::new();
+            let peer = anyone();
+            let mut live: Vec<(u64, Object)> = Vec::new();
+            let mut released: Vec<u64> = Vec::new();
+            for (export, pick) in steps {
+                if export || live.is_empty() {
+                    let object = object();
+                    let handle = table.export(&object, None, false, &peer).unwrap();
+                    live.push((handle, object));
+                } else {
+                    let (handle, object) = live.swap_remove(pick % live.len());
+                    let dropped = table.release(handle).expect("the last reference");
+                    proptest::prop_assert_eq!(dropped.identity(), object.identity());
+                    released.push(handle);
+                }
+                for (handle, object) in &live {
+                    let found = table.object(*handle).expect("a live handle");
+                    proptest::prop_assert_eq!(found.identity(), object.identity());
+                }
+                for handle in &released {
+                    proptest::prop_assert!(table.slot(*handle, 0).is_err());
+                }
+                // The table ends with an entry in use (or index 0, kept for the root).
+                let highest = live.iter().map(|(h, _)| (h & INDEX_MASK) as usize).max();
+                proptest::prop_assert_eq!(table.entries.len(), highest.map_or(1, |h| h + 1));
+            }
+        }
     }
 
     #[test]
