@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::call::{IncomingCall, Reply};
 use crate::connection::{Connection, Denied, Discard};
+use crate::context::CallContext;
 use crate::error::{Error, ErrorKind};
 use crate::handoff::{Redeemed, Token};
 use crate::id::{ClassId, InterfaceId, MethodInfo, method_fingerprint};
@@ -90,19 +91,33 @@ impl RootStub {
         let handoffs = self.names.handoffs.clone();
         let connection = call.connection.clone();
         Box::pin(async move {
-            let result = match handoffs
-                .redeem(token, connection.redemptions_waiting())
-                .await
-            {
-                Redeemed::Object(object) => hand_out(&connection, &object, None, || {
+            // A redemption whose caller gave up (or whose connection ended) stops waiting
+            // and leaves the token: taken, it would be spent on an answer nobody
+            // receives, and the object dropped with it, where a later redemption (the
+            // third party retrying on a new connection) could still have had it.
+            let redeemed = handoffs.redeem(token, connection.redemptions_waiting());
+            let redeemed = match CallContext::current_cancellation() {
+                None => Some(redeemed.await),
+                Some(cancellation) => tokio::select! {
+                    biased;
+                    () = cancellation.cancelled() => None,
+                    redeemed = redeemed => Some(redeemed),
+                },
+            };
+            let result = match redeemed {
+                Some(Redeemed::Object(object)) => hand_out(&connection, &object, None, || {
                     "the object handed over".to_owned()
                 }),
-                Redeemed::Unknown => Err(Error::new(
+                Some(Redeemed::Unknown) => Err(Error::new(
                     ErrorKind::NotFound,
                     "no object waits for this hand-off token: it is unknown, was redeemed already, or its lease expired",
                 )),
+                None => Err(Error::new(
+                    ErrorKind::Cancelled,
+                    "the redemption was given up before its grant came: the token is still there",
+                )),
                 // A client retries this kind; it remembers NotFound.
-                Redeemed::Busy => Err(Error::new(
+                Some(Redeemed::Busy) => Err(Error::new(
                     ErrorKind::Overloaded,
                     "no object waits for this hand-off token yet, and too many redemptions already wait for theirs: try again",
                 )),

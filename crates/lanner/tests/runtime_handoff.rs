@@ -570,6 +570,68 @@ async fn a_handoff_crosses_real_processes() {
     assert_eq!(gone.kind(), ErrorKind::Unavailable, "{gone}");
 }
 
+/// A redemption whose connection ends while it waits for its grant (the third party
+/// died) leaves the token parked for a later one, until the lease: taken, it would be
+/// spent on an answer nobody can receive, and the object dropped with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_redemption_whose_connection_ends_leaves_its_token_parked() {
+    let lease = Duration::from_secs(3);
+    let (b, live) = serve_b(
+        &unix("ended-claim-b"),
+        Server::new().with_handoff_lease(lease),
+    )
+    .await;
+    // C is a child process.
+    let c_endpoint = unix("ended-claim-c");
+    let (mut child, ready) = child::spawn(
+        "child_serves_a_keeper",
+        (CHILD_ENDPOINT, &c_endpoint),
+        "serving",
+    )
+    .await;
+    assert_eq!(ready, Some(format!("serving {c_endpoint}")));
+    let a = Client::new();
+    let maker: MakerProxy = a.connect(&b.endpoint().object_url("maker")).await.unwrap();
+    let keeper: KeeperProxy = a.connect(&format!("{c_endpoint}/keeper")).await.unwrap();
+    let counter = maker.make().await.unwrap();
+    // The grant waits behind B's hogged receiver; C's claim reaches B first and waits.
+    let hogging = hog_400_ms(&maker).await;
+    let keeping = tokio::spawn({
+        let keeper = keeper.clone();
+        async move { keeper.keep(counter).await }
+    });
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let _ = std::fs::remove_file(c_endpoint.trim_start_matches("unix://"));
+    assert!(keeping.await.unwrap().is_err(), "C is gone");
+    hogging.await.unwrap().unwrap();
+    // The grant is in and A let go of its reference (its call failed): the token alone
+    // keeps the counter, for whoever redeems it within the lease.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        live.load(Ordering::Relaxed),
+        1,
+        "the token was spent on a redemption nobody could receive"
+    );
+    // Then the lease ends.
+    assert_eq!(settle(&live, 0).await, 0);
+}
+
+/// Not a test of its own: process C of
+/// [`a_redemption_whose_connection_ends_leaves_its_token_parked`]. Without its
+/// environment variable it does nothing.
+#[tokio::test]
+async fn child_serves_a_keeper() {
+    let Ok(endpoint) = std::env::var(CHILD_ENDPOINT) else {
+        return;
+    };
+    let (listening, _keeper) = serve_c(&endpoint, Server::new()).await;
+    println!("serving {}", listening.endpoint());
+    // Bounded: the parent kills this process long before.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+}
+
 /// Not a test of its own: process B of [`a_handoff_crosses_real_processes`]. Without its
 /// environment variable it does nothing.
 #[tokio::test]
