@@ -73,9 +73,29 @@ struct State {
     /// Calls waiting for their turn, in arrival order (some maybe taken out already by
     /// their caller's CANCEL, see [`Queued`]).
     queue: VecDeque<Queued>,
+    /// The queue's length at which its empty slots are swept out next (see
+    /// [`State::queue`]).
+    sweep_at: usize,
 }
 
+/// The shortest queue whose empty slots are swept out.
+const SWEEP_FROM: usize = 64;
+
 impl State {
+    /// Queues `queued`. The slots of calls answered early (cancelled while they waited)
+    /// stay in the queue until their turn, so a caller that keeps calling and cancelling
+    /// while one long call holds the apartment would grow it without end: once it is
+    /// twice as long as after the last sweep, the empty slots are swept out (constant
+    /// time per call, amortized; the queue stays within twice the calls really waiting).
+    fn queue(&mut self, queued: Queued) {
+        if self.queue.len() >= self.sweep_at.max(SWEEP_FROM) {
+            self.queue
+                .retain(|queued| queued.lock().unwrap_or_else(|e| e.into_inner()).is_some());
+            self.sweep_at = 2 * self.queue.len();
+        }
+        self.queue.push_back(queued);
+    }
+
     /// The next call whose turn it is, if any (skipping those answered already).
     fn next_in_line(&mut self) -> Option<Waiting> {
         while let Some(queued) = self.queue.pop_front() {
@@ -113,13 +133,16 @@ impl Apartment {
             let queued = Queued::default();
             let waiting = connection.suspend_queued(call, &queued);
             *queued.lock().unwrap_or_else(|e| e.into_inner()) = Some(waiting);
-            state.queue.push_back(queued);
+            state.queue(queued);
             return true;
         }
         state.busy = true;
         drop(state);
-        // The apartment's task runs on the connection's runtime (see
-        // `Connection::dispatch`), which outlives the calls it received.
+        // The apartment's task runs on the runtime of the connection whose call started
+        // it, not on whatever polls this (see `Connection::dispatch`). It goes on with the
+        // calls queued meanwhile, from any connection: a runtime shut down while it runs
+        // them ends it, and those calls are never answered (their connections' runtimes
+        // may differ; an apartment has no runtime of its own).
         let runtime = connection.runtime();
         match connection.run_inline(call, cx) {
             None => self.next(runtime),
@@ -166,5 +189,22 @@ impl Apartment {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_slots_of_calls_answered_early_are_swept_out_of_the_queue() {
+        let mut state = State::default();
+        // Slots whose calls were taken out by their CANCEL (empty), without end.
+        for _ in 0..100_000 {
+            state.queue(Queued::default());
+            assert!(state.queue.len() <= SWEEP_FROM, "{}", state.queue.len());
+        }
+        assert!(state.next_in_line().is_none());
+        assert!(state.queue.is_empty());
     }
 }
