@@ -313,7 +313,9 @@ fn a_handle_is_callable_only_where_it_was_handed_over_and_until_released() {
         let elsewhere = refusal(other.as_mut(), &mut other_buffer, calc);
         assert_eq!(elsewhere, never_existed, "a handle of another connection");
 
-        holder.write_all(&frame::encode_release(&[calc])).unwrap();
+        holder
+            .write_all(&frame::encode_release(&[calc], false))
+            .unwrap();
         holder.write_all(&call(calc)).unwrap();
         let released = refusal(holder.as_mut(), &mut holder_buffer, calc);
         assert_eq!(released, never_existed, "a released handle");

@@ -103,7 +103,7 @@ pub enum Event {
     GoingAway,
     /// The peer dropped references to these objects of ours (a handle once per
     /// reference).
-    Released(Vec<u64>),
+    Released(crate::frame::Release),
     /// The client hands its reference to one of our objects on to a third party (server
     /// side only: a client receiving GRANT is a protocol error).
     Granted(crate::frame::Grant),
@@ -328,7 +328,7 @@ impl Connection {
                 pong: frame::encode_pong(nonce),
             }),
             (State::Open, Frame::Pong(nonce)) => Ok(Event::Pong(nonce)),
-            (State::Open, Frame::Release(handles)) => Ok(Event::Released(handles)),
+            (State::Open, Frame::Release(release)) => Ok(Event::Released(release)),
             (State::Open, Frame::Grant(grant)) if self.role == Role::Server => {
                 Ok(Event::Granted(grant))
             }

@@ -11,7 +11,8 @@
 //!                  nothing from the request's arguments), bit 2 HANDS_BACK (the value
 //!                  hands back some of the caller's own objects, see [`FLAG_HANDS_BACK`]).
 //!                  Both: bit 1 REFERENCES (the inline data ends with a reference table,
-//!                  see [`FLAG_REFERENCES`]).
+//!                  see [`FLAG_REFERENCES`]). RELEASE: bit 0 HANDED_BACK (the references
+//!                  were handed back to the receiver, see [`FLAG_HANDED_BACK`]).
 //!                  Other bits, and flags of other kinds, are ignored.
 //! 6..8  segs  u16  number of bulk segments (REQUEST and RESPONSE only, else 0)
 //! ```
@@ -106,6 +107,12 @@ pub const FLAG_REFERENCES: u8 = 2;
 /// decoding. So a caller applies the RELEASE frames it reads after such a response only
 /// once the response has been decoded or dropped.
 pub const FLAG_HANDS_BACK: u8 = 4;
+/// The RELEASE flag of references that were handed back to the receiver (its own objects,
+/// returned in a response marked [`FLAG_HANDS_BACK`]): the receiver applies such a release
+/// only once it has decoded (or dropped) every response that hands back its objects and
+/// arrived before it. A release without the flag is of references never handed back, so
+/// no response being decoded can name them: applied at once.
+pub const FLAG_HANDED_BACK: u8 = 1;
 /// Total size of a CANCEL frame.
 pub const CANCEL_LEN: usize = HEADER_LEN + 8;
 /// Total size of a PING or PONG frame.
@@ -293,11 +300,20 @@ pub enum Frame {
     GoAway,
     /// The client's last authentication step, with its data.
     Auth(Bytes),
-    /// Handles of the receiver's objects whose references the sender dropped, one entry
-    /// per reference.
-    Release(Vec<u64>),
+    /// Handles of the receiver's objects whose references the sender dropped.
+    Release(Release),
     /// Keep one of the receiver's objects for a third party holding a token.
     Grant(Grant),
+}
+
+/// A RELEASE frame's body.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Release {
+    /// The receiver's objects whose references the sender dropped, one entry per
+    /// reference.
+    pub handles: Vec<u64>,
+    /// The references were handed back to the receiver (see [`FLAG_HANDED_BACK`]).
+    pub handed_back: bool,
 }
 
 /// A GRANT frame's body: the sender hands its reference to object `handle` on to a third
@@ -365,7 +381,12 @@ impl Frame {
             FrameKind::Hello => decode_hello(&frame).map(Frame::Hello),
             FrameKind::Welcome => decode_welcome(&frame).map(Frame::Welcome),
             FrameKind::Auth => auth_data(&frame, HEADER_LEN).map(Frame::Auth),
-            FrameKind::Release => decode_release(&frame).map(Frame::Release),
+            FrameKind::Release => decode_release(&frame).map(|handles| {
+                Frame::Release(Release {
+                    handles,
+                    handed_back: header.flags & FLAG_HANDED_BACK != 0,
+                })
+            }),
             FrameKind::Grant => {
                 need(&frame, FrameKind::Grant, GRANT_LEN)?;
                 let mut token = [0; 16];
@@ -660,12 +681,16 @@ pub fn encode_welcome(welcome: &Welcome) -> Bytes {
 /// The most handles one RELEASE frame carries (32 KiB of them: within any peer's limit).
 pub const MAX_RELEASES_PER_FRAME: usize = 4096;
 
-/// Encodes a RELEASE frame for `handles` (at most [`MAX_RELEASES_PER_FRAME`]).
-pub fn encode_release(handles: &[u64]) -> Bytes {
+/// Encodes a RELEASE frame for `handles` (at most [`MAX_RELEASES_PER_FRAME`]), flagged
+/// [`FLAG_HANDED_BACK`] if they were handed back to the receiver.
+pub fn encode_release(handles: &[u64], handed_back: bool) -> Bytes {
     debug_assert!(handles.len() <= MAX_RELEASES_PER_FRAME);
     let len = HEADER_LEN + 8 * handles.len();
     let mut buf = BytesMut::with_capacity(len);
     put_header(&mut buf, len, FrameKind::Release);
+    if handed_back {
+        buf[5] = FLAG_HANDED_BACK;
+    }
     for handle in handles {
         buf.put_u64_le(*handle);
     }

@@ -46,7 +46,7 @@ pub use auth::{
 pub use builder::{InlineWriter, MessageBuilder};
 pub use connection::{Connection, Event, HANDSHAKE_MAX_FRAME_SIZE, Role};
 pub use error::{FrameError, ProtocolError, SendError};
-pub use frame::{Close, Frame, FrameKind, Grant, Hello, Request, Response, Welcome};
+pub use frame::{Close, Frame, FrameKind, Grant, Hello, Release, Request, Response, Welcome};
 pub use limits::{Limits, PROTOCOL_VERSION};
 pub use out_frame::OutFrame;
 pub use payload::{ExternalSegments, Payload};

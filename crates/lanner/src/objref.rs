@@ -370,6 +370,7 @@ impl<P: Proxy> Serialize for ObjRef<P> {
                 }
                 let target = object.current_target();
                 if Arc::ptr_eq(&target.connection, &connection) {
+                    object.mark_handed_back();
                     keep_until_sent(object);
                     WireObjRef {
                         holder: Holder::Receiver,

@@ -41,6 +41,9 @@ struct RefInner {
     /// This reference holds one count on the object's exporter, released when it is
     /// dropped (false once handed over to another reference).
     counted: AtomicBool,
+    /// The reference was handed back to the object's exporter in a message: its release
+    /// says so (see [`lanner_proto::frame::FLAG_HANDED_BACK`]).
+    handed_back: AtomicBool,
     /// Read only when the target's connection is unusable or the reference unclaimed.
     origin: Option<Box<Origin>>,
     interfaces: Vec<InterfaceId>,
@@ -57,7 +60,8 @@ impl Drop for RefInner {
                 target.connection.reference_let_go();
             }
             if target.handle != crate::connection::ROOT_HANDLE {
-                target.connection.release_remote(target.handle);
+                let handed_back = self.handed_back.load(Ordering::Relaxed);
+                target.connection.release_remote(target.handle, handed_back);
             }
         }
     }
@@ -171,6 +175,7 @@ impl ObjectRef {
                 origin,
                 claimed: AtomicBool::new(true),
                 counted: AtomicBool::new(true),
+                handed_back: AtomicBool::new(false),
             }),
         }
     }
@@ -202,6 +207,7 @@ impl ObjectRef {
                 }))),
                 claimed: AtomicBool::new(false),
                 counted: AtomicBool::new(false),
+                handed_back: AtomicBool::new(false),
             }),
         }
     }
@@ -432,7 +438,7 @@ impl ObjectRef {
         let target = claimed.current_target();
         if claimed.inner.interfaces != self.inner.interfaces {
             // The count taken goes back with a release.
-            target.connection.release_remote(target.handle);
+            target.connection.release_remote(target.handle, false);
             let mismatch = Error::new(
                 ErrorKind::Unimplemented,
                 format!(
@@ -505,6 +511,12 @@ impl ObjectRef {
         *self.target() = target.clone();
         tracing::debug!(url = %origin.url, "reconnected");
         Ok(target)
+    }
+
+    /// The reference is being handed back to the object's exporter (see
+    /// [`lanner_proto::frame::FLAG_HANDED_BACK`]).
+    pub(crate) fn mark_handed_back(&self) {
+        self.inner.handed_back.store(true, Ordering::Relaxed);
     }
 
     /// The interfaces the object implements.

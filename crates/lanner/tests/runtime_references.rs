@@ -707,6 +707,8 @@ trait Mirror {
     async fn counter(&self) -> Result<ObjRef<CounterProxy>, Error>;
     /// Takes a counter and a value.
     async fn take(&self, counter: ObjRef<CounterProxy>, bomb: Bomb) -> Result<(), Error>;
+    /// Takes a counter and drops it.
+    async fn ignore(&self, counter: ObjRef<CounterProxy>) -> Result<(), Error>;
 }
 
 /// A value whose encoding panics (a user's `Serialize` may).
@@ -741,6 +743,10 @@ impl Mirror for MirrorImpl {
     }
 
     async fn take(&self, _counter: ObjRef<CounterProxy>, _bomb: Bomb) -> Result<(), Error> {
+        Ok(())
+    }
+
+    async fn ignore(&self, _counter: ObjRef<CounterProxy>) -> Result<(), Error> {
         Ok(())
     }
 }
@@ -872,6 +878,34 @@ async fn a_callback_handed_back_to_a_call_given_up_is_released_all_the_same() {
         }
     }
     drop(counter);
+    assert_eq!(settle(&live).await, 0, "the counter leaked");
+}
+
+#[tokio::test]
+async fn an_answer_left_undecoded_holds_back_only_the_releases_of_what_was_handed_back() {
+    let (_listening, mirror, counter, live) =
+        mirror_and_counter("mem://refs-mirror-undecoded").await;
+    // A callback handed back, its answer left in its slot (the future kept, not polled).
+    let mut call = std::pin::pin!(mirror.reflect(ObjRef::new(counter.clone())));
+    assert!(futures_util::poll!(call.as_mut()).is_pending());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Meanwhile the server takes another object of ours and lets go of it, never handing
+    // it back: that release is applied at once.
+    let other_live = Arc::new(AtomicI64::new(1));
+    let other = Object::new(CounterStub::new(Arc::new(CounterImpl(
+        AtomicU64::new(0),
+        Some(other_live.clone()),
+    ))));
+    mirror.ignore(ObjRef::new(other)).await.unwrap();
+    assert_eq!(
+        settle(&other_live).await,
+        0,
+        "held back by the undecoded answer"
+    );
+    // The handed-back one waits for its answer, which still finds it.
+    let back = call.await.expect("the handed-back callback was found");
+    assert!(back.local().is_some());
+    drop((back, counter));
     assert_eq!(settle(&live).await, 0, "the counter leaked");
 }
 
@@ -1963,7 +1997,7 @@ async fn a_root_answer_that_fails_to_decode_releases_what_it_lists() {
         socket.write_all(&frame.into_contiguous()).await.unwrap();
         loop {
             match proto.handle_frame(common::read_frame(&mut socket).await.unwrap()) {
-                Ok(Event::Released(handles)) => return handles,
+                Ok(Event::Released(release)) => return release.handles,
                 Ok(_) => {}
                 other => panic!("expected a release, got {other:?}"),
             }

@@ -437,14 +437,24 @@ fn valid_frames_of_each_kind_decode() {
 
 #[test]
 fn release_frames_carry_whole_handles() {
-    let frame = frame::encode_release(&[1, u64::MAX, 1]);
+    let frame = frame::encode_release(&[1, u64::MAX, 1], false);
     assert_eq!(
         Frame::decode(frame.clone()),
-        Ok(Frame::Release(vec![1, u64::MAX, 1]))
+        Ok(Frame::Release(crate::Release {
+            handles: vec![1, u64::MAX, 1],
+            handed_back: false
+        }))
     );
     assert_eq!(
-        Frame::decode(frame::encode_release(&[])),
-        Ok(Frame::Release(vec![]))
+        Frame::decode(frame::encode_release(&[7], true)),
+        Ok(Frame::Release(crate::Release {
+            handles: vec![7],
+            handed_back: true
+        }))
+    );
+    assert_eq!(
+        Frame::decode(frame::encode_release(&[], false)),
+        Ok(Frame::Release(crate::Release::default()))
     );
     // A body that is not a whole number of handles.
     let mut cut = frame.to_vec();

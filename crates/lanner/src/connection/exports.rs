@@ -439,24 +439,42 @@ mod tests {
         /// longer than its highest index in use needs.
         #[test]
         fn exports_and_releases_in_any_order_agree_with_a_model(
-            steps in proptest::collection::vec((proptest::bool::ANY, 0usize..64), 1..400),
+            steps in proptest::collection::vec((0u8..3, 0usize..64), 1..400),
         ) {
             let mut table = ExportTable::new();
             let peer = anyone();
-            let mut live: Vec<(u64, Object)> = Vec::new();
+            // Handle, object, references the peer holds.
+            let mut live: Vec<(u64, Object, u32)> = Vec::new();
             let mut released: Vec<u64> = Vec::new();
-            for (export, pick) in steps {
-                if export || live.is_empty() {
-                    let object = object();
-                    let handle = table.export(&object, None, false, &peer).unwrap();
-                    live.push((handle, object));
-                } else {
-                    let (handle, object) = live.swap_remove(pick % live.len());
-                    let dropped = table.release(handle).expect("the last reference");
-                    proptest::prop_assert_eq!(dropped.identity(), object.identity());
-                    released.push(handle);
+            for (step, pick) in steps {
+                match step {
+                    // Exported again: the same handle, one more reference.
+                    2 if !live.is_empty() => {
+                        let at = pick % live.len();
+                        let again = table.export(&live[at].1, None, false, &peer).unwrap();
+                        proptest::prop_assert_eq!(again, live[at].0);
+                        live[at].2 += 1;
+                    }
+                    1 if !live.is_empty() => {
+                        let at = pick % live.len();
+                        let dropped = table.release(live[at].0);
+                        live[at].2 -= 1;
+                        if live[at].2 == 0 {
+                            let (handle, object, _) = live.swap_remove(at);
+                            let dropped = dropped.expect("the last reference");
+                            proptest::prop_assert_eq!(dropped.identity(), object.identity());
+                            released.push(handle);
+                        } else {
+                            proptest::prop_assert!(dropped.is_none());
+                        }
+                    }
+                    _ => {
+                        let object = object();
+                        let handle = table.export(&object, None, false, &peer).unwrap();
+                        live.push((handle, object, 1));
+                    }
                 }
-                for (handle, object) in &live {
+                for (handle, object, _) in &live {
                     let found = table.object(*handle).expect("a live handle");
                     proptest::prop_assert_eq!(found.identity(), object.identity());
                 }
@@ -464,7 +482,7 @@ mod tests {
                     proptest::prop_assert!(table.slot(*handle, 0).is_err());
                 }
                 // The table ends with an entry in use (or index 0, kept for the root).
-                let highest = live.iter().map(|(h, _)| (h & INDEX_MASK) as usize).max();
+                let highest = live.iter().map(|(h, _, _)| (h & INDEX_MASK) as usize).max();
                 proptest::prop_assert_eq!(table.entries.len(), highest.map_or(1, |h| h + 1));
             }
         }

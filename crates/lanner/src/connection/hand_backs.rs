@@ -74,9 +74,17 @@ impl Connection {
         }
     }
 
-    /// The peer dropped its references to these objects of ours: unexported now, or once
-    /// no answer that hands back our objects waits to be decoded.
-    pub(crate) fn released(self: &Arc<Self>, handles: &[u64]) {
+    /// The peer dropped its references to these objects of ours: unexported now, or, if
+    /// those references were handed back to us (`handed_back`), once no answer that
+    /// hands back our objects waits to be decoded. Releases of references never handed
+    /// back cannot concern such an answer: they never wait, so an answer kept undecoded
+    /// (a caller holding its call's future without polling it) holds back only what
+    /// the peer handed back.
+    pub(crate) fn released(self: &Arc<Self>, handles: &[u64], handed_back: bool) {
+        if !handed_back {
+            self.unexport(handles);
+            return;
+        }
         let mut hand_backs = self.hand_backs();
         if hand_backs.undecoded == 0 {
             drop(hand_backs);

@@ -102,7 +102,7 @@ pub(crate) struct Connection {
     replies_to_their_caller: AtomicU64,
     /// Handles of the peer's objects whose last reference here was dropped, to be sent
     /// in the next RELEASE frame.
-    releases: Mutex<Vec<u64>>,
+    releases: Mutex<releases::QueuedReleases>,
     /// Answers that hand back our objects not decoded yet, and the peer's releases that
     /// wait for them (see `hand_backs`).
     hand_backs: Mutex<hand_backs::HandBacks>,
@@ -281,7 +281,7 @@ impl Connection {
                 frames_received: AtomicU64::new(0),
                 messages_received: AtomicU64::new(0),
                 replies_to_their_caller: AtomicU64::new(0),
-                releases: Mutex::new(Vec::new()),
+                releases: Mutex::default(),
                 hand_backs: Mutex::default(),
                 call_limit,
                 names,

@@ -326,8 +326,8 @@ impl Connection {
                 self.cancel_incoming(call_id);
                 Ok(Progress::Other)
             }
-            Ok(Handled::Event(Event::Released(handles))) => {
-                self.released(&handles);
+            Ok(Handled::Event(Event::Released(release))) => {
+                self.released(&release.handles, release.handed_back);
                 Ok(Progress::Other)
             }
             Ok(Handled::Event(Event::Granted(grant))) => {

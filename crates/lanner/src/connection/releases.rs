@@ -44,10 +44,15 @@ impl Connection {
     }
 
     /// A reference to the peer's object `handle` was dropped: tell the peer (batched).
-    pub(crate) fn release_remote(self: &Arc<Self>, handle: u64) {
+    /// `handed_back`: the reference was handed back to the peer in a message (see
+    /// [`lanner_proto::frame::FLAG_HANDED_BACK`]).
+    pub(crate) fn release_remote(self: &Arc<Self>, handle: u64, handed_back: bool) {
         let mut queued = self.releases.lock().unwrap_or_else(|e| e.into_inner());
-        queued.push(handle);
-        if queued.len() > 1 {
+        match handed_back {
+            false => queued.plain.push(handle),
+            true => queued.handed_back.push(handle),
+        }
+        if queued.plain.len() + queued.handed_back.len() > 1 {
             // A flush is already on its way.
             return;
         }
@@ -67,28 +72,39 @@ impl Connection {
     /// call's arguments went unread).
     pub(crate) fn release_listed(self: &Arc<Self>, handles: impl Iterator<Item = u64>) {
         for handle in handles {
-            self.release_remote(handle);
+            self.release_remote(handle, false);
         }
     }
 
     fn flush_releases(self: &Arc<Self>) {
-        let handles = std::mem::take(&mut *self.releases.lock().unwrap_or_else(|e| e.into_inner()));
+        let queued = std::mem::take(&mut *self.releases.lock().unwrap_or_else(|e| e.into_inner()));
         let Some(peer_max) = self.with_open_proto(|proto| proto.peer_limits().max_frame_size)
         else {
             return;
         };
         // Within the peer's frame limit (as small as 4 KiB).
-        let per_frame = (peer_max as usize - HEADER_LEN) / 8;
-        for chunk in handles.chunks(per_frame.min(MAX_RELEASES_PER_FRAME)) {
-            if self
-                .send_frame(OutFrame::contiguous(encode_release(chunk)))
-                .is_err()
-            {
-                return;
+        let per_frame = ((peer_max as usize - HEADER_LEN) / 8).min(MAX_RELEASES_PER_FRAME);
+        for (handles, handed_back) in [(queued.plain, false), (queued.handed_back, true)] {
+            for chunk in handles.chunks(per_frame) {
+                let frame = encode_release(chunk, handed_back);
+                if self.send_frame(OutFrame::contiguous(frame)).is_err() {
+                    return;
+                }
             }
         }
     }
+}
 
+/// Handles of the peer's objects whose last reference here was dropped, waiting for the
+/// next RELEASE frames: those never handed back to the peer, and those that were (sent
+/// apart, flagged, see [`lanner_proto::frame::FLAG_HANDED_BACK`]).
+#[derive(Default)]
+pub(super) struct QueuedReleases {
+    plain: Vec<u64>,
+    handed_back: Vec<u64>,
+}
+
+impl Connection {
     /// Unexports one reference of each of `handles` now (released by the peer, or counted
     /// for a message that will not be sent).
     pub(crate) fn unexport(&self, handles: &[u64]) {
