@@ -51,10 +51,13 @@ pub struct ApartmentCell<T> {
 // call of the apartment the cell belongs to, and that the value is not lent out already.
 // The cell passes to another apartment only once its owner no longer exists, and an
 // apartment that no longer exists runs no call (each call it runs holds it), so two
-// apartments never reach the value at once. An apartment polls one call at a time (its busy flag, under its mutex, is held from the
-// start of a call to its end), and a call's context is current only on the thread polling
-// it, during the poll; so at most one thread at a time passes that check, once. The
-// apartment's mutex and the `lent` flag order one call's accesses before the next's. The
+// apartments never reach the value at once. An apartment polls one of its object's calls
+// at a time (its busy flag, under its mutex, is held from the start of a call to its end;
+// calls the stub refused are polled apart, but they are ready answers that run none of the
+// object's code), and a call's context is current only on the thread polling it, during
+// the poll; so at most one thread at a time passes that check, once. Whatever the
+// apartment does, the `lent` flag (an acquire swap, a release store when the borrow ends)
+// admits one borrow at a time and orders one borrow's accesses before the next's. The
 // value moves between threads from one call to the next, hence `T: Send`.
 unsafe impl<T: Send> Sync for ApartmentCell<T> {}
 

@@ -289,7 +289,16 @@ where
     C: ValueCodec,
     E: DeserializeOwned + From<Error>,
 {
-    let started = request.map(|request| {
+    let started = request.and_then(|request| {
+        // Made while serving a call: given up with it (see `crate::context`), and not
+        // sent at all once it is.
+        let cancellation = CallContext::current_cancellation();
+        if cancellation
+            .as_ref()
+            .is_some_and(CancellationToken::is_cancelled)
+        {
+            return Err(given_up());
+        }
         let OutgoingRequest { message, encoded } = request;
         // The call in flight keeps its connection (a reference count taken here).
         let connection = to.target.into_owned().connection;
@@ -299,9 +308,7 @@ where
             method,
         });
         pending.unless_sent(encoded.unsent);
-        // Made while serving a call: given up with it (see `crate::context`).
-        let cancellation = CallContext::current_cancellation();
-        (pending, encoded.handed_back, cancellation)
+        Ok((pending, encoded.handed_back, cancellation))
     });
     async move {
         // The references handed back stay held until the call ends.
@@ -326,13 +333,17 @@ fn unless_cancelled<'a, T: Send>(
         tokio::select! {
             biased;
             answer = answer => answer,
-            () = cancellation.cancelled() => Err(Error::new(
-                ErrorKind::Cancelled,
-                "given up: the call it was made for was cancelled (its caller gave up, or its connection ended)",
-            )
-            .after_sending()),
+            () = cancellation.cancelled() => Err(given_up().after_sending()),
         }
     })
+}
+
+/// The error of a call given up because the call it was made for was cancelled.
+fn given_up() -> Error {
+    Error::new(
+        ErrorKind::Cancelled,
+        "given up: the call it was made for was cancelled (its caller gave up, or its connection ended)",
+    )
 }
 
 /// Disposes of the reply to a call its caller gave up on: decodes it and drops what it
