@@ -104,6 +104,8 @@ impl State {
                 return waiting;
             }
         }
+        // Drained: the next sweep is measured from here, not from the last peak.
+        self.sweep_at = 0;
         None
     }
 }

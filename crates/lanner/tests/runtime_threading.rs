@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use futures_util::future::join_all;
 use lanner::{Client, Error, Object, Server};
 
+mod child;
+
 /// Records how calls overlap.
 #[lanner::interface]
 trait Recorder {
@@ -522,4 +524,84 @@ async fn a_call_back_into_a_waiting_apartment_ends_when_the_first_caller_gives_u
     use lanner::Proxy;
     let patient = host.with_timeout(std::time::Duration::from_secs(2));
     assert_eq!(patient.get().await, Ok(7));
+}
+
+/// The environment variable that makes [`child_queues_a_call_in_the_apartment`] run.
+const CHILD_URL: &str = "LANNER_TEST_THREADING_CHILD";
+
+/// The calls of a connection that ended while they waited for their apartment are
+/// answered (to nobody) at once: they do not keep their place in the server's limit of
+/// suspended calls, and their connection's memory, until their turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_of_a_dead_connection_waiting_in_an_apartment_let_go_at_once() {
+    let overlap = Arc::new(Overlap::default());
+    let server = Server::new().with_max_suspended_calls(4);
+    server.publish(
+        "recorder",
+        Object::new(RecorderStub::new(overlap.clone())).in_apartment(),
+    );
+    server.publish(
+        "free",
+        Object::new(RecorderStub::new(Arc::new(Overlap::default()))),
+    );
+    let path = std::env::temp_dir().join(format!("lanner-dead-queue-{}.sock", std::process::id()));
+    let listening = server
+        .listen(&format!("unix://{}", path.display()))
+        .await
+        .unwrap();
+    let client = Client::new();
+    let recorder: RecorderProxy = client
+        .connect(&listening.endpoint().object_url("recorder"))
+        .await
+        .unwrap();
+    let free: RecorderProxy = client
+        .connect(&listening.endpoint().object_url("free"))
+        .await
+        .unwrap();
+    // One call holds the apartment (its peer never comes in): one suspended call.
+    let holding = tokio::spawn({
+        let recorder = recorder.clone();
+        async move { recorder.gather(2).await }
+    });
+    while overlap.inside.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    // Three processes each queue a call behind it and die without a word: the limit's
+    // other three places.
+    let url = listening.endpoint().object_url("recorder");
+    for _ in 0..3 {
+        let (mut dead, ready) = child::spawn(
+            "child_queues_a_call_in_the_apartment",
+            (CHILD_URL, &url),
+            "sent",
+        )
+        .await;
+        assert_eq!(ready.as_deref(), Some("sent"));
+        dead.kill().unwrap();
+        dead.wait().unwrap();
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    // A call that suspends (it yields) finds a place while the apartment is still held.
+    assert_eq!(free.record(0).await, Ok(()));
+    assert!(!holding.is_finished(), "the holding call ended first");
+    assert_eq!(holding.await.unwrap(), Ok(1));
+    let _ = std::fs::remove_file(&path);
+}
+
+/// Not a test of its own: a process of
+/// [`calls_of_a_dead_connection_waiting_in_an_apartment_let_go_at_once`]. Without its
+/// environment variable it does nothing.
+#[tokio::test]
+async fn child_queues_a_call_in_the_apartment() {
+    let Ok(url) = std::env::var(CHILD_URL) else {
+        return;
+    };
+    let recorder: RecorderProxy = Client::new().connect(&url).await.unwrap();
+    let mut call = std::pin::pin!(recorder.record(7));
+    assert!(futures_util::poll!(call.as_mut()).is_pending());
+    // Give the request time to be written and queued.
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    println!("sent");
+    // Bounded: the parent kills this process long before.
+    tokio::time::sleep(std::time::Duration::from_secs(60)).await;
 }

@@ -216,19 +216,41 @@ impl Connection {
             }
             None => return,
         };
-        let Some(queued) = queued else {
-            return;
-        };
-        let withdrawn = {
-            let mut slot = queued.lock().unwrap_or_else(|e| e.into_inner());
-            match slot.as_ref() {
-                Some(waiting) if waiting.abandoned() => slot.take(),
-                _ => None,
-            }
-        };
-        if let Some(waiting) = withdrawn {
-            waiting.answer_abandoned();
+        if let Some(queued) = queued {
+            withdraw(&queued);
         }
+    }
+
+    /// The connection ended: its calls still waiting for their turn in an apartment are
+    /// answered now, without running (see [`Waiting::finish_unless_abandoned`]), instead
+    /// of keeping the connection's memory, their arguments and their place in the
+    /// server's limit of suspended calls until their turn comes. (Their tokens were
+    /// cancelled first.)
+    pub(super) fn withdraw_queued_calls(&self) {
+        let queued: Vec<Queued> = self
+            .serving()
+            .values()
+            .filter_map(|serving| serving.queued.clone())
+            .collect();
+        for queued in &queued {
+            withdraw(queued);
+        }
+    }
+}
+
+/// Takes a call out of its apartment's queue and answers it without running, if it has
+/// not started and may be answered so (see [`Waiting::abandoned`]).
+fn withdraw(queued: &Queued) {
+    let withdrawn = {
+        let mut slot = queued.lock().unwrap_or_else(|e| e.into_inner());
+        match slot.as_ref() {
+            Some(waiting) if waiting.abandoned() => slot.take(),
+            _ => None,
+        }
+    };
+    // The arguments it holds are dropped here, outside every lock.
+    if let Some(waiting) = withdrawn {
+        waiting.answer_abandoned();
     }
 }
 

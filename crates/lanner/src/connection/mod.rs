@@ -793,6 +793,7 @@ impl Connection {
         // the table's lock: an object's drop may drop references of its own.)
         let unexported = self.exports().close();
         self.drop_unexported(unexported);
+        self.withdraw_queued_calls();
         // Nothing more will be received: the reader stops (with the flusher, the last
         // holder of a server-side connection).
         self.signal.shutdown.store(true, Ordering::SeqCst);
