@@ -104,14 +104,16 @@ pub const FLAG_REFERENCES: u8 = 2;
 /// them once the response is out, and that RELEASE may reach the caller before the
 /// caller's code has decoded the result (it sits in the call's slot, or is being decoded
 /// on another thread); an object released to nothing by then could not be found by the
-/// decoding. So a caller applies the RELEASE frames it reads after such a response only
-/// once the response has been decoded or dropped.
+/// decoding. So a caller applies the RELEASE frames flagged [`FLAG_HANDED_BACK`] that it
+/// reads after such a response only once the response has been decoded or dropped.
 pub const FLAG_HANDS_BACK: u8 = 4;
 /// The RELEASE flag of references that were handed back to the receiver (its own objects,
 /// returned in a response marked [`FLAG_HANDS_BACK`]): the receiver applies such a release
 /// only once it has decoded (or dropped) every response that hands back its objects and
-/// arrived before it. A release without the flag is of references never handed back, so
-/// no response being decoded can name them: applied at once.
+/// arrived before it. A release without the flag is of a reference never handed back: it
+/// holds a count of its own, apart from the count of any reference a response hands back
+/// (which the sender releases flagged, and only after that response), so applying it at
+/// once cannot leave such a response's object without a count.
 pub const FLAG_HANDED_BACK: u8 = 1;
 /// Total size of a CANCEL frame.
 pub const CANCEL_LEN: usize = HEADER_LEN + 8;

@@ -4,7 +4,7 @@
 pub const MAGIC: [u8; 4] = *b"LNRP";
 
 /// The protocol version this build speaks.
-pub const PROTOCOL_VERSION: u16 = 5;
+pub const PROTOCOL_VERSION: u16 = 6;
 
 /// The smallest maximum frame size a peer may announce. Anything smaller could not even
 /// carry a request header with a few bulk segments.

@@ -53,8 +53,9 @@ pub struct ApartmentCell<T> {
 // apartment that no longer exists runs no call (each call it runs holds it), so two
 // apartments never reach the value at once. An apartment polls one of its object's calls
 // at a time (its busy flag, under its mutex, is held from the start of a call to its end;
-// calls the stub refused are polled apart, but they are ready answers that run none of the
-// object's code), and a call's context is current only on the thread polling it, during
+// calls the stub refused, and every call while the server is overloaded, are polled apart:
+// a generated stub refuses those, a ready answer that runs none of the object's code, but
+// a hand-written stub that ignores `route` could run the object's code there), and a call's context is current only on the thread polling it, during
 // the poll; so at most one thread at a time passes that check, once. Whatever the
 // apartment does, the `lent` flag (an acquire swap, a release store when the borrow ends)
 // admits one borrow at a time and orders one borrow's accesses before the next's. The

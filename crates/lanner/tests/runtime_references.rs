@@ -909,6 +909,26 @@ async fn an_answer_left_undecoded_holds_back_only_the_releases_of_what_was_hande
     assert_eq!(settle(&live).await, 0, "the counter leaked");
 }
 
+#[tokio::test]
+async fn an_answer_left_undecoded_keeps_its_object_however_many_releases_wait() {
+    let (_listening, mirror, counter, live) = mirror_and_counter("mem://refs-mirror-many").await;
+    let mut first = std::pin::pin!(mirror.reflect(ObjRef::new(counter.clone())));
+    assert!(futures_util::poll!(first.as_mut()).is_pending());
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    // Many more hand-backs of the same object while the first answer stays undecoded:
+    // each one's release waits (more of them than any fixed bound would have held).
+    for _ in 0..70_000 {
+        let back = mirror.reflect(ObjRef::new(counter.clone())).await.unwrap();
+        assert!(back.local().is_some());
+    }
+    let back = first
+        .await
+        .expect("the first answer still finds its object");
+    assert!(back.local().is_some());
+    drop((back, counter));
+    assert_eq!(settle(&live).await, 0, "the counter leaked");
+}
+
 /// Hands out the object it was given.
 #[lanner::interface]
 trait Door {

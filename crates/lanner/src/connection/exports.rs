@@ -319,6 +319,24 @@ impl ExportTable {
         }
     }
 
+    /// [`ExportTable::release`] `times` times at once (the peer's releases of `handle`
+    /// that waited, see `hand_backs`): unexports the object if that is all the
+    /// references the peer holds, or more.
+    pub(crate) fn release_times(&mut self, handle: u64, times: u64) -> Option<Object> {
+        if times == 0 || handle == ROOT_HANDLE {
+            return None;
+        }
+        let index = self.index_of(handle)?;
+        let holding = &mut self.holdings[index];
+        holding.references = holding.references.saturating_sub(times - 1).max(1);
+        self.release(handle)
+    }
+
+    /// Whether `handle` names an object exported now.
+    pub(crate) fn is_exported(&self, handle: u64) -> bool {
+        self.index_of(handle).is_some()
+    }
+
     /// Whether the peer holds references it could not find again (see `unresolvable`).
     pub(crate) fn holds_unresolvable(&self) -> bool {
         self.unresolvable > 0

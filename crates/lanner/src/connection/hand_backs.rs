@@ -6,12 +6,14 @@
 //! before the caller's code has decoded the result: the answer waits in its call's slot,
 //! or is being decoded on another thread. Applied then, the release could unexport the
 //! object, and the decoding would not find it. The callee marks such a response
-//! ([`lanner_proto::frame::FLAG_HANDS_BACK`]); while any marked answer is undecoded, the
-//! releases read meanwhile wait, and the last such answer to be decoded or dropped applies
-//! them. The stream's order makes this exact: the callee sends its release only after the
+//! ([`lanner_proto::frame::FLAG_HANDS_BACK`]) and the releases of references it handed
+//! back ([`lanner_proto::frame::FLAG_HANDED_BACK`]); while any marked answer is undecoded,
+//! the marked releases read meanwhile wait, and the last such answer to be decoded or
+//! dropped applies them. The stream's order makes this exact: the callee sends its release only after the
 //! response, so the response is counted before the release is read. A release that
 //! waits only keeps a count higher for a while (counts are added and taken in any order).
 
+use std::collections::HashMap;
 use std::ops::Deref;
 use std::sync::{Arc, Weak};
 
@@ -19,17 +21,15 @@ use lanner_proto::Response;
 
 use super::Connection;
 
-/// The most handles that wait to be released at once: beyond it (a peer sending releases
-/// of what it never held, at length, while an answer waits) they are applied at once, as
-/// they were before releases waited (a handle not exported is ignored).
-const MAX_RELEASES_WAITING: usize = 1 << 16;
-
 /// The answers that hand back our objects not decoded yet, and the releases waiting for
-/// them.
+/// them: how many times each handle was released. Only handles exported when their
+/// release came are kept (a release of anything else would be ignored anyway), so the
+/// map is bounded by the export table, whatever the peer sends, and nothing ever has to
+/// be applied early.
 #[derive(Default)]
 pub(super) struct HandBacks {
     undecoded: usize,
-    releases: Vec<u64>,
+    releases: HashMap<u64, u64, crate::id_hasher::IdBuildHasher>,
 }
 
 /// A response delivered to its caller, holding back the peer's later releases until it is
@@ -85,20 +85,24 @@ impl Connection {
             self.unexport(handles);
             return;
         }
+        let exported: Vec<u64> = {
+            let exports = self.exports();
+            handles
+                .iter()
+                .copied()
+                .filter(|handle| exports.is_exported(*handle))
+                .collect()
+        };
         let mut hand_backs = self.hand_backs();
         if hand_backs.undecoded == 0 {
             drop(hand_backs);
-            self.unexport(handles);
+            self.unexport(&exported);
             return;
         }
-        if hand_backs.releases.len() + handles.len() > MAX_RELEASES_WAITING {
-            let mut due = std::mem::take(&mut hand_backs.releases);
-            drop(hand_backs);
-            due.extend_from_slice(handles);
-            self.unexport(&due);
-            return;
+        for handle in exported {
+            let times = hand_backs.releases.entry(handle).or_default();
+            *times = times.saturating_add(1);
         }
-        hand_backs.releases.extend_from_slice(handles);
     }
 
     /// An answer counted by [`Connection::counted_answer`] was decoded or dropped: the releases
@@ -117,7 +121,10 @@ impl Connection {
         let connection = self.clone();
         // Outside a runtime, or after it shut down: the connection goes away with it, and
         // its end unexports everything.
-        drop(self.runtime.spawn(async move { connection.unexport(&due) }));
+        drop(
+            self.runtime
+                .spawn(async move { connection.unexport_counted(due) }),
+        );
     }
 
     /// Only [`Connection::counted_answer`], [`Connection::released`] and

@@ -105,6 +105,19 @@ pub(super) struct QueuedReleases {
 }
 
 impl Connection {
+    /// Unexports `times` references of each handle now (the peer's releases that waited).
+    pub(crate) fn unexport_counted(&self, counts: impl IntoIterator<Item = (u64, u64)>) {
+        let unexported: Vec<_> = {
+            let mut exports = self.exports();
+            counts
+                .into_iter()
+                .filter_map(|(handle, times)| exports.release_times(handle, times))
+                .collect()
+        };
+        // User objects are dropped here, outside the table's lock.
+        self.drop_unexported(unexported);
+    }
+
     /// Unexports one reference of each of `handles` now (released by the peer, or counted
     /// for a message that will not be sent).
     pub(crate) fn unexport(&self, handles: &[u64]) {
