@@ -9,9 +9,10 @@
 //! ([`lanner_proto::frame::FLAG_HANDS_BACK`]) and the releases of references it handed
 //! back ([`lanner_proto::frame::FLAG_HANDED_BACK`]); while any marked answer is undecoded,
 //! the marked releases read meanwhile wait, and the last such answer to be decoded or
-//! dropped applies them. The stream's order makes this exact: the callee sends its release only after the
-//! response, so the response is counted before the release is read. A release that
-//! waits only keeps a count higher for a while (counts are added and taken in any order).
+//! dropped applies them. The stream's order makes this exact: the callee sends its
+//! release only after the response, so the response is counted before the release is
+//! read. A release that waits only keeps a count higher for a while (counts are added
+//! and taken in any order).
 
 use std::collections::HashMap;
 use std::ops::Deref;
