@@ -217,16 +217,19 @@ async fn calls_whose_callers_gave_up_while_queued_in_an_apartment_do_not_run() {
     assert_eq!(*overlap.order.lock().unwrap(), [99]);
 }
 
-/// A call given up while it waits for its turn is answered at once, not when its turn
-/// comes: until then its caller would not get its credit back, and a few such calls
-/// behind a long one would use up the caller's window, holding up its calls to every
-/// other object on the connection.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn calls_given_up_while_queued_in_an_apartment_give_their_credits_back_at_once() {
-    use lanner::Proxy;
+/// `server` serving `recorder` in an apartment and `free` free-threaded at `endpoint`,
+/// both reached through one client (so over one connection), with one call holding the
+/// apartment for a few hundred milliseconds (its peer never comes in).
+struct HeldApartment {
+    listening: lanner::Listening,
+    overlap: Arc<Overlap>,
+    recorder: RecorderProxy,
+    free: RecorderProxy,
+    holding: tokio::task::JoinHandle<Result<u32, Error>>,
+}
 
+async fn hold_an_apartment(server: Server, endpoint: &str) -> HeldApartment {
     let overlap = Arc::new(Overlap::default());
-    let server = Server::with_options(lanner::ConnectionOptions::default().with_credits(4));
     server.publish(
         "recorder",
         Object::new(RecorderStub::new(overlap.clone())).in_apartment(),
@@ -235,8 +238,7 @@ async fn calls_given_up_while_queued_in_an_apartment_give_their_credits_back_at_
         "free",
         Object::new(RecorderStub::new(Arc::new(Overlap::default()))),
     );
-    let listening = server.listen("mem://threading-credits").await.unwrap();
-    // One client: both objects are reached over one connection, with four credits.
+    let listening = server.listen(endpoint).await.unwrap();
     let client = Client::new();
     let recorder: RecorderProxy = client
         .connect(&listening.endpoint().object_url("recorder"))
@@ -246,8 +248,6 @@ async fn calls_given_up_while_queued_in_an_apartment_give_their_credits_back_at_
         .connect(&listening.endpoint().object_url("free"))
         .await
         .unwrap();
-    // One call holds the apartment for a few hundred milliseconds (its peer never comes
-    // in); three more queue behind it, and their callers give up: four credits in all.
     let holding = tokio::spawn({
         let recorder = recorder.clone();
         async move { recorder.gather(2).await }
@@ -255,6 +255,33 @@ async fn calls_given_up_while_queued_in_an_apartment_give_their_credits_back_at_
     while overlap.inside.load(Ordering::SeqCst) == 0 {
         tokio::time::sleep(std::time::Duration::from_millis(1)).await;
     }
+    HeldApartment {
+        listening,
+        overlap,
+        recorder,
+        free,
+        holding,
+    }
+}
+
+/// A call given up while it waits for its turn is answered at once, not when its turn
+/// comes: until then its caller would not get its credit back, and a few such calls
+/// behind a long one would use up the caller's window, holding up its calls to every
+/// other object on the connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_given_up_while_queued_in_an_apartment_give_their_credits_back_at_once() {
+    use lanner::Proxy;
+
+    // One connection with four credits: one call holds the apartment, three more queue
+    // behind it, and their callers give up.
+    let server = Server::with_options(lanner::ConnectionOptions::default().with_credits(4));
+    let HeldApartment {
+        listening: _listening,
+        overlap,
+        recorder,
+        free,
+        holding,
+    } = hold_an_apartment(server, "mem://threading-credits").await;
     let impatient = recorder.with_timeout(std::time::Duration::from_millis(20));
     for result in join_all((0..3).map(|seq| impatient.record(seq))).await {
         let error = result.unwrap_err();
@@ -274,28 +301,16 @@ async fn calls_given_up_while_queued_in_an_apartment_give_their_credits_back_at_
 /// object: it is answered at once, not after the apartment's running call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_call_does_not_wait_for_its_apartment() {
-    let overlap = Arc::new(Overlap::default());
     let server = Server::new().with_access(
         lanner::AccessPolicy::allow_by_default()
             .deny(lanner::Target::object("recorder").method("record"), ["*"]),
     );
-    server.publish(
-        "recorder",
-        Object::new(RecorderStub::new(overlap.clone())).in_apartment(),
-    );
-    let listening = server.listen("mem://threading-refused").await.unwrap();
-    let recorder: RecorderProxy = Client::new()
-        .connect(&listening.endpoint().object_url("recorder"))
-        .await
-        .unwrap();
-    // Holds the apartment for a few hundred milliseconds (its peer never comes in).
-    let holding = tokio::spawn({
-        let recorder = recorder.clone();
-        async move { recorder.gather(2).await }
-    });
-    while overlap.inside.load(Ordering::SeqCst) == 0 {
-        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-    }
+    let HeldApartment {
+        listening: _listening,
+        recorder,
+        holding,
+        ..
+    } = hold_an_apartment(server, "mem://threading-refused").await;
     let error = recorder.record(0).await.unwrap_err();
     assert_eq!(error.kind(), lanner::ErrorKind::PermissionDenied, "{error}");
     assert!(
@@ -534,38 +549,15 @@ const CHILD_URL: &str = "LANNER_TEST_THREADING_CHILD";
 /// suspended calls, and their connection's memory, until their turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_of_a_dead_connection_waiting_in_an_apartment_let_go_at_once() {
-    let overlap = Arc::new(Overlap::default());
-    let server = Server::new().with_max_suspended_calls(4);
-    server.publish(
-        "recorder",
-        Object::new(RecorderStub::new(overlap.clone())).in_apartment(),
-    );
-    server.publish(
-        "free",
-        Object::new(RecorderStub::new(Arc::new(Overlap::default()))),
-    );
     let path = std::env::temp_dir().join(format!("lanner-dead-queue-{}.sock", std::process::id()));
-    let listening = server
-        .listen(&format!("unix://{}", path.display()))
-        .await
-        .unwrap();
-    let client = Client::new();
-    let recorder: RecorderProxy = client
-        .connect(&listening.endpoint().object_url("recorder"))
-        .await
-        .unwrap();
-    let free: RecorderProxy = client
-        .connect(&listening.endpoint().object_url("free"))
-        .await
-        .unwrap();
-    // One call holds the apartment (its peer never comes in): one suspended call.
-    let holding = tokio::spawn({
-        let recorder = recorder.clone();
-        async move { recorder.gather(2).await }
-    });
-    while overlap.inside.load(Ordering::SeqCst) == 0 {
-        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-    }
+    let server = Server::new().with_max_suspended_calls(4);
+    // The call holding the apartment is one suspended call.
+    let HeldApartment {
+        listening,
+        free,
+        holding,
+        ..
+    } = hold_an_apartment(server, &format!("unix://{}", path.display())).await;
     // Three processes each queue a call behind it and die without a word: the limit's
     // other three places.
     let url = listening.endpoint().object_url("recorder");
