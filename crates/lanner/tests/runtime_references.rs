@@ -807,17 +807,23 @@ async fn a_reference_handed_back_in_a_result_whose_encoding_panics_is_released()
     assert_eq!(settle(&live).await, 0, "the counter leaked");
 }
 
+/// The callback a [`Mirror`] handed back: found, and our own object, not a proxy.
+fn our_own(answer: Result<ObjRef<CounterProxy>, Error>) -> ObjRef<CounterProxy> {
+    let back = answer.expect("the handed-back callback was found");
+    assert!(
+        back.local().is_some(),
+        "arrived as a proxy, not our own object"
+    );
+    back
+}
+
 #[tokio::test]
 async fn a_callback_handed_back_in_a_result_is_the_callers_own_object_and_is_released_after() {
     let (_listening, mirror, counter, live) = mirror_and_counter("mem://refs-mirror").await;
     for _ in 0..100 {
         // The server held the callback while it ran and dropped it after encoding the
         // result: its release must not overtake the result naming the same handle.
-        let back = mirror.reflect(ObjRef::new(counter.clone())).await.unwrap();
-        assert!(
-            back.local().is_some(),
-            "arrived as a proxy, not our own object"
-        );
+        our_own(mirror.reflect(ObjRef::new(counter.clone())).await);
     }
     drop(counter);
     // Once the server's releases are in, nothing holds the counter.
@@ -833,11 +839,7 @@ async fn a_callback_handed_back_is_found_even_when_its_release_is_read_before_th
     // follows its answer by a millisecond) has been read by the connection too.
     assert!(futures_util::poll!(call.as_mut()).is_pending());
     tokio::time::sleep(Duration::from_millis(50)).await;
-    let back = call.await.expect("the handed-back callback was found");
-    assert!(
-        back.local().is_some(),
-        "arrived as a proxy, not our own object"
-    );
+    let _back = our_own(call.await);
 }
 
 #[tokio::test]
@@ -852,11 +854,7 @@ async fn callbacks_handed_back_are_found_however_late_their_answers_are_taken_an
     // releases wait for them to be decoded, not for a while.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     for call in [first, second] {
-        let back = call.await.expect("the handed-back callback was found");
-        assert!(
-            back.local().is_some(),
-            "arrived as a proxy, not our own object"
-        );
+        our_own(call.await);
     }
     drop(counter);
     // The releases that waited were applied once the answers were decoded.
@@ -903,8 +901,7 @@ async fn an_answer_left_undecoded_holds_back_only_the_releases_of_what_was_hande
         "held back by the undecoded answer"
     );
     // The handed-back one waits for its answer, which still finds it.
-    let back = call.await.expect("the handed-back callback was found");
-    assert!(back.local().is_some());
+    let back = our_own(call.await);
     drop((back, counter));
     assert_eq!(settle(&live).await, 0, "the counter leaked");
 }
@@ -918,8 +915,7 @@ async fn an_answer_left_undecoded_keeps_its_object_however_many_releases_wait() 
     // Many more hand-backs of the same object while the first answer stays undecoded:
     // each one's release waits (more of them than any fixed bound would have held).
     for _ in 0..70_000 {
-        let back = mirror.reflect(ObjRef::new(counter.clone())).await.unwrap();
-        assert!(back.local().is_some());
+        our_own(mirror.reflect(ObjRef::new(counter.clone())).await);
     }
     let back = first
         .await
