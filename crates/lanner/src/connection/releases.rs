@@ -121,12 +121,7 @@ impl Connection {
     /// Unexports one reference of each of `handles` now (released by the peer, or counted
     /// for a message that will not be sent).
     pub(crate) fn unexport(&self, handles: &[u64]) {
-        let unexported: Vec<_> = {
-            let mut exports = self.exports();
-            handles.iter().filter_map(|h| exports.release(*h)).collect()
-        };
-        // User objects are dropped here, outside the table's lock.
-        self.drop_unexported(unexported);
+        self.unexport_counted(handles.iter().map(|handle| (*handle, 1)));
     }
 
     /// Drops objects the peer no longer holds, outside every lock. Their `Drop` is the
