@@ -177,6 +177,26 @@ impl RingMemory {
         unsafe { copy_from_shared(self.data.wrapping_add(offset), dst) }
     }
 
+    /// Appends `len` bytes of the data area at `offset` to `dst`, which must have room for
+    /// them: copied straight into its spare capacity, not first zeroed.
+    pub(crate) fn read_append(&self, offset: usize, len: usize, dst: &mut bytes::BytesMut) {
+        self.check_range(offset, len);
+        let spare = dst.spare_capacity_mut();
+        assert!(spare.len() >= len, "no room to copy a record out");
+        // SAFETY: the source range lies in the data area (just checked), alive as long as
+        // `self`; the destination is `len` bytes of `dst`'s own spare capacity (just
+        // checked), distinct from the shared mapping. The copy initialises those bytes,
+        // so the length may then cover them.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.data.wrapping_add(offset),
+                spare.as_mut_ptr().cast::<u8>(),
+                len,
+            );
+            dst.set_len(dst.len() + len);
+        }
+    }
+
     /// Copies `src` into the data area at `offset`.
     pub(crate) fn write(&self, offset: usize, src: &[u8]) {
         self.check_range(offset, src.len());

@@ -465,8 +465,7 @@ impl Consumer {
                 self.copies = BytesMut::with_capacity(size);
             }
         }
-        self.copies.resize(len, 0);
-        self.releases.memory.read(start, &mut self.copies);
+        self.releases.memory.read_append(start, len, &mut self.copies);
         self.copies.split().freeze()
     }
 

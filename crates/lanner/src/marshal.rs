@@ -520,16 +520,26 @@ pub fn no_arguments(
 
 /// The decoded arguments, unless the call is refused (`refusal`, told as unread if they
 /// did not decode: those references were given up) or they did not decode.
+#[inline]
 fn unless_refused<A>(
     decoded: Result<A, Reply>,
     refusal: &mut Option<Reply>,
 ) -> Result<A, DispatchFuture> {
-    match (refusal.take(), decoded) {
-        (None, Ok(arguments)) => Ok(arguments),
-        (None, Err(reply)) => Err(answered(reply)),
+    match refusal.take() {
+        None => decoded.map_err(answered),
         // Dropping what was decoded releases the references among it.
-        (Some(refusal), Ok(_)) => Err(answered(refusal)),
-        (Some(refusal), Err(_)) => Err(answered(refusal.arguments_unread())),
+        Some(refusal) => Err(refused(refusal, decoded.is_ok())),
+    }
+}
+
+/// The answer of a refused call, told as unread if its arguments did not decode. Out of
+/// line: a stub's path for a call that runs moves no reply around.
+#[cold]
+#[inline(never)]
+fn refused(refusal: Reply, decoded: bool) -> DispatchFuture {
+    match decoded {
+        true => answered(refusal),
+        false => answered(refusal.arguments_unread()),
     }
 }
 

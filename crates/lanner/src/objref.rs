@@ -55,6 +55,7 @@ thread_local! {
 }
 
 /// The references handed back since the last call (see `HANDED_BACK`).
+#[inline]
 fn take_handed_back() -> Vec<ObjectRef> {
     if !ANY_HANDED_BACK.replace(false) {
         return Vec::new();
@@ -146,6 +147,7 @@ pub(crate) struct Collecting {
 }
 
 impl Collecting {
+    #[inline]
     pub(crate) fn start() -> Collecting {
         Collecting {
             outer: COLLECTING.replace(true),
@@ -155,6 +157,7 @@ impl Collecting {
 
     /// The references handed back meanwhile (none if this runs inside another scope
     /// that collects: that one keeps them).
+    #[inline]
     pub(crate) fn finish(mut self) -> Vec<ObjectRef> {
         self.finished = true;
         if self.outer {
@@ -165,6 +168,7 @@ impl Collecting {
 }
 
 impl Drop for Collecting {
+    #[inline]
     fn drop(&mut self) {
         COLLECTING.set(self.outer);
         if !self.finished && !self.outer {

@@ -115,7 +115,11 @@ impl PendingReply {
     /// credit (undone if the call is given up or fails meanwhile), taken by the peer once
     /// the request is out. (A peer that then leaves the arguments unread releases what
     /// the request's reference table lists itself.)
+    #[inline]
     pub(crate) fn unless_sent(&mut self, unsent: UnsentExports) {
+        if unsent.is_empty() {
+            return;
+        }
         match self.phase {
             Phase::Failed(_) => drop(unsent),
             Phase::Credit(_) => self.unsent = unsent,

@@ -53,16 +53,39 @@ pub(super) enum Progress {
 }
 
 impl Progress {
-    /// What two steps achieved together (neither is [`Progress::Mine`]).
-    fn and(self, other: Progress) -> Progress {
-        // A delivery outranks a hand-off: the reader's yield after one lets a caller in
-        // `block_on`'s root future run too (see `spin_while_busy`), and both end a
-        // caller's spin.
-        match (self, other) {
-            (Progress::Delivered, _) | (_, Progress::Delivered) => Progress::Delivered,
-            (Progress::Handed, _) | (_, Progress::Handed) => Progress::Handed,
-            (Progress::Other, _) | (_, Progress::Other) => Progress::Other,
-            _ => Progress::Empty,
+    /// What this step achieved, to combine with others (see [`Seen`]); `None` for
+    /// [`Progress::Mine`], which ends a burst at once.
+    fn seen(&self) -> Option<Seen> {
+        match self {
+            Progress::Mine(_) => None,
+            Progress::Handed => Some(Seen::Handed),
+            Progress::Delivered => Some(Seen::Delivered),
+            Progress::Other => Some(Seen::Other),
+            Progress::Empty => Some(Seen::Empty),
+        }
+    }
+}
+
+/// What the frames of one burst achieved together, ranked: a delivery outranks a
+/// hand-off (the reader's yield after one lets a caller in `block_on`'s root future run
+/// too, see `spin_while_busy`, and both end a caller's spin), which outranks any other
+/// frame. Combined with `max` as each frame is processed: one byte, where combining
+/// [`Progress`] values (which can hold an answer) moved the whole enum twice per frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Seen {
+    Empty,
+    Other,
+    Handed,
+    Delivered,
+}
+
+impl From<Seen> for Progress {
+    fn from(seen: Seen) -> Progress {
+        match seen {
+            Seen::Empty => Progress::Empty,
+            Seen::Other => Progress::Other,
+            Seen::Handed => Progress::Handed,
+            Seen::Delivered => Progress::Delivered,
         }
     }
 }
@@ -128,7 +151,7 @@ impl Connection {
             Err(TryLockError::WouldBlock) => return Ok(Progress::Empty),
             Err(TryLockError::Poisoned(_)) => return Err(receiver_panicked()),
         };
-        let mut progress = Progress::Empty;
+        let mut seen = Seen::Empty;
         let mut corked = false;
         let mut frames = 0;
         let mut limit = BURST_FRAMES;
@@ -141,9 +164,9 @@ impl Connection {
                 },
                 Ok(Received::Partial) => {
                     self.note_sign_of_life();
-                    break Ok(progress.and(Progress::Other));
+                    break Ok(seen.max(Seen::Other).into());
                 }
-                Ok(Received::Empty) => break Ok(progress),
+                Ok(Received::Empty) => break Ok(seen.into()),
                 Ok(Received::Closed) => {
                     break Err(Error::unavailable("the peer closed the connection"));
                 }
@@ -160,12 +183,14 @@ impl Connection {
                 corked = true;
             }
             match self.process(frame, external, cx, mine) {
-                Ok(Progress::Mine(response)) => break Ok(Progress::Mine(response)),
-                Ok(step) => progress = progress.and(step),
+                Ok(step) => match step.seen() {
+                    Some(step) => seen = seen.max(step),
+                    None => break Ok(step),
+                },
                 Err(error) => break Err(error),
             }
             if !more {
-                break Ok(progress);
+                break Ok(seen.into());
             }
         };
         // Uncorked before the receive lock is let go: the next receiver's cork is its own.

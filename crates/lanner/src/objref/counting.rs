@@ -74,6 +74,7 @@ struct ExportScope {
 
 impl ExportScope {
     /// The handles this message exported; the enclosing encoding's are put back.
+    #[inline]
     fn end(&mut self) -> Vec<u64> {
         let Some((state, handles)) = self.enclosing.take() else {
             return Vec::new();
@@ -90,13 +91,22 @@ impl ExportScope {
 }
 
 impl Drop for ExportScope {
+    #[inline]
     fn drop(&mut self) {
         if self.enclosing.is_some() {
-            // Unwinding: the message will not be sent.
-            let mine = self.end();
-            if let Some(connection) = marshalling_connection() {
-                unexport(&connection, &mine);
-            }
+            self.unwound();
+        }
+    }
+}
+
+impl ExportScope {
+    /// Unwinding out of the encoding: the message will not be sent.
+    #[cold]
+    #[inline(never)]
+    fn unwound(&mut self) {
+        let mine = self.end();
+        if let Some(connection) = marshalling_connection() {
+            unexport(&connection, &mine);
         }
     }
 }
@@ -264,6 +274,7 @@ impl UnsentExports {
 
     /// The handles a method's result exported (see [`tracking_exports`]), on the
     /// connection of the call being served.
+    #[inline]
     pub(crate) fn of_this_call(handles: Vec<u64>) -> UnsentExports {
         if handles.is_empty() {
             return UnsentExports::default();
@@ -281,11 +292,13 @@ impl UnsentExports {
     }
 
     /// Whether the message exported nothing.
+    #[inline]
     pub(crate) fn is_empty(&self) -> bool {
         self.exports.is_none()
     }
 
     /// The message went out: the peer holds the handles now, and releases them itself.
+    #[inline]
     pub(crate) fn sent(mut self) {
         self.exports = None;
     }
@@ -300,12 +313,18 @@ impl fmt::Debug for UnsentExports {
 }
 
 impl Drop for UnsentExports {
+    #[inline]
     fn drop(&mut self) {
+        // Nearly every message exported nothing: a test of one word, the rest out of line.
         if let Some(exports) = self.exports.take() {
-            let (connection, handles) = *exports;
-            unexport(&connection, &handles);
+            unexport_unsent(*exports);
         }
     }
+}
+
+#[inline(never)]
+fn unexport_unsent((connection, handles): (Arc<Connection>, Vec<u64>)) {
+    unexport(&connection, &handles);
 }
 
 #[cfg(test)]
