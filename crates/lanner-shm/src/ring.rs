@@ -465,7 +465,9 @@ impl Consumer {
                 self.copies = BytesMut::with_capacity(size);
             }
         }
-        self.releases.memory.read_append(start, len, &mut self.copies);
+        self.releases
+            .memory
+            .read_append(start, len, &mut self.copies);
         self.copies.split().freeze()
     }
 
