@@ -123,6 +123,8 @@ fn codec(method: &Method) -> TokenStream {
     let ok = &method.ok;
     if method.returns_bulk() {
         quote_spanned! {ok.span()=> ::lanner::__private::Bulk }
+    } else if method.returns_unit() {
+        quote_spanned! {ok.span()=> ::lanner::__private::Unit }
     } else {
         quote_spanned! {ok.span()=> ::lanner::__private::Inline<#ok> }
     }

@@ -50,6 +50,13 @@ impl Method {
         is_bytes(&self.ok)
     }
 
+    /// Whether the success value is written `()`: nothing to encode, and no object
+    /// reference to track while encoding it. (An alias of `()` is encoded like any other
+    /// inline value, which is correct too, only slower.)
+    pub(crate) fn returns_unit(&self) -> bool {
+        matches!(&self.ok, Type::Tuple(tuple) if tuple.elems.is_empty())
+    }
+
     /// The parameters encoded together in the inline part, in declaration order.
     pub(crate) fn inline_params(&self) -> impl Iterator<Item = &Param> {
         self.params.iter().filter(|p| !p.is_bulk())

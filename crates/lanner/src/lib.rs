@@ -130,7 +130,7 @@ pub mod __private {
     pub use crate::error::Error;
     pub use crate::id::{InterfaceId, MethodInfo, method_fingerprint};
     pub use crate::marshal::{
-        Bulk, Destination, Inline, ValueCodec, answered, arguments, assert_argument,
+        Bulk, Destination, Inline, Unit, ValueCodec, answered, arguments, assert_argument,
         assert_remote_error, destination, invoke, invoke_one_way, no_arguments, reply, request,
         request_without_inline,
     };

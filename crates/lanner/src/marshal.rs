@@ -38,6 +38,11 @@ pub trait ValueCodec: Send + 'static {
     /// The value type.
     type Value: Send;
 
+    /// Whether an encoded value may carry object references (see [`crate::ObjRef`]):
+    /// a reply whose value cannot is encoded without tracking what it exports or hands
+    /// back. True unless the codec says otherwise.
+    const MAY_CARRY_REFERENCES: bool = true;
+
     /// Appends `value` to a message.
     fn encode(value: Self::Value, message: &mut MessageBuilder) -> Result<(), Error>;
 
@@ -66,6 +71,9 @@ pub struct Bulk;
 impl ValueCodec for Bulk {
     type Value = Bytes;
 
+    // Bytes only, never a reference.
+    const MAY_CARRY_REFERENCES: bool = false;
+
     fn encode(value: Bytes, message: &mut MessageBuilder) -> Result<(), Error> {
         message.push_segment(value);
         Ok(())
@@ -78,6 +86,25 @@ impl ValueCodec for Bulk {
                 "the reply carries no bulk segment for its Bytes result",
             )
         })
+    }
+}
+
+/// `()`, the value of methods that return nothing: encoded as [`Inline<()>`] is (no
+/// bytes, none allowed when decoding), without tracking object references, which it
+/// cannot carry.
+pub struct Unit;
+
+impl ValueCodec for Unit {
+    type Value = ();
+
+    const MAY_CARRY_REFERENCES: bool = false;
+
+    fn encode((): (), _message: &mut MessageBuilder) -> Result<(), Error> {
+        Ok(())
+    }
+
+    fn decode(payload: &Payload) -> Result<(), Error> {
+        decode_inline(payload.inline_slice())
     }
 }
 
@@ -573,6 +600,29 @@ where
     C: ValueCodec,
     E: Serialize,
 {
+    match result {
+        Ok(value) if !C::MAY_CARRY_REFERENCES => plain_reply::<C>(value),
+        result => tracked_reply::<C, E>(result),
+    }
+}
+
+/// A reply with a value that cannot carry object references: nothing to track while it
+/// is encoded (two thread-local scopes fewer per call).
+fn plain_reply<C: ValueCodec>(value: C::Value) -> Reply {
+    let mut message = MessageBuilder::response(Status::Ok);
+    match C::encode(value, &mut message) {
+        Ok(()) => Reply::new(message),
+        Err(e) => not_encoded("result", &e),
+    }
+}
+
+/// A reply whose value or error may carry object references: what its encoding exports
+/// and hands back is tracked.
+fn tracked_reply<C, E>(result: Result<C::Value, E>) -> Reply
+where
+    C: ValueCodec,
+    E: Serialize,
+{
     let collecting = objref::Collecting::start();
     let (encoded, exported) = objref::tracking_exports(|| match result {
         Ok(value) => {
@@ -607,11 +657,20 @@ where
                 exported,
             }
         }
-        Err((what, e)) => Reply::status(
-            Status::Internal,
-            &format!("the method's {what} could not be encoded: {}", e.message()),
-        ),
+        Err((what, e)) => not_encoded(what, &e),
     }
+}
+
+/// The reply of a method whose `what` (result or error) could not be encoded.
+#[cold]
+fn not_encoded(what: &str, error: &Error) -> Reply {
+    Reply::status(
+        Status::Internal,
+        &format!(
+            "the method's {what} could not be encoded: {}",
+            error.message()
+        ),
+    )
 }
 
 /// Compile-time check that `E` can be a remote method's error type (named in the
