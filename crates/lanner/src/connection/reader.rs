@@ -97,6 +97,11 @@ impl From<Seen> for Progress {
 /// into a lock-step exchange in which each side waits for the other.
 const BURST_FRAMES: usize = 16;
 
+/// The fewest frames one receive attempt takes, when more arrived together, from a
+/// transport that batches cheaply and a pipeline of fewer than two bursts
+/// (see [`shallow_burst_limit`]).
+const SHALLOW_BURST_FRAMES: usize = 4;
+
 /// The most frames one receive attempt takes when the pipeline is deep.
 const DEEP_BURST_FRAMES: usize = 64;
 
@@ -174,6 +179,9 @@ impl Connection {
             };
             frames += 1;
             let ready = source.frame_ready();
+            if frames == SHALLOW_BURST_FRAMES && ready && source.batches_cheaply() {
+                limit = self.shallow_burst_limit();
+            }
             if frames == BURST_FRAMES && ready {
                 limit = self.burst_limit(source.frames_ready(DEEP_BURST_FRAMES));
             }
@@ -215,6 +223,10 @@ impl Connection {
     /// (at least twice a burst: one batch is being answered, another is here). A shallow
     /// pipeline (32 outstanding) keeps bursts of 16: larger ones there made each side wait
     /// for the other's whole batch (throughput benchmark, concurrency 32, -15%).
+    fn shallow_burst_limit(&self) -> usize {
+        shallow_burst_limit(self.state().pending.len())
+    }
+
     fn burst_limit(&self, buffered: usize) -> usize {
         burst_limit(self.state().proto.in_flight() as usize, buffered)
     }
@@ -687,6 +699,25 @@ fn burst_limit(in_flight: usize, buffered: usize) -> usize {
     (depth / 2).clamp(BURST_FRAMES, DEEP_BURST_FRAMES)
 }
 
+/// How many frames a receive attempt that has just taken [`SHALLOW_BURST_FRAMES`] of them
+/// takes in all, from a transport that batches cheaply, with `calls` of this side's calls
+/// registered (outstanding, or answered and not yet taken by their callers: the depth of
+/// the pipeline, which stays put while a burst of answers is taken, where the count of
+/// calls outstanding drops with each). A pipeline shallower than two bursts arrives whole
+/// (eight answers at once for eight calls) and, taken in one batch, runs in turns: each
+/// side idles while the other works through all of it. Half of it at a time keeps both
+/// busy (throughput benchmark over shm, alternated: 8 outstanding 1.1 M -> 1.6 M
+/// calls/s, 16 outstanding 1.2 M -> 1.8 M). Not over sockets, where each batch costs a
+/// system call (tcp lost 10-25% at 8 and 16 outstanding); deeper pipelines keep their
+/// bursts of 16 and more, which already overlap. A side with no calls of its own (a
+/// server) keeps its bursts too: it cannot tell how deep its peer's pipeline is.
+fn shallow_burst_limit(calls: usize) -> usize {
+    if calls == 0 || calls >= 2 * BURST_FRAMES {
+        return BURST_FRAMES;
+    }
+    (calls / 2).max(SHALLOW_BURST_FRAMES)
+}
+
 /// Yields to the runtime by waking itself: other ready tasks run first, but unlike
 /// `tokio::task::yield_now` it does not force a poll of the reactor (a system call) on
 /// every spin.
@@ -744,5 +775,27 @@ mod tests {
         );
         assert_eq!(burst_limit(1_000, 0), DEEP_BURST_FRAMES);
         assert_eq!(burst_limit(0, DEEP_BURST_FRAMES), 40);
+    }
+
+    #[test]
+    fn a_pipeline_shallower_than_two_bursts_is_taken_half_at_a_time_where_batches_are_cheap() {
+        assert_eq!(
+            shallow_burst_limit(8),
+            SHALLOW_BURST_FRAMES,
+            "8 outstanding"
+        );
+        assert_eq!(shallow_burst_limit(16), 8);
+        assert_eq!(shallow_burst_limit(31), 15);
+        assert_eq!(shallow_burst_limit(5), SHALLOW_BURST_FRAMES, "never fewer");
+        assert_eq!(
+            shallow_burst_limit(2 * BURST_FRAMES),
+            BURST_FRAMES,
+            "32 outstanding"
+        );
+        assert_eq!(
+            shallow_burst_limit(0),
+            BURST_FRAMES,
+            "a server keeps its bursts"
+        );
     }
 }

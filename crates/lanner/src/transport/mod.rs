@@ -142,6 +142,14 @@ pub trait FrameSource: Send + 'static {
         0
     }
 
+    /// Whether the matching sink sends a batch for little more than its frames' own cost
+    /// (shared memory: one store publishes it), so that a receiver may answer a shallow
+    /// pipeline in smaller batches that keep both sides busy (see
+    /// `connection/reader.rs`). False where each batch is a system call.
+    fn batches_cheaply(&self) -> bool {
+        false
+    }
+
     /// Sets the largest frame accepted from now on. Larger frames fail with
     /// [`FrameError::TooLarge`] before any memory is reserved for them.
     fn set_max_frame_size(&mut self, max_frame_size: u32);

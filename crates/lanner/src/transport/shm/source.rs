@@ -228,6 +228,10 @@ impl FrameSource for ShmSource {
 
     /// Records already known to be published: usually a whole frame (a piece of a large
     /// one at worst, which the next receive takes as partial progress).
+    fn batches_cheaply(&self) -> bool {
+        true
+    }
+
     fn frame_ready(&self) -> bool {
         self.consumer.has_known_records()
     }
