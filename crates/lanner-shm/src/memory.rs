@@ -11,7 +11,8 @@
 //! ```
 //!
 //! The data area holds the records. Both sides only ever access it through copies
-//! ([`RingMemory::read`], [`RingMemory::write`]) or through a slice of a record this side
+//! ([`RingMemory::read`], [`RingMemory::read_append`] into a vector's spare capacity,
+//! [`RingMemory::write`]) or through a slice of a record this side
 //! owns at the moment (a reservation being filled, a received record held in place).
 
 use std::any::Any;

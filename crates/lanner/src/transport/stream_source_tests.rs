@@ -1,5 +1,6 @@
-//! What a stream source says about the frames it already holds: complete ones count, a
-//! partial one does not, and the count stops at the limit asked for.
+//! What a stream source says about the frames it already holds (complete ones count, a
+//! partial one does not, and the count stops at the limit asked for) and about the cost of
+//! a batch.
 
 use std::io::Write;
 
@@ -41,4 +42,13 @@ async fn complete_frames_buffered_are_counted_up_to_the_limit() {
     }
     assert_eq!(source.frames_ready(10), 0);
     assert!(!source.frame_ready(), "only part of the last frame is here");
+}
+
+#[tokio::test]
+async fn a_socket_source_says_each_batch_costs_a_system_call() {
+    let source = source_holding(&[]);
+    assert!(
+        !source.batches_cheaply(),
+        "shallow pipelines keep their bursts over sockets"
+    );
 }

@@ -226,12 +226,14 @@ impl FrameSource for ShmSource {
         }
     }
 
-    /// Records already known to be published: usually a whole frame (a piece of a large
-    /// one at worst, which the next receive takes as partial progress).
+    /// One store publishes a whole batch: a receiver may answer a shallow pipeline in
+    /// smaller batches.
     fn batches_cheaply(&self) -> bool {
         true
     }
 
+    /// Records already known to be published: usually a whole frame (a piece of a large
+    /// one at worst, which the next receive takes as partial progress).
     fn frame_ready(&self) -> bool {
         self.consumer.has_known_records()
     }
@@ -287,6 +289,12 @@ mod tests {
             None,
         );
         (source, producer, (peer, area))
+    }
+
+    #[tokio::test]
+    async fn a_shared_memory_source_says_its_batches_are_cheap() {
+        let (source, _producer, _peer) = source(4096);
+        assert!(source.batches_cheaply());
     }
 
     #[tokio::test]
