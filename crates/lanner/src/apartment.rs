@@ -8,9 +8,18 @@
 //! operations more than a free-threaded one. A call that has to wait, and every call that
 //! arrives meanwhile (from any connection), is finished by one task that runs them in
 //! order, each to its end before the next starts.
+//!
+//! That task runs on the runtime of the connection whose call it is running: when the
+//! next call in line came on another connection, the task ends and a new one starts on
+//! that connection's runtime. A server may serve connections on several runtimes (a
+//! runtime per core, say), and a runtime shut down takes its tasks with it: the call the
+//! task was running is lost with it, as are the calls of that runtime's own connections,
+//! but those connections are gone too. If the task dies before the apartment is idle, it
+//! hands the queue on ([`CarryOn`]): the calls of other connections still run, in order,
+//! and the apartment does not stay busy for ever.
 
 use std::collections::{HashSet, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Context;
 
@@ -140,56 +149,125 @@ impl Apartment {
         }
         state.busy = true;
         drop(state);
-        // The apartment's task runs on the runtime of the connection whose call started
-        // it, not on whatever polls this (see `Connection::dispatch`). It goes on with the
-        // calls queued meanwhile, from any connection: a runtime shut down while it runs
-        // them ends it, and those calls are never answered (their connections' runtimes
-        // may differ; an apartment has no runtime of its own).
-        let runtime = connection.runtime();
         match connection.run_inline(call, cx) {
-            None => self.next(runtime),
+            None => match self.take_next() {
+                Some(next) => {
+                    self.start(next, Started::No);
+                    true
+                }
+                None => false,
+            },
             Some(waiting) => {
-                drop(runtime.spawn(self.clone().run(waiting, Started::Yes)));
+                self.start(waiting, Started::Yes);
                 true
             }
         }
     }
 
-    /// The running call ended: start the next one (true), or become idle.
-    fn next(self: &Arc<Self>, runtime: &tokio::runtime::Handle) -> bool {
+    /// The next call in line, or none: the apartment is idle then.
+    fn take_next(&self) -> Option<Waiting> {
         let mut state = self.state();
-        match state.next_in_line() {
-            Some(waiting) => {
-                drop(state);
-                drop(runtime.spawn(self.clone().run(waiting, Started::No)));
-                true
+        let next = state.next_in_line();
+        if next.is_none() {
+            state.busy = false;
+        }
+        next
+    }
+
+    /// Starts the apartment's task with `first`, on the runtime of the connection it came
+    /// on. A runtime that is shut down drops the task as it is spawned, and `first` with
+    /// it: the next call in line is started in its place.
+    fn start(self: &Arc<Self>, first: Waiting, started: Started) {
+        let (mut first, mut started) = (first, started);
+        loop {
+            let spawned = Arc::new(AtomicU8::new(SPAWNING));
+            let carry_on = CarryOn {
+                apartment: self.clone(),
+                spawned: spawned.clone(),
+                done: false,
+            };
+            let runtime = first.connection().runtime().clone();
+            let task = self.clone().run(first, started, carry_on);
+            drop(runtime.spawn(task));
+            if spawned.swap(SPAWNED, Ordering::AcqRel) != DROPPED_WHILE_SPAWNING {
+                return;
             }
-            None => {
-                state.busy = false;
-                false
+            match self.take_next() {
+                Some(next) => (first, started) = (next, Started::No),
+                None => return,
             }
         }
     }
 
-    /// Finishes `first`, then every queued call in order, then leaves the apartment idle.
-    /// A queued call whose caller stopped waiting (it cancelled, its deadline passed, its
-    /// connection ended) is answered without running: nobody would read its result, and
-    /// the calls behind it need not wait for it.
-    async fn run(self: Arc<Self>, first: Waiting, started: Started) {
+    /// Finishes `first`, then the queued calls in order while they came on the same
+    /// connection; a call that came on another one is started on a task of its own, on
+    /// that connection's runtime (see the module docs). A queued call whose caller
+    /// stopped waiting (it cancelled, its deadline passed, its connection ended) is
+    /// answered without running: nobody would read its result, and the calls behind it
+    /// need not wait for it.
+    async fn run(self: Arc<Self>, first: Waiting, started: Started, mut carry_on: CarryOn) {
         let (mut current, mut started) = (first, started);
         loop {
+            let connection = current.connection().clone();
             match started {
                 Started::Yes => current.finish().await,
                 Started::No => current.finish_unless_abandoned().await,
             }
-            let mut state = self.state();
-            match state.next_in_line() {
-                Some(waiting) => (current, started) = (waiting, Started::No),
+            match self.take_next() {
+                Some(next) if Arc::ptr_eq(next.connection(), &connection) => {
+                    (current, started) = (next, Started::No);
+                }
+                Some(next) => {
+                    carry_on.done = true;
+                    return self.start(next, Started::No);
+                }
                 None => {
-                    state.busy = false;
+                    carry_on.done = true;
                     return;
                 }
             }
+        }
+    }
+}
+
+/// [`CarryOn::spawned`]: the task is being spawned.
+const SPAWNING: u8 = 0;
+/// [`CarryOn::spawned`]: the task was spawned (and may have run since).
+const SPAWNED: u8 = 1;
+/// [`CarryOn::spawned`]: the task was dropped before it was spawned: its runtime is shut
+/// down. [`Apartment::start`] starts the next call.
+const DROPPED_WHILE_SPAWNING: u8 = 2;
+
+/// Held by an apartment's task: if the task is dropped before it is done (its runtime
+/// shut down), the next call in line is started on its own connection's runtime, so that
+/// the calls of connections on other runtimes are not stranded behind a task that will
+/// never run again.
+struct CarryOn {
+    apartment: Arc<Apartment>,
+    /// Tells a drop while [`Apartment::start`] spawns the task, which it handles itself
+    /// (no recursion however many calls in line came on a runtime that is shut down),
+    /// from a later one.
+    spawned: Arc<AtomicU8>,
+    /// The task is between calls, or has ended: nothing to carry on.
+    done: bool,
+}
+
+impl Drop for CarryOn {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let at_once = self.spawned.compare_exchange(
+            SPAWNING,
+            DROPPED_WHILE_SPAWNING,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+        if at_once.is_ok() {
+            return;
+        }
+        if let Some(next) = self.apartment.take_next() {
+            self.apartment.start(next, Started::No);
         }
     }
 }

@@ -340,6 +340,81 @@ async fn an_apartment_is_shared_by_every_connection_and_interface() {
     assert_eq!(overlap.most.load(Ordering::SeqCst), 1);
 }
 
+/// A server may serve connections on several runtimes (one per core, say), and an
+/// apartment's task runs on the runtime of the connection whose call it runs. When that
+/// runtime shuts down, the calls queued from connections on other runtimes still run:
+/// they were stranded behind a task that would never run again, and the apartment stayed
+/// busy for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_apartment_carries_on_when_the_runtime_running_it_shuts_down() {
+    let overlap = Arc::new(Overlap::default());
+    let server = Server::new();
+    server.publish(
+        "recorder",
+        Object::new(RecorderStub::new(overlap.clone())).in_apartment(),
+    );
+    // One listener on a runtime of its own, which will be shut down; one on the test's.
+    let doomed = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let doomed_listening = doomed
+        .spawn({
+            let server = server.clone();
+            async move { server.listen("mem://threading-doomed").await.unwrap() }
+        })
+        .await
+        .unwrap();
+    let listening = server.listen("mem://threading-surviving").await.unwrap();
+    let client = Client::new();
+    let on_doomed: RecorderProxy = client
+        .connect(&doomed_listening.endpoint().object_url("recorder"))
+        .await
+        .unwrap();
+    let on_surviving: RecorderProxy = client
+        .connect(&listening.endpoint().object_url("recorder"))
+        .await
+        .unwrap();
+    // A call over the doomed runtime's connection holds the apartment (for at least 200
+    // ms: its peer never comes in), so the apartment's task runs there.
+    let holding = tokio::spawn({
+        let recorder = on_doomed.clone();
+        async move { recorder.gather(2).await }
+    });
+    while overlap.inside.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    // Queued behind it: another call over that connection, then one over the other.
+    let doomed_queued = tokio::spawn({
+        let recorder = on_doomed.clone();
+        async move { recorder.record(1).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let surviving = tokio::spawn({
+        let recorder = on_surviving.clone();
+        async move { recorder.record(2).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    assert!(
+        overlap.order.lock().unwrap().is_empty() && !holding.is_finished(),
+        "the apartment was held all along"
+    );
+    doomed.shutdown_background();
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(10), surviving)
+        .await
+        .expect("the call queued over the surviving runtime's connection was answered")
+        .unwrap();
+    assert_eq!(answer, Ok(()));
+    // The doomed runtime's calls went with it.
+    assert_eq!(*overlap.order.lock().unwrap(), [2]);
+    // The apartment is idle again: a later call runs at once.
+    assert_eq!(on_surviving.record(3).await, Ok(()));
+    assert_eq!(*overlap.order.lock().unwrap(), [2, 3]);
+    holding.abort();
+    doomed_queued.abort();
+}
+
 /// A log whose state is not `Sync`: a plain `Vec` and a `Cell`, opened without a lock.
 #[lanner::interface]
 trait Journal {

@@ -300,6 +300,11 @@ pub(crate) struct Waiting {
 }
 
 impl Waiting {
+    /// The connection the call arrived on.
+    pub(crate) fn connection(&self) -> &Arc<Connection> {
+        &self.connection
+    }
+
     /// Runs the call to its end and answers it; a call that waited its turn (in an
     /// apartment) and whose caller no longer waits by then is answered without running.
     /// Not a one-way call, whose caller never waits (its connection's end, or its
