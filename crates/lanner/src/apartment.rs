@@ -234,7 +234,7 @@ impl Apartment {
 const SPAWNING: u8 = 0;
 /// [`CarryOn::spawned`]: the task was spawned (and may have run since).
 const SPAWNED: u8 = 1;
-/// [`CarryOn::spawned`]: the task was dropped before it was spawned: its runtime is shut
+/// [`CarryOn::spawned`]: the task was dropped as it was spawned: its runtime is shut
 /// down. [`Apartment::start`] starts the next call.
 const DROPPED_WHILE_SPAWNING: u8 = 2;
 
@@ -248,7 +248,7 @@ struct CarryOn {
     /// (no recursion however many calls in line came on a runtime that is shut down),
     /// from a later one.
     spawned: Arc<AtomicU8>,
-    /// The task is between calls, or has ended: nothing to carry on.
+    /// The task has ended, or handed the apartment on: nothing to carry on.
     done: bool,
 }
 
