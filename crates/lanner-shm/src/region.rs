@@ -34,7 +34,9 @@ use crate::sync::Arc;
 use crate::sys::{self, Mapping};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"LANNRSHM");
-const VERSION: u32 = 2;
+/// The region's layout version: 3 since ring records may start with a prefix (see
+/// [`crate::ring`]), which a version-2 peer would refuse.
+const VERSION: u32 = 3;
 const CONTROL_OFFSETS: [usize; 2] = [256, 512];
 const RETURNS_CONTROL_OFFSETS: [usize; 2] = [768, 1024];
 const DATA_OFFSET: usize = 4096;

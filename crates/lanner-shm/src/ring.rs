@@ -10,6 +10,13 @@
 //! refuses either, as it refuses a `tail` more than a ring ahead of the `head` it last
 //! stored, so that no sequence of records can keep it taking records that lead nowhere.
 //!
+//! A record may start its payload with a prefix (`FLAG_PREFIXED`): its first byte says how
+//! many bytes (at least one, at most the payload) come before the message, which then
+//! starts there. The producer uses it to place a byte of the message (a large payload's
+//! first byte) where its source lies modulo [`ALIGNMENT`]
+//! ([`Producer::try_reserve_aligned`]): a copy runs faster when its source and
+//! destination agree modulo a cache line.
+//!
 //! The producer publishes by storing `tail` (release); the consumer releases space by
 //! storing `head`. A side about to sleep sets its flag with a swap, then re-checks the
 //! ring; the other side, after storing its position, always clears the flag with a swap
@@ -53,7 +60,11 @@ pub trait Wake: Send + Sync {
 pub const RECORD_HEADER: usize = 8;
 const FLAG_PADDING: u32 = 1;
 const FLAG_MORE: u32 = 2;
-const KNOWN_FLAGS: u32 = FLAG_PADDING | FLAG_MORE;
+const FLAG_PREFIXED: u32 = 4;
+const KNOWN_FLAGS: u32 = FLAG_PADDING | FLAG_MORE | FLAG_PREFIXED;
+
+/// What [`Producer::try_reserve_aligned`] aligns to: a cache line.
+pub const ALIGNMENT: usize = 64;
 
 /// The peer broke the ring protocol.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -181,7 +192,35 @@ impl Producer {
         Ok(Some(Reservation {
             producer: self,
             len,
+            prefix: 0,
         }))
+    }
+
+    /// Like [`Producer::try_reserve`], but the message's byte `align_at` lands at an
+    /// offset of the data area equal to `residue` modulo [`ALIGNMENT`] (the data area
+    /// starts on a multiple of it in a shared region, so that is the address's residue
+    /// too): the record starts with a prefix of up to `ALIGNMENT - 1` bytes, which the
+    /// consumer skips. `len + ALIGNMENT` must be at most [`Producer::max_record_len`].
+    pub fn try_reserve_aligned(
+        &mut self,
+        len: usize,
+        align_at: usize,
+        residue: usize,
+    ) -> Result<Option<Reservation<'_>>, RingError> {
+        assert!(align_at <= len, "the byte to align lies in the message");
+        let Some(mut reservation) = self.try_reserve(len + ALIGNMENT - 1)? else {
+            return Ok(None);
+        };
+        let start = reservation.payload_offset();
+        let at = (start + align_at) % ALIGNMENT;
+        let prefix = (residue % ALIGNMENT + ALIGNMENT - at) % ALIGNMENT;
+        if prefix > 0 {
+            // At most 63: the first byte holds it.
+            reservation.producer.memory.write(start, &[prefix as u8]);
+        }
+        reservation.len = len;
+        reservation.prefix = prefix;
+        Ok(Some(reservation))
     }
 
     /// Announces that this side will sleep until the consumer frees room for a record of
@@ -228,7 +267,10 @@ impl Producer {
 /// [`Reservation::commit`]; dropping the reservation abandons it.
 pub struct Reservation<'a> {
     producer: &'a mut Producer,
+    /// The message's length.
     len: usize,
+    /// Bytes of the payload before the message (see [`Producer::try_reserve_aligned`]).
+    prefix: usize,
 }
 
 impl Reservation<'_> {
@@ -236,19 +278,24 @@ impl Reservation<'_> {
         self.producer.memory.offset_of(self.producer.tail) as usize + RECORD_HEADER
     }
 
-    /// The record's payload bytes, to build the message in place. Their initial contents
+    /// Where the message starts in the data area.
+    pub(crate) fn message_offset(&self) -> usize {
+        self.payload_offset() + self.prefix
+    }
+
+    /// The record's message bytes, to build the message in place. Their initial contents
     /// are unspecified.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        let offset = self.payload_offset();
+        let offset = self.message_offset();
         // SAFETY: the reservation owns this range until it is committed or dropped, and
         // the `&mut self` borrow makes this the only view of it.
         unsafe { reserved_slice(&self.producer.memory, offset, self.len) }
     }
 
-    /// Copies `bytes` into the payload at `offset`.
+    /// Copies `bytes` into the message at `offset`.
     pub fn write(&mut self, offset: usize, bytes: &[u8]) {
         assert!(offset <= self.len && bytes.len() <= self.len - offset);
-        let at = self.payload_offset() + offset;
+        let at = self.message_offset() + offset;
         self.producer.memory.write(at, bytes);
     }
 
@@ -277,10 +324,14 @@ impl Reservation<'_> {
         );
         let producer = &self.producer;
         let offset = producer.memory.offset_of(producer.tail) as usize;
-        let flags = if more { FLAG_MORE } else { 0 };
-        let len = u32::try_from(self.len).expect("len ≤ max_record_len");
+        let mut flags = if more { FLAG_MORE } else { 0 };
+        if self.prefix > 0 {
+            flags |= FLAG_PREFIXED;
+        }
+        let payload = self.prefix + self.len;
+        let len = u32::try_from(payload).expect("len ≤ max_record_len");
         producer.memory.write(offset, &encode_header(len, flags));
-        producer.tail + record_size(self.len) as u64
+        producer.tail + record_size(payload) as u64
     }
 }
 
@@ -546,8 +597,7 @@ impl Consumer {
             if size > to_end || size > available {
                 return Err(RingError("a record runs past the published data"));
             }
-            let start = offset + RECORD_HEADER;
-            let len = len as usize;
+            let (start, len) = self.skip_prefix(offset + RECORD_HEADER, len as usize, flags)?;
             let more = flags & FLAG_MORE != 0;
             if more && len == 0 {
                 // It adds nothing to its message: a stream of them would keep a receiver
@@ -575,6 +625,29 @@ impl Consumer {
                 in_place,
             }));
         }
+    }
+
+    /// The message of the record whose payload is `len` bytes at `start`: all of it, or
+    /// what follows its prefix (see the module docs), read once and checked.
+    fn skip_prefix(
+        &self,
+        start: usize,
+        len: usize,
+        flags: u32,
+    ) -> Result<(usize, usize), RingError> {
+        if flags & FLAG_PREFIXED == 0 {
+            return Ok((start, len));
+        }
+        if len == 0 {
+            return Err(RingError("a prefixed record is empty"));
+        }
+        let mut prefix = [0u8; 1];
+        self.memory().read(start, &mut prefix);
+        let prefix = usize::from(prefix[0]);
+        if prefix == 0 || prefix > len {
+            return Err(RingError("a record's prefix does not fit in it"));
+        }
+        Ok((start + prefix, len - prefix))
     }
 
     /// Announces that this side will sleep until the producer publishes. Returns false if

@@ -52,6 +52,22 @@ async fn payloads_of_every_size_round_trip_through_the_rings() {
     }
 }
 
+/// Large payloads are placed in the ring where their source lies modulo a cache line:
+/// payloads that start anywhere in their buffer (a slice at every offset from 0 to 64)
+/// come back whole, both ways (the reply's source is the request's payload, read in
+/// place).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn payloads_at_every_alignment_round_trip_through_the_rings() {
+    let (_server, _listening, url) = serve_shm("alignments").await;
+    let blobs: BlobsProxy = Client::new().connect(&url).await.unwrap();
+    let buffer = pattern(64 * 1024 + 64, 7);
+    for offset in 0..=64 {
+        let payload = buffer.slice(offset..offset + 32 * 1024 + offset % 9);
+        let echoed = blobs.echo(payload.clone()).await.unwrap();
+        assert!(echoed == payload, "offset {offset}: came back different");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_callers_share_one_shared_memory_connection() {
     let (_server, _listening, url) = serve_shm("concurrent").await;

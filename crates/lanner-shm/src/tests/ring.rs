@@ -243,6 +243,22 @@ fn hostile_positions_and_headers_are_errors_not_panics() {
         (header(u32::MAX, 0), 4096, "huge length"),
         (header(0, 2), 8, "an empty fragment"),
         (header(4088, 1), 4096, "padding over the whole ring"),
+        (header(0, 4), 8, "an empty prefixed record"),
+        (
+            [header(4, 4), vec![0, 1, 2, 3]].concat(),
+            16,
+            "a prefix of no bytes",
+        ),
+        (
+            [header(4, 4), vec![5, 1, 2, 3]].concat(),
+            16,
+            "a prefix longer than its record",
+        ),
+        (
+            [header(4, 6), vec![4, 1, 2, 3]].concat(),
+            16,
+            "a fragment that is all prefix",
+        ),
     ];
     for (contents, tail, why) in cases {
         let mut consumer = hostile_consumer(4096, &contents, tail);
@@ -341,4 +357,48 @@ fn a_head_past_what_was_published_is_an_error_for_the_producer() {
     reservation.commit_unpublished(false);
     consumer.shared().head().store(32, Ordering::Relaxed);
     assert!(producer.prepare_wait(8).is_err());
+}
+
+/// An aligned reservation puts the chosen byte of the message where it was asked to
+/// (modulo a cache line), whatever came before it and across the end of the ring, and
+/// the consumer gets the message alone, copied or in place.
+#[test]
+fn an_aligned_record_places_its_byte_and_arrives_without_its_prefix() {
+    use crate::ring::ALIGNMENT;
+
+    for in_place_min in [1, 10_000] {
+        let (mut producer, mut consumer, _, _) = ring(4096, in_place_min);
+        for round in 0..200usize {
+            // Records of assorted sizes move the ring's position about.
+            let filler = pattern(round * 7 % 90, round as u8);
+            send_to_idle(&mut producer, &mut consumer, &filler, false);
+            assert_eq!(consumer.try_recv().unwrap().unwrap().bytes, filler);
+            let message = pattern(300 + round % 50, round as u8 ^ 0x55);
+            let (align_at, residue) = (round % 60, round * 13 % ALIGNMENT);
+            let mut reservation = match producer
+                .try_reserve_aligned(message.len(), align_at, residue)
+                .unwrap()
+            {
+                Some(reservation) => reservation,
+                None => {
+                    // Padding first: the consumer skips it, then there is room.
+                    assert_eq!(consumer.try_recv().unwrap(), None);
+                    producer
+                        .try_reserve_aligned(message.len(), align_at, residue)
+                        .unwrap()
+                        .expect("room in a drained ring")
+                }
+            };
+            assert_eq!(
+                (reservation.message_offset() + align_at) % ALIGNMENT,
+                residue,
+                "round {round}"
+            );
+            reservation.write(0, &message);
+            reservation.commit(false);
+            let record = consumer.try_recv().unwrap().expect("the aligned record");
+            assert_eq!(record.bytes, message, "round {round}");
+            assert_eq!(record.in_place, in_place_min == 1);
+        }
+    }
 }

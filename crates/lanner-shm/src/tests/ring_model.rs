@@ -7,20 +7,40 @@ use bytes::Bytes;
 use proptest::prelude::*;
 
 use super::ring;
+use crate::ring::{Producer, Reservation};
 
 #[derive(Debug, Clone)]
 enum Op {
-    Send { len: usize, more: bool },
+    /// A record of `len` bytes; `aligned`: reserved with `try_reserve_aligned` (the byte
+    /// to align, the residue).
+    Send {
+        len: usize,
+        more: bool,
+        aligned: Option<(usize, usize)>,
+    },
     Recv,
     Release(usize),
 }
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        4 => (0usize..700, any::<bool>()).prop_map(|(len, more)| Op::Send { len, more }),
+        4 => (0usize..700, any::<bool>(), proptest::option::of((any::<usize>(), 0usize..64)))
+            .prop_map(|(len, more, aligned)| Op::Send { len, more, aligned }),
         4 => Just(Op::Recv),
         2 => any::<usize>().prop_map(Op::Release),
     ]
+}
+
+/// Room for a record of `len` bytes, aligned as `aligned` says (see [`Op::Send`]).
+fn reserve(
+    producer: &mut Producer,
+    len: usize,
+    aligned: Option<(usize, usize)>,
+) -> Option<Reservation<'_>> {
+    match aligned {
+        Some((at, residue)) => producer.try_reserve_aligned(len, at, residue).unwrap(),
+        None => producer.try_reserve(len).unwrap(),
+    }
 }
 
 fn payload(len: usize, seed: u64) -> Vec<u8> {
@@ -45,19 +65,23 @@ proptest! {
         let mut seed = 0u64;
         for op in ops {
             match op {
-                Op::Send { len, more } => {
+                Op::Send { len, more, aligned } => {
                     let len = len.min(producer.max_record_len());
+                    // The prefix needs room: records that large go unaligned.
+                    let aligned = aligned
+                        .filter(|_| len + crate::ring::ALIGNMENT <= producer.max_record_len())
+                        .map(|(at, residue)| (at % (len + 1), residue));
                     // A fragment carries at least one byte.
                     let more = more && len > 0;
                     let bytes = payload(len, seed);
                     seed += 1;
-                    let mut reservation = producer.try_reserve(len).unwrap();
+                    let mut reservation = reserve(&mut producer, len, aligned);
                     if reservation.is_none() && in_flight.is_empty() && held.is_empty() {
                         // Refusing is right only while records take space. With none sent
                         // and unread, or held, the consumer gives back what it read (lazily:
                         // at its next look) and then the record must fit.
                         prop_assert_eq!(consumer.try_recv().unwrap(), None);
-                        reservation = producer.try_reserve(len).unwrap();
+                        reservation = reserve(&mut producer, len, aligned);
                         prop_assert!(reservation.is_some(), "an empty ring refused {} bytes", len);
                     }
                     if let Some(mut reservation) = reservation {

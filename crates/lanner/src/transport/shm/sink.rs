@@ -4,12 +4,22 @@ use std::io;
 use std::task::{Context, Poll};
 
 use lanner_proto::OutFrame;
+use lanner_shm::ring::ALIGNMENT;
 use lanner_shm::{LoanArea, Producer, Reservation};
 
 use super::lent;
 use super::ring_error;
 use super::waiter::Waiter;
 use crate::transport::FrameSink;
+
+/// Frames whose bulk segments hold at least this many bytes are placed so that the first
+/// of them lies in the ring where its source lies in memory modulo a cache line
+/// ([`Producer::try_reserve_aligned`]): otherwise it starts 4 bytes off an 8-byte boundary
+/// (a REQUEST's head is 40 bytes, its segment table 4 per segment), and `memcpy` (`rep
+/// movsb` at these sizes) copied 64 KiB at 30-37 GB/s on the development machine where
+/// source and destination agreed modulo 64 made it 44-46 GB/s. Smaller frames are not
+/// worth the up to 63 bytes of ring the prefix takes.
+const ALIGNED_BULK_MIN: usize = 16 * 1024;
 
 /// The sending half of a shared-memory connection.
 #[derive(Debug)]
@@ -123,7 +133,17 @@ impl ShmSink {
         if self.fragmenting || len > self.largest_whole() {
             return Ok(false);
         }
-        let Some(mut reservation) = self.producer.try_reserve(len).map_err(ring_error)? else {
+        let (head, bulk) = frame.parts();
+        let reserved = match bulk.first() {
+            // Aligned when its bulk is large enough for the copy to feel it (the prefix
+            // fits: a whole frame takes at most half a ring, a record three quarters).
+            Some(first) if len - head.len() >= ALIGNED_BULK_MIN => {
+                let residue = first.as_ptr() as usize % ALIGNMENT;
+                self.producer.try_reserve_aligned(len, head.len(), residue)
+            }
+            _ => self.producer.try_reserve(len),
+        };
+        let Some(mut reservation) = reserved.map_err(ring_error)? else {
             return Ok(false);
         };
         let mut at = 0;
