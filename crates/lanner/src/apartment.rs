@@ -6,8 +6,8 @@
 //! (inline, as free-threaded calls do); if it completes without waiting, it is answered
 //! there and the apartment is idle again, so a cheap call costs two uncontended lock
 //! operations more than a free-threaded one. A call that has to wait, and every call that
-//! arrives meanwhile (from any connection), is finished by one task that runs them in
-//! order, each to its end before the next starts.
+//! arrives meanwhile (from any connection), is finished by the apartment's task (one at a
+//! time) in order, each to its end before the next starts.
 //!
 //! That task runs on the runtime of the connection whose call it is running: when the
 //! next call in line came on another connection, the task ends and a new one starts on

@@ -18,7 +18,8 @@ use crate::transport::FrameSink;
 /// (a REQUEST's head is 40 bytes, its segment table 4 per segment), and `memcpy` (`rep
 /// movsb` at these sizes) copied 64 KiB at 30-37 GB/s on the development machine where
 /// source and destination agreed modulo 64 made it 44-46 GB/s. Smaller frames are not
-/// worth the up to 63 bytes of ring the prefix takes.
+/// worth the up to 63 bytes of ring the prefix takes. A frame that finds room for itself
+/// but not for its prefix goes unaligned (the general path) rather than waiting.
 const ALIGNED_BULK_MIN: usize = 16 * 1024;
 
 /// The sending half of a shared-memory connection.
@@ -133,11 +134,11 @@ impl ShmSink {
         if self.fragmenting || len > self.largest_whole() {
             return Ok(false);
         }
-        let (head, bulk) = frame.parts();
-        let reserved = match bulk.first() {
-            // Aligned when its bulk is large enough for the copy to feel it (the prefix
-            // fits: a whole frame takes at most half a ring, a record three quarters).
-            Some(first) if len - head.len() >= ALIGNED_BULK_MIN => {
+        // Small frames (null calls among them) go straight on; large ones are aligned
+        // when their bulk is large enough for the copy to feel it (the prefix fits: a
+        // whole frame takes at most half a ring, a record three quarters).
+        let reserved = match frame.parts() {
+            (head, [first, ..]) if len >= ALIGNED_BULK_MIN + head.len() => {
                 let residue = first.as_ptr() as usize % ALIGNMENT;
                 self.producer.try_reserve_aligned(len, head.len(), residue)
             }
