@@ -206,6 +206,34 @@ impl RingMemory {
         unsafe { copy_to_shared(self.data.wrapping_add(offset), src) }
     }
 
+    /// Hints to the CPU that this side will soon write the cache line holding data byte
+    /// `offset` (taken modulo the capacity): `prefetchw` on x86-64, nothing elsewhere.
+    /// A record's stores into a line the consumer read a lap ago miss; queued behind
+    /// them, a later load that cannot be forwarded from the store buffer (or a locked
+    /// instruction) waits for them all. Owning the line before the record is written
+    /// keeps those stores off the critical path (see docs/decisions.md, "Twelfth
+    /// session").
+    #[inline]
+    pub(crate) fn prefetch_for_write(&self, offset: usize) {
+        #[cfg(all(target_arch = "x86_64", not(loom)))]
+        {
+            let line = self.data.wrapping_add(offset & (self.capacity - 1));
+            // SAFETY: `line` lies in the data area (masked by the power-of-two capacity),
+            // which is mapped as long as `self`. A prefetch never faults, reads nor writes
+            // anything a program can observe; it only moves the line into this core's
+            // cache. The instruction touches neither the stack nor the flags.
+            unsafe {
+                std::arch::asm!(
+                    "prefetchw [{line}]",
+                    line = in(reg) line,
+                    options(nostack, preserves_flags, readonly)
+                );
+            }
+        }
+        #[cfg(not(all(target_arch = "x86_64", not(loom))))]
+        let _ = offset;
+    }
+
     /// The data bytes at `offset..offset + len`, for a record this side owns until the
     /// returned pointer is dropped (see [`InPlace`]).
     pub(crate) fn range_ptr(&self, offset: usize, len: usize) -> *mut u8 {

@@ -162,6 +162,7 @@ impl Producer {
     /// Reserves room for a record of `len` payload bytes (at most
     /// [`Producer::max_record_len`]). `Ok(None)` if the ring has no room now: call
     /// [`Producer::prepare_wait`] and wait for the peer's doorbell.
+    #[inline]
     pub fn try_reserve(&mut self, len: usize) -> Result<Option<Reservation<'_>>, RingError> {
         assert!(
             len <= self.max_record_len(),
@@ -170,6 +171,33 @@ impl Producer {
         let need = record_size(len) as u64;
         let offset = self.memory.offset_of(self.tail);
         let to_end = self.capacity_u64() - offset;
+        // The common case, inlined into the caller: the record fits before the end with
+        // room known free. The reservation then travels in registers; returned through
+        // memory (an out-of-line call), its fields were written as two stores and read
+        // back as one, which cannot be forwarded, and the read waited for every store
+        // before it, the previous record's copy into the ring among them, to reach the
+        // cache (see docs/decisions.md, "Twelfth session").
+        if need <= to_end && need <= self.free() {
+            return Ok(Some(Reservation {
+                producer: self,
+                len,
+                prefix: 0,
+            }));
+        }
+        self.try_reserve_slowly(len, need, offset, to_end)
+    }
+
+    /// [`Producer::try_reserve`] when the record needs padding before it or a fresh look
+    /// at the consumer's position.
+    #[cold]
+    #[inline(never)]
+    fn try_reserve_slowly(
+        &mut self,
+        len: usize,
+        need: u64,
+        offset: u64,
+        to_end: u64,
+    ) -> Result<Option<Reservation<'_>>, RingError> {
         if need > to_end {
             // Fill the rest with padding first; the record starts at offset 0.
             if to_end > self.free() {
@@ -316,7 +344,9 @@ impl Reservation<'_> {
         self.producer.tail = tail;
     }
 
-    /// Writes the record's header; returns the tail after it.
+    /// Writes the record's header; returns the tail after it. Also asks for the line
+    /// [`PREFETCH_AHEAD`] bytes past that tail in writable state: the records that follow
+    /// go there.
     fn finish(&self, more: bool) -> u64 {
         assert!(
             !more || self.len > 0,
@@ -331,7 +361,11 @@ impl Reservation<'_> {
         let payload = self.prefix + self.len;
         let len = u32::try_from(payload).expect("len ≤ max_record_len");
         producer.memory.write(offset, &encode_header(len, flags));
-        producer.tail + record_size(payload) as u64
+        let tail = producer.tail + record_size(payload) as u64;
+        producer
+            .memory
+            .prefetch_for_write((tail + PREFETCH_AHEAD) as usize);
+        tail
     }
 }
 
@@ -346,6 +380,13 @@ pub struct Record {
     /// copy): a value read from it twice may differ.
     pub in_place: bool,
 }
+
+/// How far past a record's end the producer asks for the next line to write (see
+/// `RingMemory::prefetch_for_write`): far enough that the line arrives before the records
+/// reach it, near enough that a small record's successors land in it. Lines past the tail
+/// are the consumer's only after the producer publishes them, so taking them early takes
+/// nothing it reads.
+const PREFETCH_AHEAD: u64 = 256;
 
 /// The fraction of the ring (1/`LAZY_RELEASE`) that consumed records may occupy before the
 /// consumer gives their space back: see the module docs.

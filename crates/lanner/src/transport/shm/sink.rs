@@ -147,9 +147,10 @@ impl ShmSink {
         let Some(mut reservation) = reserved.map_err(ring_error)? else {
             return Ok(false);
         };
+        let message = reservation.as_mut_slice();
         let mut at = 0;
         frame.for_each_unwritten(|segment| {
-            reservation.write(at, segment);
+            message[at..at + segment.len()].copy_from_slice(segment);
             at += segment.len();
         });
         frame.mark_written();
