@@ -92,7 +92,9 @@ impl RingMemory {
     /// A ring on the heap, zeroed: for tests, fuzzing and model checking.
     pub(crate) fn heap(capacity: usize) -> RingMemory {
         assert!(capacity.is_power_of_two() && capacity >= 64);
-        let mut data = vec![0u64; capacity / 8].into_boxed_slice();
+        // Cache-line aligned, as a shared region's data area is (offsets and addresses
+        // then agree modulo a line, which `Producer::try_reserve_aligned` relies on).
+        let mut data = vec![Line([0; 64]); capacity / 64].into_boxed_slice();
         let data_ptr = data.as_mut_ptr().cast::<u8>();
         #[cfg(not(loom))]
         {
@@ -242,8 +244,7 @@ impl RingMemory {
     }
 }
 
-/// One cache line of zeroes, to allocate an aligned heap control block.
-#[cfg(not(loom))]
+/// One cache line of zeroes, to allocate an aligned heap control block and data area.
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
 struct Line([u8; 64]);

@@ -306,6 +306,49 @@ mod tests {
         assert_eq!(records(&mut consumer), ["lone".as_bytes()], "sent once");
     }
 
+    /// A frame carrying a large payload is placed so that the payload lies in the ring
+    /// where it lies in its own buffer modulo a cache line, wherever that is, and arrives
+    /// whole without the prefix that placed it.
+    #[tokio::test]
+    async fn a_large_payload_lands_where_its_source_lies_modulo_a_line() {
+        let (producer, mut consumer) = heap_ring(1 << 17, Arc::new(Nobody), Arc::new(Nobody), 1);
+        let (ours, _theirs) = std::os::unix::net::UnixStream::pair().expect("socket pair");
+        let mut sink = ShmSink::new(producer, Waiter::new(ours.into()).expect("waiter"), None);
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut pair = lanner_proto::harness::Pair::connected();
+        let buffer = Bytes::from(
+            (0..ALIGNED_BULK_MIN + 2 * ALIGNMENT)
+                .map(|i| i as u8)
+                .collect::<Vec<_>>(),
+        );
+        for offset in [0, 1, 4, 13, 40, 63] {
+            let payload = buffer.slice(offset..offset + ALIGNED_BULK_MIN);
+            let mut message = lanner_proto::MessageBuilder::request(7, 0, 1, 0xfeed);
+            message.push_segment(payload.clone());
+            let (_, mut frame) = pair.client.conn.send_request(message).expect("stamped");
+            let head = frame.parts().0.len();
+            assert!(matches!(
+                sink.poll_send(&mut cx, &mut frame),
+                Poll::Ready(Ok(()))
+            ));
+            let record = consumer
+                .try_recv()
+                .expect("ring intact")
+                .expect("the frame");
+            assert!(
+                record.in_place,
+                "read in place, so its address is the ring's"
+            );
+            assert_eq!(
+                (record.bytes.as_ptr() as usize + head) % ALIGNMENT,
+                payload.as_ptr() as usize % ALIGNMENT,
+                "offset {offset}"
+            );
+            assert_eq!(record.bytes.len(), head + payload.len(), "offset {offset}");
+            assert!(record.bytes[head..] == payload[..], "offset {offset}");
+        }
+    }
+
     #[tokio::test]
     async fn a_frame_larger_than_half_the_ring_goes_in_pieces() {
         let (mut sink, mut consumer, _peer) = sink_and_consumer();
