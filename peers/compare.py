@@ -473,8 +473,9 @@ def plots(cells):
     return written
 
 
-def verdict(ratio):
-    """What Lanner's blocking-wait null call (as a ratio to the fastest peer's) says."""
+def verdict(ratio, raw_ratio, peer):
+    """What Lanner's blocking-wait null call says, as a ratio to the fastest peer's
+    (`ratio`), given the raw blocking ping-pong's ratio to it (`raw_ratio`)."""
     if ratio < 2 / 3:
         return (f"Waiting the peers' way, Lanner is still {1 / ratio:.1f}× faster than the "
                 "fastest peer, so its protocol, not only its wait, accounts for its lead.")
@@ -482,9 +483,19 @@ def verdict(ratio):
         return (f"Waiting the peers' way, Lanner lands in their range ({ratio:.2f}× the "
                 "fastest peer): its lead at small sizes comes mostly from spinning briefly "
                 "before it sleeps, which the peers (Tokio's epoll) do not do.")
-    return (f"Waiting the peers' way, Lanner is {ratio:.1f}× slower than the fastest peer: "
-            "its lead at small sizes comes from spinning before it sleeps, and its blocking "
-            "path has overhead to find.")
+    if raw_ratio > 1.5 and ratio <= 1.25 * raw_ratio:
+        # The raw ping-pong does no RPC work at all: a peer faster than it is faster at
+        # waking up, not at the work Lanner adds.
+        return (f"Waiting the peers' way, Lanner is {ratio:.1f}× slower than {peer}, and so "
+                f"is the raw blocking ping-pong ({raw_ratio:.1f}×), which does no RPC work "
+                f"at all: Lanner's blocking path costs what a plain blocking read costs "
+                f"({ratio / raw_ratio:.2f}× it), and {peer} is faster than either at getting "
+                "a sleeping thread to the next message on this VM, not at the work of a "
+                "call. Lanner's lead at small sizes comes from spinning before it sleeps.")
+    return (f"Waiting the peers' way, Lanner is {ratio:.1f}× slower than the fastest peer, "
+            f"where the raw blocking ping-pong is {raw_ratio:.1f}×: its lead at small sizes "
+            "comes from spinning before it sleeps, and its blocking path has overhead to "
+            "find.")
 
 
 def observations(cells):
@@ -505,7 +516,8 @@ def observations(cells):
             f"wait, {fmt_us(block)} µs with a blocking wait, {fmt_us(raw_block)} µs for a raw "
             f"blocking ping-pong, {fmt_us(best)} µs for the fastest peer "
             f"({FRAMEWORK_LABEL[name]}). A thread that sleeps on every message pays the "
-            "cross-vCPU wake-up on each hop. " + verdict(block / best))
+            "cross-vCPU wake-up on each hop. "
+            + verdict(block / best, raw_block / best, FRAMEWORK_LABEL[name]))
     big = 1 << 20
     peers_big = [(p50(f, t, big), f, t) for f in FRAMEWORKS for t in PEER_TRANSPORTS
                  if p50(f, t, big) is not None]
