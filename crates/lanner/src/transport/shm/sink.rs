@@ -259,12 +259,27 @@ mod tests {
         fn wake(&self) {}
     }
 
+    /// A sink on a 4 KiB heap ring whose consumer copies every record out.
     fn sink_and_consumer() -> (
         ShmSink,
         lanner_shm::Consumer,
         std::os::unix::net::UnixStream,
     ) {
-        let (producer, consumer) = heap_ring(4096, Arc::new(Nobody), Arc::new(Nobody), 1 << 20);
+        sink_on_ring(4096, 1 << 20)
+    }
+
+    /// A sink on a heap ring of `capacity` bytes whose consumer reads records of at least
+    /// `in_place_min` bytes in place; the socket is the peer's end of the doorbell.
+    fn sink_on_ring(
+        capacity: usize,
+        in_place_min: usize,
+    ) -> (
+        ShmSink,
+        lanner_shm::Consumer,
+        std::os::unix::net::UnixStream,
+    ) {
+        let (producer, consumer) =
+            heap_ring(capacity, Arc::new(Nobody), Arc::new(Nobody), in_place_min);
         let (ours, theirs) = std::os::unix::net::UnixStream::pair().expect("socket pair");
         let waiter = Waiter::new(ours.into()).expect("waiter");
         (ShmSink::new(producer, waiter, None), consumer, theirs)
@@ -311,9 +326,7 @@ mod tests {
     /// whole without the prefix that placed it.
     #[tokio::test]
     async fn a_large_payload_lands_where_its_source_lies_modulo_a_line() {
-        let (producer, mut consumer) = heap_ring(1 << 17, Arc::new(Nobody), Arc::new(Nobody), 1);
-        let (ours, _theirs) = std::os::unix::net::UnixStream::pair().expect("socket pair");
-        let mut sink = ShmSink::new(producer, Waiter::new(ours.into()).expect("waiter"), None);
+        let (mut sink, mut consumer, _peer) = sink_on_ring(1 << 17, 1);
         let mut cx = Context::from_waker(std::task::Waker::noop());
         let mut pair = lanner_proto::harness::Pair::connected();
         let buffer = Bytes::from(
