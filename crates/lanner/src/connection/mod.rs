@@ -222,7 +222,7 @@ pub(crate) struct Onward {
 impl Connection {
     pub(crate) fn start(
         proto: lanner_proto::Connection,
-        sink: Box<dyn FrameSink>,
+        mut sink: Box<dyn FrameSink>,
         mut source: Box<dyn FrameSource>,
         peer: String,
         mut identity: PeerIdentity,
@@ -231,6 +231,7 @@ impl Connection {
     ) -> Arc<Connection> {
         source.set_max_frame_size(proto.max_incoming_frame_size());
         source.peer_authenticated();
+        sink.set_room_spin(options.spin);
         let peer_window = proto.peer_window();
         let loans = sink.loan_area();
         let signal = Arc::new(ReaderSignal::default());

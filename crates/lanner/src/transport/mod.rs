@@ -78,6 +78,14 @@ pub trait FrameSink: Send + 'static {
         None
     }
 
+    /// The connection's spin budget: a transport whose sink can watch for room without a
+    /// system call (shared memory) polls for it that long, at most a few microseconds,
+    /// before it waits to be told, as a receiver spins before it sleeps. Zero (the
+    /// default until this is called) waits at once. Does nothing by default.
+    fn set_room_spin(&mut self, spin: std::time::Duration) {
+        let _ = spin;
+    }
+
     /// Everything queued is written (the flusher is done): a transport that had the
     /// reactor watch for room may stop (see `watched_socket`). Called under the writer's
     /// lock, before anyone can find the transport full again.

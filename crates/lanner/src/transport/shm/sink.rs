@@ -2,6 +2,7 @@
 
 use std::io;
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use lanner_proto::OutFrame;
 use lanner_shm::ring::ALIGNMENT;
@@ -22,6 +23,17 @@ use crate::transport::FrameSink;
 /// but not for its prefix goes unaligned (the general path) rather than waiting.
 const ALIGNED_BULK_MIN: usize = 16 * 1024;
 
+/// The longest a sink polls for room in a full ring before it sleeps until the consumer
+/// rings (whatever the connection's spin budget: the poll holds its thread, and the writer's
+/// lock when a caller sends). A consumer at work frees room a quarter ring at a time
+/// (`lanner_shm::ring`'s lazy release), a megabyte in a few microseconds; one that frees
+/// nothing for this long is busy elsewhere or asleep, and the doorbell is the better wait.
+pub(crate) const ROOM_SPIN_LIMIT: Duration = Duration::from_micros(20);
+
+/// Looks at the consumer's position this many times between readings of the clock while
+/// polling for room.
+const ROOM_POLLS_PER_CLOCK_READ: u32 = 64;
+
 /// The sending half of a shared-memory connection.
 #[derive(Debug)]
 pub(super) struct ShmSink {
@@ -31,6 +43,12 @@ pub(super) struct ShmSink {
     fragmenting: bool,
     /// This side's loan area: bulk segments frozen from its loans are lent, not copied.
     loans: Option<LoanArea>,
+    /// How long to poll for room in a full ring before sleeping (see [`ROOM_SPIN_LIMIT`]).
+    room_spin: Duration,
+    /// A poll for room found none: the next waits go straight to the doorbell until a
+    /// record finds room again, so that a peer ringing without freeing room cannot have
+    /// this side spin after every ring.
+    room_spin_spent: bool,
 }
 
 impl ShmSink {
@@ -40,6 +58,30 @@ impl ShmSink {
             waiter,
             fragmenting: false,
             loans,
+            room_spin: Duration::ZERO,
+            room_spin_spent: false,
+        }
+    }
+
+    /// Polls the consumer's position for room for a record of `len` bytes, for up to
+    /// `room_spin` (once per stretch of waiting, see `room_spin_spent`). True if room
+    /// appeared.
+    fn spin_for_room(&mut self, len: usize) -> io::Result<bool> {
+        if self.room_spin.is_zero() || self.room_spin_spent {
+            return Ok(false);
+        }
+        let started = Instant::now();
+        loop {
+            for _ in 0..ROOM_POLLS_PER_CLOCK_READ {
+                if self.producer.has_room(len).map_err(ring_error)? {
+                    return Ok(true);
+                }
+                std::hint::spin_loop();
+            }
+            if started.elapsed() >= self.room_spin {
+                self.room_spin_spent = true;
+                return Ok(false);
+            }
         }
     }
 
@@ -174,10 +216,13 @@ impl ShmSink {
         frame: &mut OutFrame,
         publish: bool,
     ) -> Poll<io::Result<()>> {
-        if self.try_send_whole(frame, publish)? {
-            return Poll::Ready(Ok(()));
-        }
         loop {
+            // First, and again once room appeared: the whole frame may now go as one
+            // record, lent or aligned.
+            if self.try_send_whole(frame, publish)? {
+                self.room_spin_spent = false;
+                return Poll::Ready(Ok(()));
+            }
             let remaining = frame.remaining();
             if remaining == 0 {
                 return Poll::Ready(Ok(()));
@@ -193,10 +238,14 @@ impl ShmSink {
                     copy_into(frame, &mut reservation, piece);
                     complete(reservation, publish, more);
                     self.fragmenting = more;
+                    self.room_spin_spent = false;
                 }
                 None => {
                     // The consumer can free room only behind what it can see.
                     self.producer.publish_pending();
+                    if self.spin_for_room(piece)? {
+                        continue;
+                    }
                     if !self.producer.prepare_wait(piece).map_err(ring_error)? {
                         continue;
                     }
@@ -219,6 +268,10 @@ impl ShmSink {
 impl FrameSink for ShmSink {
     fn loan_area(&self) -> Option<LoanArea> {
         self.loans.clone()
+    }
+
+    fn set_room_spin(&mut self, spin: Duration) {
+        self.room_spin = spin.min(ROOM_SPIN_LIMIT);
     }
 
     fn poll_send(&mut self, cx: &mut Context<'_>, frame: &mut OutFrame) -> Poll<io::Result<()>> {
@@ -392,5 +445,73 @@ mod tests {
         }
         assert!(pieces > 1, "{pieces} record(s)");
         assert_eq!(received, payload);
+    }
+
+    /// Fills the sink's ring with 1000-byte frames until one finds no room; returns it.
+    fn fill(sink: &mut ShmSink, cx: &mut Context<'_>) -> OutFrame {
+        let payload = Bytes::from(vec![7u8; 1000]);
+        for _ in 0..16 {
+            let mut frame = OutFrame::contiguous(payload.clone());
+            match sink.poll_send(cx, &mut frame) {
+                Poll::Ready(result) => result.expect("sent"),
+                Poll::Pending => return frame,
+            }
+        }
+        panic!("a 4 KiB ring took sixteen 1000-byte frames");
+    }
+
+    /// A sink that finds the ring full polls for room a while before it sleeps: room the
+    /// consumer frees meanwhile takes the frame at once, with no wait for a doorbell.
+    #[tokio::test]
+    async fn a_full_ring_takes_the_frame_when_room_appears_within_the_room_spin() {
+        let (mut sink, mut consumer, _peer) = sink_and_consumer();
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut frame = fill(&mut sink, &mut cx);
+        // Room appears well after the poll started, well within its spin.
+        sink.room_spin = Duration::from_secs(30);
+        let freeing = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            let taken = records(&mut consumer).len();
+            (consumer, taken)
+        });
+        assert!(
+            matches!(sink.poll_send(&mut cx, &mut frame), Poll::Ready(Ok(()))),
+            "the frame went out once the consumer freed room"
+        );
+        let (mut consumer, taken) = freeing.join().expect("consumer thread");
+        assert!(taken >= 3, "{taken} records freed");
+        assert_eq!(
+            records(&mut consumer).len(),
+            1,
+            "the frame that waited arrived"
+        );
+    }
+
+    /// A spin that found no room is not repeated on the next wait (a peer ringing without
+    /// freeing room would otherwise have this side spin after every ring), until a record
+    /// finds room again. The connection's spin budget is bounded here.
+    #[tokio::test]
+    async fn a_spin_that_found_no_room_waits_for_the_doorbell_until_room_appears() {
+        let (mut sink, mut consumer, _peer) = sink_and_consumer();
+        sink.set_room_spin(Duration::from_secs(1));
+        assert_eq!(sink.room_spin, ROOM_SPIN_LIMIT);
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut frame = fill(&mut sink, &mut cx);
+        sink.room_spin = Duration::from_millis(200);
+        assert!(matches!(sink.poll_send(&mut cx, &mut frame), Poll::Pending));
+        assert!(sink.room_spin_spent, "the spin found no room");
+        let again = Instant::now();
+        assert!(matches!(sink.poll_send(&mut cx, &mut frame), Poll::Pending));
+        assert!(
+            again.elapsed() < sink.room_spin,
+            "no second spin: {:?}",
+            again.elapsed()
+        );
+        records(&mut consumer);
+        assert!(matches!(
+            sink.poll_send(&mut cx, &mut frame),
+            Poll::Ready(Ok(()))
+        ));
+        assert!(!sink.room_spin_spent, "room found: the next wait may spin");
     }
 }
