@@ -268,19 +268,6 @@ impl Producer {
         Ok(!fits)
     }
 
-    /// Whether [`Producer::try_reserve`] of a record of `len` payload bytes would find room
-    /// now (after the padding to the ring's end, if the record must start over), after a
-    /// fresh look at the consumer's position: for a producer that polls for room a while
-    /// before it sleeps ([`Producer::prepare_wait`]). Reserves nothing and tells the
-    /// consumer nothing.
-    pub fn has_room(&mut self, len: usize) -> Result<bool, RingError> {
-        self.refresh_head()?;
-        let to_end = self.capacity_u64() - self.memory.offset_of(self.tail);
-        let need = record_size(len) as u64;
-        let padding = if need > to_end { to_end } else { 0 };
-        Ok(padding + need <= self.free())
-    }
-
     /// Publishes the records committed with [`Reservation::commit_unpublished`] since the
     /// last publication, all at once (one store and one wake-up check for all of them).
     pub fn publish_pending(&mut self) {

@@ -120,31 +120,6 @@ fn consumed_space_is_given_back_a_quarter_ring_at_a_time() {
     assert!(producer.try_reserve(64).unwrap().is_some());
 }
 
-/// `has_room` looks afresh at the consumer's position, reserves nothing and sets no flag:
-/// a producer polling for room sees it appear without a doorbell, and the consumer rings
-/// nobody for it.
-#[test]
-fn has_room_sees_room_appear_without_reserving_or_asking_to_be_woken() {
-    let (mut producer, mut consumer, _, producer_bell) = ring(256, 1_000_000);
-    send(&mut producer, &pattern(120, 0), false);
-    send(&mut producer, &pattern(112, 1), false);
-    assert!(!producer.has_room(8).unwrap(), "full");
-    assert!(
-        !producer.has_room(8).unwrap(),
-        "still full: nothing reserved"
-    );
-    consumer.try_recv().unwrap().unwrap();
-    assert!(producer.has_room(8).unwrap(), "a quarter released: room");
-    assert!(
-        producer.has_room(8).unwrap(),
-        "asking again reserves nothing"
-    );
-    assert_eq!(producer_bell.count(), 0, "nobody asked to be woken");
-    send(&mut producer, &pattern(8, 2), false);
-    consumer.try_recv().unwrap().unwrap();
-    assert_eq!(consumer.try_recv().unwrap().unwrap().bytes, pattern(8, 2));
-}
-
 #[test]
 fn a_full_ring_refuses_then_wakes_the_waiting_producer() {
     let (mut producer, mut consumer, _, producer_bell) = ring(256, 1_000_000);

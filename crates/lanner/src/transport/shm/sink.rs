@@ -28,7 +28,7 @@ const ALIGNED_BULK_MIN: usize = 16 * 1024;
 /// lock when a caller sends). A consumer at work frees room a quarter ring at a time
 /// (`lanner_shm::ring`'s lazy release), a megabyte in a few microseconds; one that frees
 /// nothing for this long is busy elsewhere or asleep, and the doorbell is the better wait.
-pub(crate) const ROOM_SPIN_LIMIT: Duration = Duration::from_micros(20);
+const ROOM_SPIN_LIMIT: Duration = Duration::from_micros(20);
 
 /// Looks at the consumer's position this many times between readings of the clock while
 /// polling for room.
@@ -73,7 +73,13 @@ impl ShmSink {
         let started = Instant::now();
         loop {
             for _ in 0..ROOM_POLLS_PER_CLOCK_READ {
-                if self.producer.has_room(len).map_err(ring_error)? {
+                // A reservation only reserves once committed: dropped here, it is a look.
+                if self
+                    .producer
+                    .try_reserve(len)
+                    .map_err(ring_error)?
+                    .is_some()
+                {
                     return Ok(true);
                 }
                 std::hint::spin_loop();
