@@ -219,7 +219,7 @@ fn expand_proxy(interface: &Interface) -> TokenStream {
             }
         } else {
             quote_spanned! {output.span()=>
-                ::lanner::__private::invoke::<#codec, #err>(#to_var, #method_var, #request_var)
+                ::lanner::__private::invoke::<#codec, #err>(&#to_var, #method_var, #request_var)
                     .await
             }
         };

@@ -306,9 +306,11 @@ fn start_request(to: &Destination<'_>, method: &MethodInfo) -> MessageBuilder {
 ///
 /// The request is sent when this is called (it runs inside the proxy method's future, at
 /// its first poll), so the returned future holds only the call in flight: it stays small
-/// however large the request was.
+/// however large the request was. It borrows `to`, which the proxy method's future keeps
+/// until the call ends: the call uses the destination's connection without a reference
+/// count of its own (an atomic increment and decrement per call on the calling side).
 pub fn invoke<C, E>(
-    to: Destination<'_>,
+    to: &Destination<'_>,
     method: &'static MethodInfo,
     request: Result<OutgoingRequest, Error>,
 ) -> impl Future<Output = Result<C::Value, E>> + Send
@@ -327,9 +329,9 @@ where
             return Err(given_up());
         }
         let OutgoingRequest { message, encoded } = request;
-        // The call in flight keeps its connection (a reference count taken here).
-        let connection = to.target.into_owned().connection;
-        let mut pending = connection.call(message, to.deadline);
+        // The call in flight borrows its connection from the destination, which the
+        // proxy method's future holds across the call: no reference count per call.
+        let mut pending = to.target.connection.call(message, to.deadline);
         pending.discard_with(Discard {
             run: discard_reply::<C, E>,
             method,

@@ -51,8 +51,10 @@ enum Phase {
 /// reply. Dropping it before then abandons the call: the peer is sent a CANCEL and the
 /// answer, when it comes, is dropped. At the deadline it resolves to `DeadlineExceeded`
 /// (and abandons the call likewise).
-pub(crate) struct PendingReply {
-    connection: Arc<Connection>,
+pub(crate) struct PendingReply<'a> {
+    /// Borrowed: a call through a proxy borrows the proxy's destination for as long as it
+    /// lasts, so it takes no reference count of its own.
+    connection: &'a Arc<Connection>,
     call_id: u64,
     deadline: Option<Instant>,
     phase: Phase,
@@ -80,10 +82,10 @@ impl Connection {
     /// and the answer, when it comes, is dropped (decoded first if the caller left a
     /// [`Discard`]).
     pub(crate) fn call(
-        self: Arc<Self>,
+        self: &Arc<Self>,
         request: MessageBuilder,
         deadline: Option<Instant>,
-    ) -> PendingReply {
+    ) -> PendingReply<'_> {
         let mut pending = PendingReply {
             connection: self,
             call_id: 0,
@@ -98,7 +100,7 @@ impl Connection {
         match pending.connection.try_begin(request, false) {
             Ok(Ok(begun)) => pending.send(begun),
             Ok(Err(request)) => {
-                let connection = pending.connection.clone();
+                let connection = Arc::clone(pending.connection);
                 pending.phase = Phase::Credit(Box::pin(async move {
                     connection.begin_call_by(request, deadline).await
                 }));
@@ -109,7 +111,7 @@ impl Connection {
     }
 }
 
-impl PendingReply {
+impl PendingReply<'_> {
     /// What the request exported, to undo if the request never goes out: dropped at once
     /// (undoing it) if the call could not start, kept while the request waits for a
     /// credit (undone if the call is given up or fails meanwhile), taken by the peer once
@@ -135,7 +137,7 @@ impl PendingReply {
 
     /// The connection the call went on (where references in the reply are decoded).
     pub(crate) fn connection(&self) -> &Arc<Connection> {
-        &self.connection
+        self.connection
     }
 
     /// The call is registered: writes its request and settles how to wait for the reply.
@@ -256,7 +258,7 @@ impl PendingReply {
     }
 }
 
-impl Future for PendingReply {
+impl Future for PendingReply<'_> {
     type Output = Result<Answer, Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -264,7 +266,7 @@ impl Future for PendingReply {
     }
 }
 
-impl PendingReply {
+impl PendingReply<'_> {
     fn poll_phase(&mut self, cx: &mut Context<'_>) -> Poll<Result<Answer, Error>> {
         loop {
             match &mut self.phase {
@@ -290,7 +292,7 @@ impl PendingReply {
     }
 }
 
-impl Drop for PendingReply {
+impl Drop for PendingReply<'_> {
     fn drop(&mut self) {
         if self.armed {
             self.connection.abandon(self.call_id, self.discard);
