@@ -52,8 +52,9 @@ enum Phase {
 /// answer, when it comes, is dropped. At the deadline it resolves to `DeadlineExceeded`
 /// (and abandons the call likewise).
 pub(crate) struct PendingReply<'a> {
-    /// Borrowed: a call through a proxy borrows the proxy's destination for as long as it
-    /// lasts, so it takes no reference count of its own.
+    /// Borrowed from whoever made the call (a proxy's destination, which the proxy
+    /// method's future holds until the call ends; the caller of a root method): no
+    /// reference count per call.
     connection: &'a Arc<Connection>,
     call_id: u64,
     deadline: Option<Instant>,
@@ -81,6 +82,9 @@ impl Connection {
     /// abandons the call. Either way, once the request is out the peer is sent a CANCEL
     /// and the answer, when it comes, is dropped (decoded first if the caller left a
     /// [`Discard`]).
+    ///
+    /// The returned future borrows the connection: the caller keeps it for as long as the
+    /// call (only the rare wait for a credit takes a reference count, for its boxed future).
     pub(crate) fn call(
         self: &Arc<Self>,
         request: MessageBuilder,
