@@ -37,7 +37,10 @@
 //! - A method runs first on the task that received the request. If it completes without
 //!   waiting, its reply is written right there; if it awaits, it continues on its own task.
 //!   A method that computes for long without awaiting therefore delays the calls behind it
-//!   on the same connection: move such work to `tokio::task::spawn_blocking`.
+//!   on the same connection, and on tokio's multi-thread runtime it can delay another
+//!   connection's reader too (one woken on the same worker waits in that worker's LIFO
+//!   slot, which other workers do not steal): move such work to
+//!   `tokio::task::spawn_blocking`.
 //!
 //! ## Example
 //!

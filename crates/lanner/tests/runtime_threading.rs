@@ -18,9 +18,10 @@ trait Recorder {
     async fn gather(&self, peers: u32) -> Result<u32, Error>;
     /// Enters, yields to the runtime a few times, records `seq`, leaves.
     async fn record(&self, seq: u32) -> Result<(), Error>;
-    /// Like `gather`, but spins on its thread without ever yielding to the runtime (for
-    /// at most two seconds): only calls running on other threads at the same time can
-    /// come in while it waits. Returns whether `peers` calls were inside at once.
+    /// Like `gather`, but, once inside, spins on its thread without yielding to the
+    /// runtime (for at most two seconds): only calls running on other threads at the
+    /// same time can come in while it waits. Returns whether `peers` calls were inside at
+    /// once.
     async fn gather_spinning(&self, peers: u32) -> Result<bool, Error>;
 }
 
@@ -58,6 +59,10 @@ impl Recorder for Overlap {
     }
 
     async fn gather_spinning(&self, peers: u32) -> Result<bool, Error> {
+        // One yield before going in (see the test below): the call goes on in a task of
+        // its own, and the worker passes through its scheduler, which lets the other
+        // worker take the other connection's reader. From then on it never yields.
+        tokio::task::yield_now().await;
         self.enter();
         let give_up = std::time::Instant::now() + std::time::Duration::from_secs(2);
         let mut met = false;
@@ -103,12 +108,22 @@ async fn serve(
     (listening, overlap, proxy)
 }
 
-/// Truly in parallel, not only interleaved at awaits: two calls that never yield meet
-/// inside the object, each on one of the server's two worker threads (with one worker,
-/// each waits alone and gives up). They come from two clients on two threads of their
-/// own, on two connections: a connection's reader runs the calls it receives, so a
-/// method that computes without awaiting holds back the calls behind it on the same
+/// Truly in parallel, not only interleaved at awaits: two calls that spin without
+/// yielding meet inside the object, each on one of the server's two worker threads (with
+/// one worker, each waits alone and gives up). They come from two clients on two threads
+/// of their own, on two connections: a connection's reader runs the calls it receives, so
+/// a method that computes without awaiting holds back the calls behind it on the same
 /// connection.
+///
+/// The method yields once before it spins. Without that, when both requests arrived
+/// together the worker that took the first reader's request could hold the second
+/// reader too: tokio puts a task woken on a worker in that worker's LIFO slot, which the
+/// other worker does not steal, so the second call waited until the first gave up. That
+/// happened about one run in fifteen on a quiet machine and one in two with another
+/// process busy on one of the two cores (the calls never met in three tries). A call that
+/// waits goes on in a task of its own, and the worker goes through its scheduler, which
+/// wakes the idle worker to take what it can; the calls then meet every time (8 of 8
+/// runs with the other process busy). The spin itself still never yields.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_free_threaded_object_runs_calls_in_parallel_on_the_servers_threads() {
     let server_runtime = tokio::runtime::Builder::new_multi_thread()
@@ -129,11 +144,11 @@ async fn a_free_threaded_object_runs_calls_in_parallel_on_the_servers_threads() 
         .unwrap();
     let url = listening.endpoint().object_url("recorder");
     // Both connections are set up before either call starts (a handshake queued behind a
-    // spinning call on the same worker would wait for it). The scheduler may still, now
-    // and then, leave one connection's reader behind the other's spinning call (it was
-    // about one run in fifteen), so a caller that waited alone tries again, up to three
-    // times. Once the calls have met, the object remembers it and every later call
-    // answers at once; with one worker they never meet, and every try gives up.
+    // spinning call on the same worker would wait for it). A caller that waited alone
+    // tries again, up to three times, in case the scheduler still leaves one reader
+    // behind the other's call. Once the calls have met, the object remembers it and every
+    // later call answers at once; with one worker they never meet, and every try gives
+    // up.
     let ready = Arc::new(std::sync::Barrier::new(2));
     let callers: Vec<_> = (0..2)
         .map(|_| {

@@ -6,7 +6,9 @@
 //! case for cheap methods) is answered immediately, with no task hand-off; one that has to
 //! wait continues on its own task, so a slow method never holds up the connection's other
 //! calls while it waits. (A method that computes for long without awaiting does delay the
-//! calls behind it on the same connection; move such work to `spawn_blocking`.)
+//! calls behind it on the same connection, and on tokio's multi-thread runtime another
+//! connection's reader woken on the same worker, which waits in that worker's LIFO slot
+//! where other workers do not steal it; move such work to `spawn_blocking`.)
 
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
