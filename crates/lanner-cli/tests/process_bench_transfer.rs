@@ -1,6 +1,7 @@
 //! Smoke runs of `lanner bench pingpong` and `lanner bench bandwidth` over shared memory
 //! against real `lanner serve` processes: every row and field is there, and a connected
 //! but silent client and server fall idle after their spin budget. Never their timings.
+//! Also `lanner bench floor`, whose two sides are threads of the bench itself.
 
 mod support;
 
@@ -78,4 +79,43 @@ fn bench_bandwidth_over_shm_reports_one_way_and_call_rates() {
             positive(row, field);
         }
     }
+}
+
+#[test]
+fn bench_floor_reports_the_raw_ring_and_the_protocol_core() {
+    let report = bench_json(&[
+        "floor",
+        "--transport",
+        "shm",
+        "--iters",
+        "200",
+        "--warmup",
+        "20",
+    ]);
+    assert_eq!(report["wait"], "busy-poll", "{report}");
+    for row in rows(&report, "floor", &[0]) {
+        for field in [
+            "raw_p50_us",
+            "raw_p99_us",
+            "core_p50_us",
+            "core_p99_us",
+            "core_ratio_p50",
+            "core_cpu_ns",
+        ] {
+            positive(row, field);
+        }
+    }
+}
+
+#[test]
+fn bench_floor_refuses_other_transports_clearly() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_lanner"))
+        .args(["bench", "floor", "--transport", "unix", "--json"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("lanner bench runs");
+    assert!(!output.status.success());
+    assert!(output.stdout.is_empty(), "no report on stdout");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--transport shm"), "{stderr}");
 }

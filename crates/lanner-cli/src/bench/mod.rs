@@ -13,6 +13,7 @@ use crate::transport_arg::TransportArg;
 pub mod apartment;
 pub mod bandwidth;
 pub mod firstcall;
+pub mod floor;
 pub mod idle;
 pub mod pingpong;
 pub mod raw_client;
@@ -44,6 +45,9 @@ pub enum Workload {
     /// Null calls with --concurrency calls outstanding on one connection per client
     /// thread (--threads) vs null messages pipelined as deep on the raw medium.
     Throughput,
+    /// Null round trips through the shm rings, raw against Lanner's protocol core alone
+    /// (no runtime), threads of this process: the floor under `pingpong --sizes 0`.
+    Floor,
 }
 
 /// Options of `lanner bench`.
@@ -285,5 +289,6 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         Workload::Scale => scale::run(args),
         Workload::Apartment => apartment::run(args),
         Workload::Throughput => throughput::run(args),
+        Workload::Floor => floor::run(args),
     }
 }

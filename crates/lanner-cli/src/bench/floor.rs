@@ -1,0 +1,458 @@
+//! `lanner bench floor --transport shm`: the floor under Lanner's null call over shared
+//! memory. Null round trips through the same `lanner-shm` rings, driven two ways by two
+//! threads of this process (pinned as `--placement` says), in alternating blocks:
+//!
+//! - **raw**: a 4-byte record ping-ponged, as `bench pingpong`'s raw side does;
+//! - **core**: Lanner's protocol core alone (`lanner_proto::Connection`, sans-IO: call ids,
+//!   credits, frame encoding and validation) on both ends, and a one-entry table standing
+//!   in for the export table. No runtime: no locks, futures, tasks, pending-call table,
+//!   call context or stub.
+//!
+//! Also the protocol core's CPU cost per round trip on one thread, with no rings
+//! (`core_cpu_ns`: frames passed by copy, as the ring's copy-out does): instructions, not
+//! cache-line transfers, so it moves less with the host's state than the latencies do.
+//!
+//! Lanner's own null call (`bench pingpong --transport shm --sizes 0`) does everything the
+//! core row does plus the runtime. Run the two one after the other: `core - raw` is what
+//! the protocol core costs a round trip, `pingpong - core` what the runtime costs. Issue 3's
+//! size-0 target (pingpong ≤ 1.5 × raw) needs both together under half a raw round trip
+//! (`docs/decisions.md`, "Seventeenth session"). Both sides poll without ever sleeping
+//! (a tight ping-pong never reaches a spin budget), so `--spin-us` does not apply, and
+//! they need a CPU each: `--placement same` is refused.
+
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use lanner::transport::shm::{DEFAULT_RING_CAPACITY, IN_PLACE_MIN};
+use lanner_proto::{Event, Limits, MessageBuilder, OutFrame, Status};
+use lanner_shm::region::{Region, Side};
+use lanner_shm::{Consumer, Producer};
+use serde::Serialize;
+
+use super::pingpong::{BlockResult, alternate};
+use super::stats::{percentiles, ratio, round2};
+use super::{BenchArgs, DEFAULT_ITERS, RowsReport, RunInfo, print_report};
+use crate::placement::{Placement, pin_current_thread};
+use crate::transport_arg::TransportArg;
+
+/// The object handle the core's requests name (the one entry of the stand-in table).
+const HANDLE: u64 = 0x2a;
+
+/// Round trips timed for `core_cpu_ns`, per try (the best of [`CPU_TRIES`] is reported).
+const CPU_ROUND_TRIPS: usize = 200_000;
+const CPU_TRIES: usize = 3;
+
+/// The size of [`CopyArena`]'s buffers (the ring consumer's copy arena is as large).
+const COPY_ARENA: usize = 64 * 1024;
+
+/// The report's one row.
+#[derive(Debug, Serialize)]
+pub struct Row {
+    /// Payload size (always 0: null calls).
+    pub size: usize,
+    /// Median raw ring round trip.
+    pub raw_p50_us: f64,
+    /// Its 99th percentile.
+    pub raw_p99_us: f64,
+    /// Median round trip with the protocol core on both ends.
+    pub core_p50_us: f64,
+    /// Its 99th percentile.
+    pub core_p99_us: f64,
+    /// `core_p50_us / raw_p50_us`.
+    pub core_ratio_p50: f64,
+    /// The protocol core's CPU time per round trip (both ends, one thread, no rings), ns.
+    pub core_cpu_ns: f64,
+}
+
+/// Runs the benchmark and prints the report.
+pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
+    if args.transport != TransportArg::Shm {
+        return Err(
+            "the floor is measured on the shared-memory rings: use `--transport shm`".into(),
+        );
+    }
+    if args.placement == Placement::Same {
+        return Err(
+            "both sides of the floor poll without ever sleeping: they need a CPU each \
+                    (`--placement split` or `free`)"
+                .into(),
+        );
+    }
+    let row = measure(args)?;
+    let mut report = RowsReport::new("floor", args, vec![row]);
+    report.run = RunInfo {
+        wait: "busy-poll".to_owned(),
+        ..report.run
+    };
+    print_report(args, &report, || {
+        println!(
+            "{}",
+            report
+                .run
+                .title("; null round trips, raw ring vs protocol core, threads of one process")
+        );
+        println!(
+            "{:>9}  {:>9}  {:>9}  {:>9}  {:>6}  {:>12}",
+            "raw p50", "raw p99", "core p50", "core p99", "ratio", "core cpu/rt"
+        );
+        for row in &report.rows {
+            println!(
+                "{:>7.2}us  {:>7.2}us  {:>7.2}us  {:>7.2}us  {:>6.2}  {:>10.0}ns",
+                row.raw_p50_us,
+                row.raw_p99_us,
+                row.core_p50_us,
+                row.core_p99_us,
+                row.core_ratio_p50,
+                row.core_cpu_ns
+            );
+        }
+    })?;
+    Ok(())
+}
+
+fn measure(args: &BenchArgs) -> Result<Row, Box<dyn std::error::Error>> {
+    let (client_cpu, server_cpu) = args.placement.cpus();
+    let core_cpu_ns = core_cpu_ns(client_cpu)?;
+    let mut raw = Lane::start(server_cpu, serve_raw)?;
+    let mut core = Lane::start(server_cpu, serve_core)?;
+    if let Some(cpu) = client_cpu {
+        pin_current_thread(cpu)?;
+    }
+    let (mut client, hello) = lanner_proto::Connection::client(Limits::default());
+    core.handshake(&mut client, hello)?;
+    let mut discard = Vec::with_capacity(args.warmup);
+    raw.block(args.warmup, &mut discard, raw_round_trip)?;
+    discard.clear();
+    core.block(args.warmup, &mut discard, |rings| {
+        core_round_trip(rings, &mut client)
+    })?;
+    let (mut raw_samples, mut core_samples) = alternate(
+        args.iters_or(DEFAULT_ITERS).max(1),
+        |count, samples| raw.block(count, samples, raw_round_trip),
+        |count, samples| core.block(count, samples, |rings| core_round_trip(rings, &mut client)),
+    )?;
+    raw.finish()?;
+    core.finish()?;
+    let raw = percentiles(&mut raw_samples);
+    let core = percentiles(&mut core_samples);
+    Ok(Row {
+        size: 0,
+        raw_p50_us: round2(raw.p50),
+        raw_p99_us: round2(raw.p99),
+        core_p50_us: round2(core.p50),
+        core_p99_us: round2(core.p99),
+        core_ratio_p50: ratio(core.p50, raw.p50),
+        core_cpu_ns: (core_cpu_ns * 10.0).round() / 10.0,
+    })
+}
+
+/// One end's two rings: the producer of its outgoing ring and the consumer of its
+/// incoming one.
+struct Rings {
+    producer: Producer,
+    consumer: Consumer,
+}
+
+/// A pair of rings set up as a connection's are (same capacity, faulted in), both ends in
+/// this process. Nobody sleeps, so the doorbells ring nothing.
+fn ring_pair() -> std::io::Result<(Rings, Rings)> {
+    struct Nobody;
+    impl lanner_shm::ring::Wake for Nobody {
+        fn wake(&self) {}
+    }
+    let (client, fd) = Region::create(DEFAULT_RING_CAPACITY)?;
+    let server = Region::open(std::os::fd::AsFd::as_fd(&fd), DEFAULT_RING_CAPACITY)?;
+    let ends = |region: Region, side| {
+        let _ = region.populator().populate();
+        let nobody = || std::sync::Arc::new(Nobody) as std::sync::Arc<dyn lanner_shm::ring::Wake>;
+        let (producer, consumer) = region.split(side, nobody(), nobody(), IN_PLACE_MIN);
+        Rings { producer, consumer }
+    };
+    Ok((ends(client, Side::Client), ends(server, Side::Server)))
+}
+
+/// The client's end of one way of driving the rings, and the server thread serving it
+/// blocks of round trips on demand (it waits on a channel between blocks, off the CPU).
+struct Lane {
+    rings: Rings,
+    blocks: Option<mpsc::Sender<Block>>,
+    server: Option<JoinHandle<Result<(), String>>>,
+}
+
+/// What the server thread is asked to do next.
+enum Block {
+    /// Answer this many requests.
+    Serve(usize),
+    /// Process this handshake frame and send the answer back.
+    Handshake(Bytes),
+}
+
+/// A server thread's body: its rings and the blocks it is asked for.
+type Serve = fn(Rings, mpsc::Receiver<Block>) -> Result<(), String>;
+
+impl Lane {
+    fn start(server_cpu: Option<usize>, serve: Serve) -> std::io::Result<Lane> {
+        let (client, server) = ring_pair()?;
+        let (blocks, requests) = mpsc::channel();
+        let server = std::thread::Builder::new()
+            .name("floor-server".to_owned())
+            .spawn(move || {
+                if let Some(cpu) = server_cpu {
+                    pin_current_thread(cpu).map_err(|e| e.to_string())?;
+                }
+                serve(server, requests)
+            })?;
+        Ok(Lane {
+            rings: client,
+            blocks: Some(blocks),
+            server: Some(server),
+        })
+    }
+
+    fn ask(&self, block: Block) -> BlockResult {
+        self.blocks
+            .as_ref()
+            .and_then(|blocks| blocks.send(block).ok())
+            .ok_or_else(|| "the floor's server thread stopped".into())
+    }
+
+    /// Opens `client`'s protocol connection with the server thread's (over the rings).
+    fn handshake(&mut self, client: &mut lanner_proto::Connection, hello: Bytes) -> BlockResult {
+        self.ask(Block::Handshake(hello.clone()))?;
+        send(&mut self.rings.producer, &[&hello]);
+        match client.handle_frame(receive(&mut self.rings.consumer)?)? {
+            Event::Established { auth: None } => Ok(()),
+            other => Err(format!("unexpected handshake step {other:?}").into()),
+        }
+    }
+
+    /// `count` round trips by `round_trip`, each one's time pushed to `samples`.
+    fn block(
+        &mut self,
+        count: usize,
+        samples: &mut Vec<Duration>,
+        mut round_trip: impl FnMut(&mut Rings) -> BlockResult,
+    ) -> BlockResult {
+        self.ask(Block::Serve(count))?;
+        for _ in 0..count {
+            let start = Instant::now();
+            round_trip(&mut self.rings)?;
+            samples.push(start.elapsed());
+        }
+        Ok(())
+    }
+
+    /// Stops the server thread; its error, if it had one.
+    fn finish(&mut self) -> BlockResult {
+        drop(self.blocks.take());
+        match self.server.take().map(JoinHandle::join) {
+            Some(Ok(Err(error))) => Err(error.into()),
+            Some(Err(_)) => Err("the floor's server thread panicked".into()),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Drop for Lane {
+    fn drop(&mut self) {
+        let _ = self.finish();
+    }
+}
+
+/// Writes `parts` as one record, polling for room.
+fn send(producer: &mut Producer, parts: &[&[u8]]) {
+    let len = parts.iter().map(|part| part.len()).sum();
+    loop {
+        if let Ok(Some(mut reservation)) = producer.try_reserve(len) {
+            let mut at = 0;
+            for part in parts {
+                reservation.write(at, part);
+                at += part.len();
+            }
+            reservation.commit(false);
+            return;
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// Sends a protocol frame as one record.
+fn send_frame(producer: &mut Producer, frame: OutFrame) {
+    let (head, segments) = frame.parts();
+    match segments {
+        [] => send(producer, &[head]),
+        _ => {
+            let mut parts: Vec<&[u8]> = vec![head];
+            parts.extend(segments.iter().map(|segment| &segment[..]));
+            send(producer, &parts);
+        }
+    }
+    frame.recycle();
+}
+
+/// Polls for the next record.
+fn receive(consumer: &mut Consumer) -> Result<Bytes, String> {
+    loop {
+        match consumer.try_recv() {
+            Ok(Some(record)) => return Ok(record.bytes),
+            Ok(None) => std::hint::spin_loop(),
+            Err(error) => return Err(error.to_string()),
+        }
+    }
+}
+
+fn raw_round_trip(rings: &mut Rings) -> BlockResult {
+    send(&mut rings.producer, &[&[0; 4]]);
+    match receive(&mut rings.consumer)?.len() {
+        4 => Ok(()),
+        other => Err(format!("the raw echo has {other} bytes, not 4").into()),
+    }
+}
+
+fn serve_raw(mut rings: Rings, blocks: mpsc::Receiver<Block>) -> Result<(), String> {
+    while let Ok(block) = blocks.recv() {
+        let Block::Serve(count) = block else {
+            return Err("the raw side has no handshake".to_owned());
+        };
+        for _ in 0..count {
+            let record = receive(&mut rings.consumer)?;
+            send(&mut rings.producer, &[&record]);
+        }
+    }
+    Ok(())
+}
+
+fn core_round_trip(rings: &mut Rings, client: &mut lanner_proto::Connection) -> BlockResult {
+    let request = MessageBuilder::request(HANDLE, 0, 0, 0);
+    let (call_id, frame) = client.send_request(request).map_err(|(error, _)| error)?;
+    send_frame(&mut rings.producer, frame);
+    match client.handle_frame(receive(&mut rings.consumer)?)? {
+        Event::Response(response) if response.call_id == call_id => Ok(()),
+        other => Err(format!("expected the answer to call {call_id}, got {other:?}").into()),
+    }
+}
+
+fn serve_core(mut rings: Rings, blocks: mpsc::Receiver<Block>) -> Result<(), String> {
+    let mut server = lanner_proto::Connection::server(Limits::default());
+    // The stand-in for the export table: the handles this connection may call.
+    let table = [HANDLE];
+    while let Ok(block) = blocks.recv() {
+        match block {
+            Block::Handshake(hello) => {
+                let received = receive(&mut rings.consumer)?;
+                if received != hello {
+                    return Err("the HELLO arrived changed".to_owned());
+                }
+                match server.handle_frame(received).map_err(|e| e.to_string())? {
+                    Event::Accepted { welcome } => send(&mut rings.producer, &[&welcome]),
+                    other => return Err(format!("unexpected handshake step {other:?}")),
+                }
+            }
+            Block::Serve(count) => {
+                for _ in 0..count {
+                    let frame = receive(&mut rings.consumer)?;
+                    let answer = serve_one(&mut server, frame, &table)?;
+                    send_frame(&mut rings.producer, answer);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Decodes one request and stamps its answer, as the server's reader does before and after
+/// its dispatch.
+fn serve_one(
+    server: &mut lanner_proto::Connection,
+    frame: Bytes,
+    table: &[u64],
+) -> Result<OutFrame, String> {
+    let Event::Request(request) = server.handle_frame(frame).map_err(|e| e.to_string())? else {
+        return Err("expected a request".to_owned());
+    };
+    let status = match table.contains(&request.object) {
+        true => Status::Ok,
+        false => Status::NotFound,
+    };
+    server
+        .send_response(request.call_id, MessageBuilder::response(status))
+        .map_err(|e| e.to_string())
+}
+
+/// The protocol core's round trip on one thread: both ends' work, frames handed over as
+/// the ring's copy-out hands them (a fresh buffer). The best of [`CPU_TRIES`] runs, in ns.
+fn core_cpu_ns(cpu: Option<usize>) -> Result<f64, Box<dyn std::error::Error>> {
+    // On the client's CPU, from a thread of its own (this one is pinned later).
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                if let Some(cpu) = cpu {
+                    pin_current_thread(cpu).map_err(|e| e.to_string())?;
+                }
+                let (mut client, hello) = lanner_proto::Connection::client(Limits::default());
+                let mut server = lanner_proto::Connection::server(Limits::default());
+                let Event::Accepted { welcome } =
+                    server.handle_frame(hello).map_err(|e| e.to_string())?
+                else {
+                    return Err("the server did not accept the HELLO".to_owned());
+                };
+                client.handle_frame(welcome).map_err(|e| e.to_string())?;
+                let table = [HANDLE];
+                let mut arena = CopyArena(BytesMut::new());
+                let mut best = f64::INFINITY;
+                for _ in 0..CPU_TRIES {
+                    let start = Instant::now();
+                    round_trips(&mut client, &mut server, &table, &mut arena)?;
+                    let per = start.elapsed().as_secs_f64() * 1e9 / CPU_ROUND_TRIPS as f64;
+                    best = best.min(per);
+                }
+                Ok(best)
+            })
+            .join()
+            .map_err(|_| "the floor's CPU measurement panicked".to_owned())?
+    })
+    .map_err(Into::into)
+}
+
+/// [`CPU_ROUND_TRIPS`] round trips of the protocol core between `client` and `server` on
+/// this thread. Out of line, so that callgrind can count its instructions alone:
+/// `valgrind --tool=callgrind --toggle-collect='*floor::round_trips' lanner bench floor
+/// --transport shm --iters 16` (each of the [`CPU_TRIES`] calls is one `CPU_ROUND_TRIPS`).
+#[inline(never)]
+fn round_trips(
+    client: &mut lanner_proto::Connection,
+    server: &mut lanner_proto::Connection,
+    table: &[u64],
+    arena: &mut CopyArena,
+) -> Result<(), String> {
+    for _ in 0..CPU_ROUND_TRIPS {
+        let request = MessageBuilder::request(HANDLE, 0, 0, 0);
+        let (call_id, frame) = client
+            .send_request(request)
+            .map_err(|(e, _)| e.to_string())?;
+        let answer = serve_one(server, arena.copied(frame), table)?;
+        match client.handle_frame(arena.copied(answer)) {
+            Ok(Event::Response(r)) if r.call_id == call_id => {}
+            other => return Err(format!("unexpected answer {other:?}")),
+        }
+    }
+    Ok(())
+}
+
+/// Where `core_cpu_ns` copies frames, as the ring's consumer copies small records out: into
+/// a shared buffer, split off (no allocation per frame).
+struct CopyArena(BytesMut);
+
+impl CopyArena {
+    /// `frame` as a receiver gets it from the ring, its header buffer back in its pool.
+    fn copied(&mut self, frame: OutFrame) -> Bytes {
+        if self.0.capacity() < frame.remaining() {
+            self.0 = BytesMut::with_capacity(COPY_ARENA.max(frame.remaining()));
+        }
+        frame.for_each_unwritten(|part| self.0.extend_from_slice(part));
+        frame.recycle();
+        self.0.split().freeze()
+    }
+}
