@@ -264,13 +264,29 @@ impl Connection {
     /// Processes one received frame. An error means the connection is broken: send
     /// [`ProtocolError::close_frame`] and drop it. Never panics.
     pub fn handle_frame(&mut self, bytes: Bytes) -> Result<Event, ProtocolError> {
-        // Handshake frames are kept for the transcript (a cheap reference count).
-        let raw = match self.state {
-            State::Open => Bytes::new(),
-            _ => bytes.clone(),
-        };
-        let frame = Frame::decode(bytes)?;
-        self.handle_decoded(frame, &raw)
+        if self.state != State::Open {
+            // Handshake frames are kept for the transcript (a cheap reference count).
+            let raw = bytes.clone();
+            let frame = Frame::decode(bytes)?;
+            return self.handle_decoded(frame, &raw);
+        }
+        // Requests and responses, nearly every frame of an open connection, are decoded
+        // straight into their events, without a `Frame` in between.
+        let header = frame::checked_header(&bytes)?;
+        match header.kind {
+            FrameKind::Request => {
+                let request = frame::decode_request(bytes, header, None)?;
+                self.request_received(request)
+            }
+            FrameKind::Response => {
+                let response = frame::decode_response(bytes, header, None)?;
+                self.response_received(response)
+            }
+            _ => {
+                let frame = Frame::decode_body(bytes, header)?;
+                self.handle_decoded(frame, &Bytes::new())
+            }
+        }
     }
 
     /// [`Connection::handle_frame`] for a frame in memory its sender can still write
@@ -303,26 +319,8 @@ impl Connection {
             (State::AwaitingAuth, Frame::Request(_)) => Err(ProtocolError::Unauthenticated(
                 "a request arrived before authentication completed".to_owned(),
             )),
-            (State::Open, Frame::Request(request)) => {
-                if self.peer_in_flight >= self.peer_window {
-                    return Err(ProtocolError::CreditViolation {
-                        in_flight: self.peer_in_flight,
-                        window: self.peer_window,
-                    });
-                }
-                self.peer_in_flight += 1;
-                Ok(Event::Request(request))
-            }
-            (State::Open, Frame::Response(response)) => {
-                if self.in_flight == 0 {
-                    return Err(ProtocolError::UnsolicitedResponse {
-                        call_id: response.call_id,
-                    });
-                }
-                self.in_flight -= 1;
-                self.add_send_credits(response.credits);
-                Ok(Event::Response(response))
-            }
+            (State::Open, Frame::Request(request)) => self.request_received(request),
+            (State::Open, Frame::Response(response)) => self.response_received(response),
             (State::Open, Frame::Cancel(call_id)) => Ok(Event::Cancel(call_id)),
             (State::Open, Frame::Ping(nonce)) => Ok(Event::Ping {
                 pong: frame::encode_pong(nonce),
@@ -345,6 +343,33 @@ impl Connection {
                 state: state.describe(),
             }),
         }
+    }
+
+    /// The peer's request, on an open connection: it spends one of the credits we gave.
+    #[inline(always)]
+    fn request_received(&mut self, request: Request) -> Result<Event, ProtocolError> {
+        if self.peer_in_flight >= self.peer_window {
+            return Err(ProtocolError::CreditViolation {
+                in_flight: self.peer_in_flight,
+                window: self.peer_window,
+            });
+        }
+        self.peer_in_flight += 1;
+        Ok(Event::Request(request))
+    }
+
+    /// The answer to one of our calls, on an open connection: it returns the call's
+    /// credit, and may grant more.
+    #[inline(always)]
+    fn response_received(&mut self, response: Response) -> Result<Event, ProtocolError> {
+        if self.in_flight == 0 {
+            return Err(ProtocolError::UnsolicitedResponse {
+                call_id: response.call_id,
+            });
+        }
+        self.in_flight -= 1;
+        self.add_send_credits(response.credits);
+        Ok(Event::Response(response))
     }
 
     fn accept_hello(&mut self, hello: Hello, raw: &[u8]) -> Result<Event, ProtocolError> {

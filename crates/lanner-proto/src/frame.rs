@@ -365,20 +365,13 @@ impl Frame {
     /// of the result are slices of it, not copies. Never panics.
     #[inline(always)]
     pub fn decode(frame: Bytes) -> Result<Frame, FrameError> {
-        let header = read_header(&frame)?;
-        if header.len as usize != frame.len() {
-            return Err(FrameError::LengthMismatch {
-                declared: u64::from(header.len),
-                actual: frame.len() as u64,
-            });
-        }
-        if header.segments != 0 && !matches!(header.kind, FrameKind::Request | FrameKind::Response)
-        {
-            return Err(FrameError::UnexpectedSegments {
-                kind: header.kind,
-                count: header.segments,
-            });
-        }
+        let header = checked_header(&frame)?;
+        Frame::decode_body(frame, header)
+    }
+
+    /// [`Frame::decode`] of a frame whose header [`checked_header`] has read and checked.
+    #[inline(always)]
+    pub(crate) fn decode_body(frame: Bytes, header: Header) -> Result<Frame, FrameError> {
         match header.kind {
             FrameKind::Hello => decode_hello(&frame).map(Frame::Hello),
             FrameKind::Welcome => decode_welcome(&frame).map(Frame::Welcome),
@@ -433,6 +426,28 @@ pub struct Header {
     pub flags: u8,
     /// Bulk segment count.
     pub segments: u16,
+}
+
+/// Reads the header of `frame`, which must hold exactly one frame, and checks it against
+/// the frame: its length field says the frame's length, and only a REQUEST or RESPONSE
+/// has bulk segments. The kind-specific rest is for [`Frame::decode_body`],
+/// [`decode_request`] or [`decode_response`].
+#[inline(always)]
+pub(crate) fn checked_header(frame: &[u8]) -> Result<Header, FrameError> {
+    let header = read_header(frame)?;
+    if header.len as usize != frame.len() {
+        return Err(FrameError::LengthMismatch {
+            declared: u64::from(header.len),
+            actual: frame.len() as u64,
+        });
+    }
+    if header.segments != 0 && !matches!(header.kind, FrameKind::Request | FrameKind::Response) {
+        return Err(FrameError::UnexpectedSegments {
+            kind: header.kind,
+            count: header.segments,
+        });
+    }
+    Ok(header)
 }
 
 /// Reads the common header at the start of `bytes` (which may hold more than one frame).
@@ -565,7 +580,9 @@ fn auth_data(frame: &Bytes, start: usize) -> Result<Bytes, FrameError> {
     Ok(frame.slice(start..))
 }
 
-fn decode_request(
+/// Decodes a REQUEST whose `header` has been read from `frame` (and checked against it,
+/// see [`checked_header`]); `external`: its segments delivered apart, if any.
+pub(crate) fn decode_request(
     frame: Bytes,
     header: Header,
     external: Option<Box<ExternalSegments>>,
@@ -598,7 +615,8 @@ fn decode_request(
     })
 }
 
-fn decode_response(
+/// Decodes a RESPONSE, as [`decode_request`] decodes a REQUEST.
+pub(crate) fn decode_response(
     frame: Bytes,
     header: Header,
     external: Option<Box<ExternalSegments>>,
