@@ -20,7 +20,8 @@
 //! (a tight ping-pong never reaches a spin budget), so `--spin-us` does not apply, and
 //! they need a CPU each: `--placement same` is refused.
 
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -153,6 +154,8 @@ fn measure(args: &BenchArgs) -> Result<Row, Box<dyn std::error::Error>> {
 struct Rings {
     producer: Producer,
     consumer: Consumer,
+    /// Set by the side that stops (done, or failed): the other stops waiting for it.
+    gone: Arc<AtomicBool>,
 }
 
 /// A pair of rings set up as a connection's are (same capacity, faulted in), both ends in
@@ -164,11 +167,16 @@ fn ring_pair() -> std::io::Result<(Rings, Rings)> {
     }
     let (client, fd) = Region::create(DEFAULT_RING_CAPACITY)?;
     let server = Region::open(std::os::fd::AsFd::as_fd(&fd), DEFAULT_RING_CAPACITY)?;
+    let gone = Arc::new(AtomicBool::new(false));
     let ends = |region: Region, side| {
         let _ = region.populator().populate();
-        let nobody = || std::sync::Arc::new(Nobody) as std::sync::Arc<dyn lanner_shm::ring::Wake>;
+        let nobody = || Arc::new(Nobody) as Arc<dyn lanner_shm::ring::Wake>;
         let (producer, consumer) = region.split(side, nobody(), nobody(), IN_PLACE_MIN);
-        Rings { producer, consumer }
+        Rings {
+            producer,
+            consumer,
+            gone: gone.clone(),
+        }
     };
     Ok((ends(client, Side::Client), ends(server, Side::Server)))
 }
@@ -199,6 +207,7 @@ impl Lane {
         let server = std::thread::Builder::new()
             .name("floor-server".to_owned())
             .spawn(move || {
+                let _leaving = Leaving(server.gone.clone());
                 if let Some(cpu) = server_cpu {
                     pin_current_thread(cpu).map_err(|e| e.to_string())?;
                 }
@@ -222,7 +231,7 @@ impl Lane {
     fn handshake(&mut self, client: &mut lanner_proto::Connection, hello: Bytes) -> BlockResult {
         self.ask(Block::Handshake(hello.clone()))?;
         send(&mut self.rings.producer, &[&hello]);
-        match client.handle_frame(receive(&mut self.rings.consumer)?)? {
+        match client.handle_frame(receive(&mut self.rings)?)? {
             Event::Established { auth: None } => Ok(()),
             other => Err(format!("unexpected handshake step {other:?}").into()),
         }
@@ -247,6 +256,8 @@ impl Lane {
     /// Stops the server thread; its error, if it had one.
     fn finish(&mut self) -> BlockResult {
         drop(self.blocks.take());
+        // A server thread waiting for a request that will not come stops waiting.
+        self.rings.gone.store(true, Ordering::Relaxed);
         match self.server.take().map(JoinHandle::join) {
             Some(Ok(Err(error))) => Err(error.into()),
             Some(Err(_)) => Err("the floor's server thread panicked".into()),
@@ -292,20 +303,34 @@ fn send_frame(producer: &mut Producer, frame: OutFrame) {
     frame.recycle();
 }
 
-/// Polls for the next record.
-fn receive(consumer: &mut Consumer) -> Result<Bytes, String> {
+/// Sets its flag when dropped: the thread holding it is gone, however it left.
+struct Leaving(Arc<AtomicBool>);
+
+impl Drop for Leaving {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Polls `rings` for the next record, until the other side is gone.
+fn receive(rings: &mut Rings) -> Result<Bytes, String> {
+    let mut polls = 0u32;
     loop {
-        match consumer.try_recv() {
+        match rings.consumer.try_recv() {
             Ok(Some(record)) => return Ok(record.bytes),
             Ok(None) => std::hint::spin_loop(),
             Err(error) => return Err(error.to_string()),
+        }
+        polls = polls.wrapping_add(1);
+        if polls % 1024 == 0 && rings.gone.load(Ordering::Relaxed) {
+            return Err("the other side of the floor stopped".to_owned());
         }
     }
 }
 
 fn raw_round_trip(rings: &mut Rings) -> BlockResult {
     send(&mut rings.producer, &[&[0; 4]]);
-    match receive(&mut rings.consumer)?.len() {
+    match receive(rings)?.len() {
         4 => Ok(()),
         other => Err(format!("the raw echo has {other} bytes, not 4").into()),
     }
@@ -317,7 +342,7 @@ fn serve_raw(mut rings: Rings, blocks: mpsc::Receiver<Block>) -> Result<(), Stri
             return Err("the raw side has no handshake".to_owned());
         };
         for _ in 0..count {
-            let record = receive(&mut rings.consumer)?;
+            let record = receive(&mut rings)?;
             send(&mut rings.producer, &[&record]);
         }
     }
@@ -328,7 +353,7 @@ fn core_round_trip(rings: &mut Rings, client: &mut lanner_proto::Connection) -> 
     let request = MessageBuilder::request(HANDLE, 0, 0, 0);
     let (call_id, frame) = client.send_request(request).map_err(|(error, _)| error)?;
     send_frame(&mut rings.producer, frame);
-    match client.handle_frame(receive(&mut rings.consumer)?)? {
+    match client.handle_frame(receive(rings)?)? {
         Event::Response(response) if response.call_id == call_id => Ok(()),
         other => Err(format!("expected the answer to call {call_id}, got {other:?}").into()),
     }
@@ -341,7 +366,7 @@ fn serve_core(mut rings: Rings, blocks: mpsc::Receiver<Block>) -> Result<(), Str
     while let Ok(block) = blocks.recv() {
         match block {
             Block::Handshake(hello) => {
-                let received = receive(&mut rings.consumer)?;
+                let received = receive(&mut rings)?;
                 if received != hello {
                     return Err("the HELLO arrived changed".to_owned());
                 }
@@ -352,7 +377,7 @@ fn serve_core(mut rings: Rings, blocks: mpsc::Receiver<Block>) -> Result<(), Str
             }
             Block::Serve(count) => {
                 for _ in 0..count {
-                    let frame = receive(&mut rings.consumer)?;
+                    let frame = receive(&mut rings)?;
                     let answer = serve_one(&mut server, frame, &table)?;
                     send_frame(&mut rings.producer, answer);
                 }
