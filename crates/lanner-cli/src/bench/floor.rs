@@ -230,7 +230,7 @@ impl Lane {
     /// Opens `client`'s protocol connection with the server thread's (over the rings).
     fn handshake(&mut self, client: &mut lanner_proto::Connection, hello: Bytes) -> BlockResult {
         self.ask(Block::Handshake(hello.clone()))?;
-        send(&mut self.rings.producer, &[&hello]);
+        send(&mut self.rings, &[&hello])?;
         match client.handle_frame(receive(&mut self.rings)?)? {
             Event::Established { auth: None } => Ok(()),
             other => Err(format!("unexpected handshake step {other:?}").into()),
@@ -272,35 +272,45 @@ impl Drop for Lane {
     }
 }
 
-/// Writes `parts` as one record, polling for room.
-fn send(producer: &mut Producer, parts: &[&[u8]]) {
+/// Writes `parts` as one record into `rings`, polling for room until the other side is
+/// gone.
+fn send(rings: &mut Rings, parts: &[&[u8]]) -> Result<(), String> {
     let len = parts.iter().map(|part| part.len()).sum();
+    let mut polls = 0u32;
     loop {
-        if let Ok(Some(mut reservation)) = producer.try_reserve(len) {
-            let mut at = 0;
-            for part in parts {
-                reservation.write(at, part);
-                at += part.len();
+        match rings.producer.try_reserve(len) {
+            Ok(Some(mut reservation)) => {
+                let mut at = 0;
+                for part in parts {
+                    reservation.write(at, part);
+                    at += part.len();
+                }
+                reservation.commit(false);
+                return Ok(());
             }
-            reservation.commit(false);
-            return;
+            Ok(None) => std::hint::spin_loop(),
+            Err(error) => return Err(error.to_string()),
         }
-        std::hint::spin_loop();
+        polls = polls.wrapping_add(1);
+        if polls % 1024 == 0 && rings.gone.load(Ordering::Relaxed) {
+            return Err("the other side of the floor stopped".to_owned());
+        }
     }
 }
 
 /// Sends a protocol frame as one record.
-fn send_frame(producer: &mut Producer, frame: OutFrame) {
+fn send_frame(rings: &mut Rings, frame: OutFrame) -> Result<(), String> {
     let (head, segments) = frame.parts();
-    match segments {
-        [] => send(producer, &[head]),
+    let sent = match segments {
+        [] => send(rings, &[head]),
         _ => {
             let mut parts: Vec<&[u8]> = vec![head];
             parts.extend(segments.iter().map(|segment| &segment[..]));
-            send(producer, &parts);
+            send(rings, &parts)
         }
-    }
+    };
     frame.recycle();
+    sent
 }
 
 /// Sets its flag when dropped: the thread holding it is gone, however it left.
@@ -329,7 +339,7 @@ fn receive(rings: &mut Rings) -> Result<Bytes, String> {
 }
 
 fn raw_round_trip(rings: &mut Rings) -> BlockResult {
-    send(&mut rings.producer, &[&[0; 4]]);
+    send(rings, &[&[0; 4]])?;
     match receive(rings)?.len() {
         4 => Ok(()),
         other => Err(format!("the raw echo has {other} bytes, not 4").into()),
@@ -343,7 +353,7 @@ fn serve_raw(mut rings: Rings, blocks: mpsc::Receiver<Block>) -> Result<(), Stri
         };
         for _ in 0..count {
             let record = receive(&mut rings)?;
-            send(&mut rings.producer, &[&record]);
+            send(&mut rings, &[&record])?;
         }
     }
     Ok(())
@@ -352,7 +362,7 @@ fn serve_raw(mut rings: Rings, blocks: mpsc::Receiver<Block>) -> Result<(), Stri
 fn core_round_trip(rings: &mut Rings, client: &mut lanner_proto::Connection) -> BlockResult {
     let request = MessageBuilder::request(HANDLE, 0, 0, 0);
     let (call_id, frame) = client.send_request(request).map_err(|(error, _)| error)?;
-    send_frame(&mut rings.producer, frame);
+    send_frame(rings, frame)?;
     match client.handle_frame(receive(rings)?)? {
         Event::Response(response) if response.call_id == call_id => Ok(()),
         other => Err(format!("expected the answer to call {call_id}, got {other:?}").into()),
@@ -371,7 +381,7 @@ fn serve_core(mut rings: Rings, blocks: mpsc::Receiver<Block>) -> Result<(), Str
                     return Err("the HELLO arrived changed".to_owned());
                 }
                 match server.handle_frame(received).map_err(|e| e.to_string())? {
-                    Event::Accepted { welcome } => send(&mut rings.producer, &[&welcome]),
+                    Event::Accepted { welcome } => send(&mut rings, &[&welcome])?,
                     other => return Err(format!("unexpected handshake step {other:?}")),
                 }
             }
@@ -379,7 +389,7 @@ fn serve_core(mut rings: Rings, blocks: mpsc::Receiver<Block>) -> Result<(), Str
                 for _ in 0..count {
                     let frame = receive(&mut rings)?;
                     let answer = serve_one(&mut server, frame, &table)?;
-                    send_frame(&mut rings.producer, answer);
+                    send_frame(&mut rings, answer)?;
                 }
             }
         }
