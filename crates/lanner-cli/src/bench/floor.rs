@@ -1,24 +1,27 @@
 //! `lanner bench floor --transport shm`: the floor under Lanner's null call over shared
-//! memory. Null round trips through the same `lanner-shm` rings, driven two ways by two
-//! threads of this process (pinned as `--placement` says), in alternating blocks:
+//! memory, and how far above it Lanner's own call is. Null round trips three ways, in
+//! alternating blocks of one run:
 //!
-//! - **raw**: a 4-byte record ping-ponged, as `bench pingpong`'s raw side does;
+//! - **raw**: a 4-byte record ping-ponged through `lanner-shm` rings, as `bench
+//!   pingpong`'s raw side does;
 //! - **core**: Lanner's protocol core alone (`lanner_proto::Connection`, sans-IO: call ids,
-//!   credits, frame encoding and validation) on both ends, and a one-entry table standing
-//!   in for the export table. No runtime: no locks, futures, tasks, pending-call table,
-//!   call context or stub.
+//!   credits, frame encoding and validation) on both ends of the same rings, and a
+//!   one-entry table standing in for the export table. No runtime: no locks, futures,
+//!   tasks, pending-call table, call context or stub;
+//! - **lanner**: a null call through the public API to a `lanner serve` process, as `bench
+//!   pingpong --sizes 0` makes it.
+//!
+//! The raw and core sides are two threads of this process (pinned as `--placement` says)
+//! that poll without ever sleeping; the Lanner side waits as `--spin-us` or `--busy-poll`
+//! say (a tight ping-pong never reaches a spin budget). `core - raw` is what the protocol
+//! core costs a round trip, `lanner - core` what the runtime costs. Issue 3's size-0
+//! target (Lanner ≤ 1.5 × raw) needs both together under half a raw round trip
+//! (`docs/decisions.md`, "Seventeenth session").
 //!
 //! Also the protocol core's CPU cost per round trip on one thread, with no rings
 //! (`core_cpu_ns`: frames passed by copy, as the ring's copy-out does): instructions, not
 //! cache-line transfers, so it moves less with the host's state than the latencies do.
-//!
-//! Lanner's own null call (`bench pingpong --transport shm --sizes 0`) does everything the
-//! core row does plus the runtime. Run the two one after the other: `core - raw` is what
-//! the protocol core costs a round trip, `pingpong - core` what the runtime costs. Issue 3's
-//! size-0 target (pingpong ≤ 1.5 × raw) needs both together under half a raw round trip
-//! (`docs/decisions.md`, "Seventeenth session"). Both sides poll without ever sleeping
-//! (a tight ping-pong never reaches a spin budget), so `--spin-us` does not apply, and
-//! they need a CPU each: `--placement same` is refused.
+//! The polling sides need a CPU each: `--placement same` is refused.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
@@ -32,10 +35,14 @@ use lanner_shm::region::{Region, Side};
 use lanner_shm::{Consumer, Producer};
 use serde::Serialize;
 
-use super::pingpong::{BlockResult, alternate};
+use super::pingpong::{BlockResult, Sampler, alternate_all, null_calls};
+use super::setup::ClientSide;
 use super::stats::{percentiles, ratio, round2};
-use super::{BenchArgs, DEFAULT_ITERS, RowsReport, RunInfo, print_report};
+use super::{BenchArgs, DEFAULT_ITERS, RowsReport, print_report};
+use crate::auth_arg::plain_client_auth;
 use crate::placement::{Placement, pin_current_thread};
+use crate::server_process::ServerProcess;
+use crate::services::EchoProxy;
 use crate::transport_arg::TransportArg;
 
 /// The object handle the core's requests name (the one entry of the stand-in table).
@@ -63,6 +70,12 @@ pub struct Row {
     pub core_p99_us: f64,
     /// `core_p50_us / raw_p50_us`.
     pub core_ratio_p50: f64,
+    /// Median round trip of Lanner's null call.
+    pub lanner_p50_us: f64,
+    /// Its 99th percentile.
+    pub lanner_p99_us: f64,
+    /// `lanner_p50_us / raw_p50_us`.
+    pub lanner_ratio_p50: f64,
     /// The protocol core's CPU time per round trip (both ends, one thread, no rings), ns.
     pub core_cpu_ns: f64,
 }
@@ -82,30 +95,26 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     let row = measure(args)?;
-    let mut report = RowsReport::new("floor", args, vec![row]);
-    report.run = RunInfo {
-        wait: "busy-poll".to_owned(),
-        ..report.run
-    };
+    let report = RowsReport::new("floor", args, vec![row]);
     print_report(args, &report, || {
         println!(
             "{}",
             report
                 .run
-                .title("; null round trips, raw ring vs protocol core, threads of one process")
+                .title("; null round trips: raw ring, protocol core alone (both polling), Lanner")
         );
         println!(
-            "{:>9}  {:>9}  {:>9}  {:>9}  {:>6}  {:>12}",
-            "raw p50", "raw p99", "core p50", "core p99", "ratio", "core cpu/rt"
+            "{:>9}  {:>9}  {:>6}  {:>11}  {:>6}  {:>12}",
+            "raw p50", "core p50", "ratio", "lanner p50", "ratio", "core cpu/rt"
         );
         for row in &report.rows {
             println!(
-                "{:>7.2}us  {:>7.2}us  {:>7.2}us  {:>7.2}us  {:>6.2}  {:>10.0}ns",
+                "{:>7.2}us  {:>7.2}us  {:>6.2}  {:>9.2}us  {:>6.2}  {:>10.0}ns",
                 row.raw_p50_us,
-                row.raw_p99_us,
                 row.core_p50_us,
-                row.core_p99_us,
                 row.core_ratio_p50,
+                row.lanner_p50_us,
+                row.lanner_ratio_p50,
                 row.core_cpu_ns
             );
         }
@@ -114,30 +123,53 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
 }
 
 fn measure(args: &BenchArgs) -> Result<Row, Box<dyn std::error::Error>> {
-    let (client_cpu, server_cpu) = args.placement.cpus();
+    let (client_cpu, _) = args.placement.cpus();
     let core_cpu_ns = core_cpu_ns(client_cpu)?;
+    let ClientSide {
+        server_cpu,
+        spin,
+        runtime,
+        options,
+    } = ClientSide::start(args)?;
     let mut raw = Lane::start(server_cpu, serve_raw)?;
     let mut core = Lane::start(server_cpu, serve_core)?;
-    if let Some(cpu) = client_cpu {
-        pin_current_thread(cpu)?;
-    }
     let (mut client, hello) = lanner_proto::Connection::client(Limits::default());
     core.handshake(&mut client, hello)?;
-    let mut discard = Vec::with_capacity(args.warmup);
-    raw.block(args.warmup, &mut discard, raw_round_trip)?;
-    discard.clear();
-    core.block(args.warmup, &mut discard, |rings| {
-        core_round_trip(rings, &mut client)
-    })?;
-    let (mut raw_samples, mut core_samples) = alternate(
-        args.iters_or(DEFAULT_ITERS).max(1),
-        |count, samples| raw.block(count, samples, raw_round_trip),
-        |count, samples| core.block(count, samples, |rings| core_round_trip(rings, &mut client)),
+    let server = ServerProcess::spawn(TransportArg::Shm, server_cpu, spin)?;
+    let echo: EchoProxy = runtime.block_on(
+        lanner::Client::with_options(options)
+            .with_auth(plain_client_auth(TransportArg::Shm))
+            .connect(&format!("{}/echo", server.lanner)),
     )?;
+
+    let mut raw_side =
+        |count, samples: &mut Vec<Duration>| raw.block(count, samples, raw_round_trip);
+    let mut core_side = |count, samples: &mut Vec<Duration>| {
+        core.block(count, samples, |rings| core_round_trip(rings, &mut client))
+    };
+    let mut lanner_side =
+        |count, samples: &mut Vec<Duration>| null_calls(&runtime, &echo, count, samples);
+    let mut discard = Vec::with_capacity(args.warmup);
+    for side in [
+        &mut raw_side as Sampler<'_>,
+        &mut core_side,
+        &mut lanner_side,
+    ] {
+        side(args.warmup, &mut discard)?;
+        discard.clear();
+    }
+    let samples = alternate_all(
+        args.iters_or(DEFAULT_ITERS).max(1),
+        &mut [&mut raw_side, &mut core_side, &mut lanner_side],
+    )?;
+    let [mut raw_samples, mut core_samples, mut lanner_samples]: [Vec<Duration>; 3] = samples
+        .try_into()
+        .map_err(|_| "alternate_all returned another number of sides")?;
     raw.finish()?;
     core.finish()?;
     let raw = percentiles(&mut raw_samples);
     let core = percentiles(&mut core_samples);
+    let lanner = percentiles(&mut lanner_samples);
     Ok(Row {
         size: 0,
         raw_p50_us: round2(raw.p50),
@@ -145,6 +177,9 @@ fn measure(args: &BenchArgs) -> Result<Row, Box<dyn std::error::Error>> {
         core_p50_us: round2(core.p50),
         core_p99_us: round2(core.p99),
         core_ratio_p50: ratio(core.p50, raw.p50),
+        lanner_p50_us: round2(lanner.p50),
+        lanner_p99_us: round2(lanner.p99),
+        lanner_ratio_p50: ratio(lanner.p50, raw.p50),
         core_cpu_ns: (core_cpu_ns * 10.0).round() / 10.0,
     })
 }

@@ -170,15 +170,34 @@ pub fn alternate(
     mut first: impl FnMut(usize, &mut Vec<Duration>) -> BlockResult,
     mut second: impl FnMut(usize, &mut Vec<Duration>) -> BlockResult,
 ) -> Result<(Vec<Duration>, Vec<Duration>), Box<dyn std::error::Error>> {
-    let mut first_samples = Vec::with_capacity(iters);
-    let mut second_samples = Vec::with_capacity(iters);
-    let block_size = (iters / 16).clamp(1, BLOCK);
-    while second_samples.len() < iters {
-        let block = block_size.min(iters - second_samples.len());
-        first(block, &mut first_samples)?;
-        second(block, &mut second_samples)?;
+    let mut samples = alternate_all(iters, &mut [&mut first, &mut second])?.into_iter();
+    match (samples.next(), samples.next()) {
+        (Some(first), Some(second)) => Ok((first, second)),
+        _ => Err("alternate_all returned fewer sides than it was given".into()),
     }
-    Ok((first_samples, second_samples))
+}
+
+/// One side of an alternated measurement: runs a block of the given length, pushing one
+/// time per iteration (see [`alternate`]).
+pub type Sampler<'a> = &'a mut dyn FnMut(usize, &mut Vec<Duration>) -> BlockResult;
+
+/// [`alternate`] for any number of sides, taken in turn in the order given; their samples
+/// in the same order.
+pub fn alternate_all(
+    iters: usize,
+    sides: &mut [Sampler<'_>],
+) -> Result<Vec<Vec<Duration>>, Box<dyn std::error::Error>> {
+    let mut samples: Vec<Vec<Duration>> = sides.iter().map(|_| Vec::with_capacity(iters)).collect();
+    let block_size = (iters / 16).clamp(1, BLOCK);
+    let mut done = 0;
+    while done < iters {
+        let block = block_size.min(iters - done);
+        for (side, samples) in sides.iter_mut().zip(&mut samples) {
+            side(block, samples)?;
+        }
+        done += block;
+    }
+    Ok(samples)
 }
 
 /// `count` sequential null calls (the echo of an empty payload) on `runtime`, each one's
