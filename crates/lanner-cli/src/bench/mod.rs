@@ -45,8 +45,9 @@ pub enum Workload {
     /// Null calls with --concurrency calls outstanding on one connection per client
     /// thread (--threads) vs null messages pipelined as deep on the raw medium.
     Throughput,
-    /// Null round trips through the shm rings, raw against Lanner's protocol core alone
-    /// (no runtime), threads of this process: the floor under `pingpong --sizes 0`.
+    /// Null round trips over shm in one alternated run: the raw ring, Lanner's protocol
+    /// core alone on the same rings (no runtime), and Lanner's own null call; the floor
+    /// under `pingpong --sizes 0`, and how far above it Lanner is.
     Floor,
 }
 
