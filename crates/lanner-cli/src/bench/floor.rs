@@ -39,10 +39,7 @@ use super::pingpong::{BlockResult, Sampler, alternate_all, null_calls};
 use super::setup::ClientSide;
 use super::stats::{percentiles, ratio, round2};
 use super::{BenchArgs, DEFAULT_ITERS, RowsReport, print_report};
-use crate::auth_arg::plain_client_auth;
 use crate::placement::{Placement, pin_current_thread};
-use crate::server_process::ServerProcess;
-use crate::services::EchoProxy;
 use crate::transport_arg::TransportArg;
 
 /// The object handle the core's requests name (the one entry of the stand-in table).
@@ -125,22 +122,14 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
 fn measure(args: &BenchArgs) -> Result<Row, Box<dyn std::error::Error>> {
     let (client_cpu, _) = args.placement.cpus();
     let core_cpu_ns = core_cpu_ns(client_cpu)?;
-    let ClientSide {
-        server_cpu,
-        spin,
-        runtime,
-        options,
-    } = ClientSide::start(args)?;
-    let mut raw = Lane::start(server_cpu, serve_raw)?;
-    let mut core = Lane::start(server_cpu, serve_core)?;
+    let side = ClientSide::start(args)?;
+    let mut raw = Lane::start(side.server_cpu, serve_raw)?;
+    let mut core = Lane::start(side.server_cpu, serve_core)?;
     let (mut client, hello) = lanner_proto::Connection::client(Limits::default());
     core.handshake(&mut client, hello)?;
-    let server = ServerProcess::spawn(TransportArg::Shm, server_cpu, spin)?;
-    let echo: EchoProxy = runtime.block_on(
-        lanner::Client::with_options(options)
-            .with_auth(plain_client_auth(TransportArg::Shm))
-            .connect(&format!("{}/echo", server.lanner)),
-    )?;
+    // Kept until the end: dropping it stops the server process.
+    let (_server, echo) = side.echo_server(TransportArg::Shm)?;
+    let runtime = &side.runtime;
 
     let mut raw_side =
         |count, samples: &mut Vec<Duration>| raw.block(count, samples, raw_round_trip);
@@ -148,7 +137,7 @@ fn measure(args: &BenchArgs) -> Result<Row, Box<dyn std::error::Error>> {
         core.block(count, samples, |rings| core_round_trip(rings, &mut client))
     };
     let mut lanner_side =
-        |count, samples: &mut Vec<Duration>| null_calls(&runtime, &echo, count, samples);
+        |count, samples: &mut Vec<Duration>| null_calls(runtime, &echo, count, samples);
     let mut discard = Vec::with_capacity(args.warmup);
     for side in [
         &mut raw_side as Sampler<'_>,

@@ -5,6 +5,7 @@ use crate::auth_arg::plain_client_auth;
 use crate::placement::pin_current_thread;
 use crate::server_process::ServerProcess;
 use crate::services::EchoProxy;
+use crate::transport_arg::TransportArg;
 
 use super::BenchArgs;
 use super::raw_client::RawClient;
@@ -26,21 +27,12 @@ impl Setup {
     /// and connects both ways (authentication as [`plain_client_auth`] says: `none` over
     /// TCP, explicitly on both sides).
     pub fn start(args: &BenchArgs) -> Result<Setup, Box<dyn std::error::Error>> {
-        let ClientSide {
-            server_cpu,
-            spin,
-            runtime,
-            options,
-        } = ClientSide::start(args)?;
-        let server = ServerProcess::spawn(args.transport, server_cpu, spin)?;
-        let client =
-            lanner::Client::with_options(options).with_auth(plain_client_auth(args.transport));
-        let url = format!("{}/echo", server.lanner);
-        let echo: EchoProxy = runtime.block_on(client.connect::<EchoProxy>(&url))?;
-        let raw = RawClient::connect(&server.raw, spin)?;
+        let client = ClientSide::start(args)?;
+        let (server, echo) = client.echo_server(args.transport)?;
+        let raw = RawClient::connect(&server.raw, client.spin)?;
         Ok(Setup {
             server,
-            runtime,
+            runtime: client.runtime,
             echo,
             raw,
         })
@@ -77,5 +69,20 @@ impl ClientSide {
                 .build()?,
             options: lanner::ConnectionOptions::default().with_spin(spin),
         })
+    }
+
+    /// Starts the server process on `transport`, placed and waiting as this client says,
+    /// and connects to its echo object (authentication as [`plain_client_auth`] says:
+    /// `none` over TCP, explicitly on both sides).
+    pub fn echo_server(
+        &self,
+        transport: TransportArg,
+    ) -> Result<(ServerProcess, EchoProxy), Box<dyn std::error::Error>> {
+        let server = ServerProcess::spawn(transport, self.server_cpu, self.spin)?;
+        let client = lanner::Client::with_options(self.options.clone())
+            .with_auth(plain_client_auth(transport));
+        let url = format!("{}/echo", server.lanner);
+        let echo = self.runtime.block_on(client.connect::<EchoProxy>(&url))?;
+        Ok((server, echo))
     }
 }
