@@ -506,6 +506,27 @@ pub struct Consumer {
     /// Where records smaller than `in_place_min` are copied: each is split off it, so a
     /// small message costs no allocation (see [`Consumer::copy_out`]).
     copies: BytesMut,
+    /// The position at which this consumer last found the ring empty (see
+    /// [`ArrivalHint`]).
+    empty_at: Arc<AtomicU64>,
+}
+
+/// Tells, without the consumer and without a read-modify-write, whether the producer has
+/// published since its consumer last found the ring empty: one load of the producer's
+/// position. A poller checks it before taking whatever lock guards the consumer. A hint:
+/// a true may find nothing new (records taken since), a false is exact as of the load.
+#[derive(Clone)]
+pub struct ArrivalHint {
+    memory: Arc<RingMemory>,
+    empty_at: Arc<AtomicU64>,
+}
+
+impl ArrivalHint {
+    /// Whether the producer may have published something not taken yet.
+    #[inline]
+    pub fn maybe_arrived(&self) -> bool {
+        self.memory.tail().load(Ordering::Relaxed) != self.empty_at.load(Ordering::Relaxed)
+    }
 }
 
 /// Size of the allocation small records are copied into, at least.
@@ -541,6 +562,15 @@ impl Consumer {
             tail: 0,
             in_place_min: in_place_min.max(1),
             copies: BytesMut::new(),
+            empty_at: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// A hint of arrivals readable without this consumer (see [`ArrivalHint`]).
+    pub fn arrival_hint(&self) -> ArrivalHint {
+        ArrivalHint {
+            memory: self.releases.memory.clone(),
+            empty_at: self.empty_at.clone(),
         }
     }
 
@@ -607,6 +637,9 @@ impl Consumer {
             if self.read == self.tail {
                 self.refresh_tail()?;
                 if self.read == self.tail {
+                    if self.empty_at.load(Ordering::Relaxed) != self.read {
+                        self.empty_at.store(self.read, Ordering::Relaxed);
+                    }
                     return Ok(None);
                 }
             }

@@ -1,7 +1,7 @@
 use super::{ring, send, send_to_idle};
 use std::sync::atomic::Ordering;
 
-use crate::ring::{RingError, hostile_consumer, record_size};
+use crate::ring::{Consumer, RingError, hostile_consumer, record_size};
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
@@ -401,4 +401,54 @@ fn an_aligned_record_places_its_byte_and_arrives_without_its_prefix() {
             assert_eq!(record.in_place, in_place_min == 1);
         }
     }
+}
+
+#[test]
+fn the_arrival_hint_tells_what_was_published_since_the_ring_was_last_found_empty() {
+    let (mut producer, mut consumer, _, _) = ring(4096, 64);
+    let hint = consumer.arrival_hint();
+    assert!(!hint.maybe_arrived(), "nothing published yet");
+    send(&mut producer, b"one", false);
+    assert!(hint.maybe_arrived());
+    send(&mut producer, b"two", false);
+    assert_eq!(consumer.try_recv().unwrap().unwrap().bytes, &b"one"[..]);
+    assert!(hint.maybe_arrived(), "a record is still waiting");
+    assert_eq!(consumer.try_recv().unwrap().unwrap().bytes, &b"two"[..]);
+    assert_eq!(consumer.try_recv().unwrap(), None);
+    assert!(!hint.maybe_arrived(), "everything was taken");
+    // Across the end of the ring (padding, then the record), every publication shows.
+    for round in 0..200u8 {
+        send_to_idle(&mut producer, &mut consumer, &pattern(100, round), false);
+        assert!(hint.maybe_arrived(), "round {round}");
+        assert_eq!(
+            consumer.try_recv().unwrap().unwrap().bytes,
+            pattern(100, round)
+        );
+        assert_eq!(consumer.try_recv().unwrap(), None);
+        assert!(!hint.maybe_arrived(), "round {round}");
+    }
+}
+
+#[test]
+fn a_hostile_position_moves_only_the_hint_and_the_receive_still_refuses_it() {
+    // A peer that rewinds its position to where the consumer last found the ring empty
+    // makes the hint say nothing arrived; a receive (which pollers still make now and
+    // then) reads the position itself and refuses it.
+    let (mut producer, mut consumer, _, _) = ring(4096, 64);
+    send(&mut producer, b"one", false);
+    assert!(consumer.try_recv().unwrap().is_some());
+    assert_eq!(consumer.try_recv().unwrap(), None);
+    let hint = consumer.arrival_hint();
+    send(&mut producer, b"two", false);
+    assert!(hint.maybe_arrived());
+    let rewind =
+        |consumer: &Consumer, to: u64| consumer.shared().tail().store(to, Ordering::Relaxed);
+    rewind(&consumer, record_size(3) as u64);
+    assert!(!hint.maybe_arrived());
+    assert!(consumer.try_recv().unwrap().is_none());
+    rewind(&consumer, 0);
+    assert_eq!(
+        consumer.try_recv(),
+        Err(RingError("the producer's position is out of range"))
+    );
 }

@@ -58,6 +58,8 @@ use writer::{Flushed, When, Writer};
 pub(crate) struct Connection {
     state: Mutex<State>,
     source: Mutex<Box<dyn FrameSource>>,
+    /// Whether anything may have arrived, read without the source's lock.
+    arrival: Option<lanner_shm::ring::ArrivalHint>,
     writer: Mutex<Writer>,
     /// A flusher task waits for room on the transport: the reader then lets the reactor
     /// run after every spin, so the flusher hears about room promptly.
@@ -260,6 +262,7 @@ impl Connection {
                     credit_waiters: 0,
                     one_way_out: 0,
                 }),
+                arrival: source.arrival_hint(),
                 source: Mutex::new(source),
                 writer: Mutex::new(Writer::new(sink, credit_batch(peer_window))),
                 credits_held: AtomicBool::new(false),

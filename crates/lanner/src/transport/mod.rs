@@ -158,6 +158,12 @@ pub trait FrameSource: Send + 'static {
         false
     }
 
+    /// A hint of arrivals that pollers read without the source (see
+    /// [`lanner_shm::ring::ArrivalHint`]); `None` where there is none (sockets).
+    fn arrival_hint(&self) -> Option<lanner_shm::ring::ArrivalHint> {
+        None
+    }
+
     /// Sets the largest frame accepted from now on. Larger frames fail with
     /// [`FrameError::TooLarge`] before any memory is reserved for them.
     fn set_max_frame_size(&mut self, max_frame_size: u32);

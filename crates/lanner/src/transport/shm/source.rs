@@ -238,6 +238,10 @@ impl FrameSource for ShmSource {
         self.consumer.has_known_records()
     }
 
+    fn arrival_hint(&self) -> Option<lanner_shm::ring::ArrivalHint> {
+        Some(self.consumer.arrival_hint())
+    }
+
     fn set_max_frame_size(&mut self, max_frame_size: u32) {
         self.max_frame_size = max_frame_size;
     }
