@@ -33,7 +33,7 @@ const ALIGNED_BULK_MIN: usize = 16 * 1024;
 /// µs against 1.08–1.21, p99 1.37–1.49 against 1.49–1.73; no change in the fast state.
 /// Larger frames measured worse so ended (a 64-byte payload +0.03 µs, 512 bytes +0.2 µs):
 /// their payload then lies at an offset that is not a multiple of 8, and its copies into
-/// and out of the ring took 40% more samples. So only frames without a payload are.
+/// and out of the ring took 40% more samples. So only frames of a null call's size are.
 const LINE_ENDED_MAX: usize = 48;
 
 /// The longest a sink polls for room in a full ring before it sleeps until the consumer
