@@ -144,7 +144,12 @@ const BURST: u32 = 8;
 /// attempt the hint answers is one load and a `pause`, about 30 ns, so a burst of these is
 /// still about two microseconds, and the reader goes through the scheduler between bursts
 /// (where nothing is received) eight times less often. Same-run A/B, slow host state,
-/// four rounds: shm null-call p50 1.10–1.11 µs against 1.12–1.13 with [`BURST`].
+/// four rounds: shm null-call p50 1.10–1.11 µs against 1.12–1.13 with [`BURST`]. What
+/// counts in bursts stretches with them: an idle reader lets the reactor run every
+/// [`REACTOR_EVERY`] bursts, about every 8 µs (other sockets' readiness is noticed that
+/// much later; the tasks themselves still run between bursts), and gives back held
+/// one-way credits after [`IDLE_BURSTS_BEFORE_CREDITS`], about 32 µs of silence (the
+/// peer keeps most of its window meanwhile: the credits held are fewer than a batch).
 const HINTED_BURST: u32 = 64;
 
 impl Connection {
