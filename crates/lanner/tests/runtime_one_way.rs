@@ -248,3 +248,71 @@ async fn child_sends_one_way_calls_and_ends() {
     println!("sent");
     // The test returns: its runtime, and the connection's tasks with it, are dropped.
 }
+
+/// A sender that ran out of credits takes those the server has returned meanwhile on its
+/// own thread: its next call goes out at its first poll, without yielding to the reader
+/// (which, on a current-thread runtime, cannot run while the sender does not yield).
+fn a_sender_out_of_credits_takes_the_returned_ones_itself(endpoint: &str) {
+    let server_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let service = Arc::new(CounterService::default());
+    let listening = server_runtime.block_on(async {
+        let server = Server::with_options(ConnectionOptions::default().with_credits(4));
+        server.publish("counter", Object::new(CounterStub::new(service.clone())));
+        server.listen(endpoint).await.unwrap()
+    });
+    let client_runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    client_runtime.block_on(async {
+        let counter: CounterProxy = Client::new()
+            .connect(&listening.endpoint().object_url("counter"))
+            .await
+            .unwrap();
+        // Long enough for the client's reader to go to sleep: the calls below are then
+        // written at once rather than queued for it.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        for n in 1..=4 {
+            counter.add(n).await.unwrap();
+        }
+        // The four credits are spent. The server runs the calls and returns them while
+        // this thread, which does not yield, keeps the reader from taking them in.
+        let patience = Instant::now() + Duration::from_secs(10);
+        while service.total.load(Ordering::SeqCst) != 10 && Instant::now() < patience {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(service.total.load(Ordering::SeqCst), 10);
+        std::thread::sleep(Duration::from_millis(50));
+        let mut fifth = std::pin::pin!(counter.add(5));
+        let first_poll = fifth
+            .as_mut()
+            .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
+        assert!(
+            matches!(first_poll, std::task::Poll::Ready(Ok(()))),
+            "the returned credits were taken in by the sender: {first_poll:?}"
+        );
+        assert_eq!(counter.total().await, Ok(15));
+    });
+    drop(listening);
+}
+
+#[test]
+fn a_sender_out_of_credits_takes_the_returned_ones_itself_over_shared_memory() {
+    let name = format!("lanner-one-way-credits-{}", std::process::id());
+    a_sender_out_of_credits_takes_the_returned_ones_itself(&format!("shm://{name}"));
+}
+
+#[test]
+fn a_sender_out_of_credits_takes_the_returned_ones_itself_over_a_unix_socket() {
+    let path = std::env::temp_dir().join(format!(
+        "lanner-one-way-credits-{}.sock",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&path);
+    a_sender_out_of_credits_takes_the_returned_ones_itself(&format!("unix://{}", path.display()));
+    let _ = std::fs::remove_file(&path);
+}

@@ -415,7 +415,7 @@ impl Connection {
     /// and a hundred instructions, and a poll that cheap notices an arrival sooner (the
     /// shm null call's median fell by 0.05–0.15 µs, `docs/decisions.md`, eighteenth
     /// session). False where the transport has no such hint (sockets).
-    fn nothing_arrived(&self) -> bool {
+    pub(super) fn nothing_arrived(&self) -> bool {
         self.arrival
             .as_ref()
             .is_some_and(|hint| !hint.maybe_arrived())
