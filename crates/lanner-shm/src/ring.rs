@@ -514,7 +514,9 @@ pub struct Consumer {
 /// Tells, without the consumer and without a read-modify-write, whether the producer has
 /// published since its consumer last found the ring empty: one load of the producer's
 /// position. A poller checks it before taking whatever lock guards the consumer. A hint:
-/// a true may find nothing new (records taken since), a false is exact as of the load.
+/// a true may find nothing new (records taken since); a false is exact as of the load for
+/// an honest producer, and a hostile one can only make its own connection's pollers look
+/// less often (they still receive now and then, and the receive checks the position).
 #[derive(Clone)]
 pub struct ArrivalHint {
     memory: Arc<RingMemory>,
@@ -637,6 +639,7 @@ impl Consumer {
             if self.read == self.tail {
                 self.refresh_tail()?;
                 if self.read == self.tail {
+                    // Stored only when it moved: an idle poller does not write it each time.
                     if self.empty_at.load(Ordering::Relaxed) != self.read {
                         self.empty_at.store(self.read, Ordering::Relaxed);
                     }
