@@ -364,6 +364,23 @@ mod tests {
             .collect()
     }
 
+    /// Sends `frame` on its own and takes the record it became.
+    fn send_and_take(
+        sink: &mut ShmSink,
+        consumer: &mut lanner_shm::Consumer,
+        frame: &mut OutFrame,
+    ) -> lanner_shm::Record {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        assert!(matches!(
+            sink.poll_send(&mut cx, frame),
+            Poll::Ready(Ok(()))
+        ));
+        consumer
+            .try_recv()
+            .expect("ring intact")
+            .expect("the frame")
+    }
+
     #[tokio::test]
     async fn whole_frames_become_one_record_each_and_written_ones_none() {
         let (mut sink, mut consumer, _peer) = sink_and_consumer();
@@ -400,7 +417,6 @@ mod tests {
     #[tokio::test]
     async fn a_large_payload_lands_where_its_source_lies_modulo_a_line() {
         let (mut sink, mut consumer, _peer) = sink_on_ring(1 << 17, 1);
-        let mut cx = Context::from_waker(std::task::Waker::noop());
         let mut pair = lanner_proto::harness::Pair::connected();
         let buffer = Bytes::from(
             (0..ALIGNED_BULK_MIN + 2 * ALIGNMENT)
@@ -413,14 +429,7 @@ mod tests {
             message.push_segment(payload.clone());
             let (_, mut frame) = pair.client.conn.send_request(message).expect("stamped");
             let head = frame.parts().0.len();
-            assert!(matches!(
-                sink.poll_send(&mut cx, &mut frame),
-                Poll::Ready(Ok(()))
-            ));
-            let record = consumer
-                .try_recv()
-                .expect("ring intact")
-                .expect("the frame");
+            let record = send_and_take(&mut sink, &mut consumer, &mut frame);
             assert!(
                 record.in_place,
                 "read in place, so its address is the ring's"
@@ -459,15 +468,7 @@ mod tests {
             "the second record follows the first (8-byte header, 8-byte message)"
         );
         for len in [1, 8, 28, 40, LINE_ENDED_MAX, 1, LINE_ENDED_MAX] {
-            let mut lone = frame(len);
-            assert!(matches!(
-                sink.poll_send(&mut cx, &mut lone),
-                Poll::Ready(Ok(()))
-            ));
-            let record = consumer
-                .try_recv()
-                .expect("ring intact")
-                .expect("the frame");
+            let record = send_and_take(&mut sink, &mut consumer, &mut frame(len));
             assert!(
                 record.in_place,
                 "read in place, so its address is the ring's"
@@ -481,15 +482,7 @@ mod tests {
         }
         // Larger frames are not worth it (see `LINE_ENDED_MAX`): no prefix, the message
         // right after the header, on the line where the last record ended.
-        let mut larger = frame(LINE_ENDED_MAX + 8);
-        assert!(matches!(
-            sink.poll_send(&mut cx, &mut larger),
-            Poll::Ready(Ok(()))
-        ));
-        let record = consumer
-            .try_recv()
-            .expect("ring intact")
-            .expect("the frame");
+        let record = send_and_take(&mut sink, &mut consumer, &mut frame(LINE_ENDED_MAX + 8));
         assert_eq!(
             record.bytes,
             vec![(LINE_ENDED_MAX + 8) as u8; LINE_ENDED_MAX + 8]
