@@ -59,7 +59,7 @@ pub(crate) struct Connection {
     state: Mutex<State>,
     source: Mutex<Box<dyn FrameSource>>,
     /// Whether anything may have arrived, read without the source's lock.
-    arrival: Option<lanner_shm::ring::ArrivalHint>,
+    arrival: Option<Box<dyn crate::transport::ArrivalHint>>,
     writer: Mutex<Writer>,
     /// A flusher task waits for room on the transport: the reader then lets the reactor
     /// run after every spin, so the flusher hears about room promptly.

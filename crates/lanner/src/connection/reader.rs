@@ -410,7 +410,7 @@ impl Connection {
 
     /// Whether the transport can tell, without its lock and without a read-modify-write,
     /// that nothing arrived since a receive last found it empty (shared memory: one load
-    /// of the peer's position; see [`lanner_shm::ring::ArrivalHint`]). Spinning receivers
+    /// of the peer's position; see [`crate::transport::ArrivalHint`]). Spinning receivers
     /// look here first: an empty poll through the receive lock costs two read-modify-writes
     /// and a hundred instructions, and a poll that cheap notices an arrival sooner (the
     /// shm null call's median fell by 0.05–0.15 µs, `docs/decisions.md`, eighteenth

@@ -120,6 +120,22 @@ pub struct SharedFrame {
     pub segments: lanner_proto::ExternalSegments,
 }
 
+/// Whether anything may have arrived since a receive last found the transport empty,
+/// told without the source (and the lock that guards it): a spinning receiver asks before
+/// each receive attempt, so an empty look must be cheap (a load or two, no I/O, no
+/// read-modify-write). It may say something arrived when nothing did (that costs one
+/// receive attempt), but never that nothing arrived when an honest peer's data is there.
+pub trait ArrivalHint: Send + Sync {
+    /// Whether something may have arrived.
+    fn maybe_arrived(&self) -> bool;
+}
+
+impl ArrivalHint for lanner_shm::ring::ArrivalHint {
+    fn maybe_arrived(&self) -> bool {
+        lanner_shm::ring::ArrivalHint::maybe_arrived(self)
+    }
+}
+
 /// The receiving half of a transport.
 pub trait FrameSource: Send + 'static {
     /// Tries to receive a frame without waiting and without registering for wake-ups; may
@@ -158,9 +174,10 @@ pub trait FrameSource: Send + 'static {
         false
     }
 
-    /// A hint of arrivals that pollers read without the source (see
-    /// [`lanner_shm::ring::ArrivalHint`]); `None` where there is none (sockets).
-    fn arrival_hint(&self) -> Option<lanner_shm::ring::ArrivalHint> {
+    /// A look at arrivals that spinning receivers take without the source (see
+    /// [`ArrivalHint`]); `None` where the transport has none (sockets: only a receive
+    /// tells).
+    fn arrival_hint(&self) -> Option<Box<dyn ArrivalHint>> {
         None
     }
 

@@ -238,8 +238,8 @@ impl FrameSource for ShmSource {
         self.consumer.has_known_records()
     }
 
-    fn arrival_hint(&self) -> Option<lanner_shm::ring::ArrivalHint> {
-        Some(self.consumer.arrival_hint())
+    fn arrival_hint(&self) -> Option<Box<dyn crate::transport::ArrivalHint>> {
+        Some(Box::new(self.consumer.arrival_hint()))
     }
 
     fn set_max_frame_size(&mut self, max_frame_size: u32) {
