@@ -231,9 +231,10 @@ async fn a_call_to_the_dead_server_fails_fast(echo: &EchoProxy) {
     );
 }
 
-/// Busy-poll mode (readers never sleep; a spinning side looks for the peer's death every
-/// few thousand empty polls): calls of every size work, and the server's death fails the
-/// next call with `Unavailable` promptly, as in the default mode.
+/// Busy-poll mode (readers never sleep; a spinning reader looks for the peer's death
+/// every few hundred empty polls of the ring, about once a millisecond): calls of every
+/// size work, and the server's death fails the next call with `Unavailable` promptly, as
+/// in the default mode.
 #[test]
 fn a_busy_polling_client_calls_and_notices_the_servers_death() {
     let mut server = server(TransportArg::Shm);
