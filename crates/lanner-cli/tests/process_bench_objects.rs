@@ -4,11 +4,7 @@
 
 mod support;
 
-use std::process::{Command, Stdio};
-
-use support::bench_json;
-
-const LANNER: &str = env!("CARGO_BIN_EXE_lanner");
+use support::{bench_json, bench_refusal};
 
 /// The report's single row, after checking what every report has.
 fn only_row<'a>(
@@ -73,22 +69,7 @@ fn bench_scale_calls_many_objects_and_methods() {
 
 #[test]
 fn bench_scale_refuses_more_methods_than_the_interface_has() {
-    let output = Command::new(LANNER)
-        .args([
-            "bench",
-            "scale",
-            "--objects",
-            "10",
-            "--methods",
-            "201",
-            "--json",
-        ])
-        .stdin(Stdio::null())
-        .output()
-        .expect("lanner bench runs");
-    assert!(!output.status.success());
-    assert!(output.stdout.is_empty());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = bench_refusal(&["scale", "--objects", "10", "--methods", "201"]);
     assert!(
         stderr.contains("--methods must be from 1 to 200"),
         "{stderr}"

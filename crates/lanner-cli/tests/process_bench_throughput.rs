@@ -71,13 +71,6 @@ fn bench_throughput_runs_each_thread_count_with_its_own_connections() {
 
 #[test]
 fn bench_throughput_refuses_several_threads_pinned_to_one_cpu() {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_lanner"))
-        .args(["bench", "throughput", "--threads", "1,2", "--json"])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("lanner bench runs");
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = support::bench_refusal(&["throughput", "--threads", "1,2"]);
     assert!(stderr.contains("needs --placement free"), "{stderr}");
-    assert!(output.stdout.is_empty(), "nothing on stdout");
 }

@@ -6,7 +6,7 @@
 
 mod support;
 
-use support::bench_json;
+use support::{bench_json, bench_refusal};
 
 /// `row[field]` is a positive number.
 fn positive(row: &serde_json::Value, field: &str) {
@@ -112,13 +112,6 @@ fn bench_floor_reports_the_raw_ring_the_protocol_core_and_lanner() {
 
 #[test]
 fn bench_floor_refuses_other_transports_clearly() {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_lanner"))
-        .args(["bench", "floor", "--transport", "unix", "--json"])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("lanner bench runs");
-    assert!(!output.status.success());
-    assert!(output.stdout.is_empty(), "no report on stdout");
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = bench_refusal(&["floor", "--transport", "unix"]);
     assert!(stderr.contains("--transport shm"), "{stderr}");
 }

@@ -183,16 +183,21 @@ pub(crate) async fn connect_with<P: lanner::Proxy>(
         .await
 }
 
-/// Runs `lanner bench <args> --json`, asserts that it succeeded, and returns the one JSON
-/// object it printed.
-pub(crate) fn bench_json(args: &[&str]) -> serde_json::Value {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_lanner"))
+/// Runs `lanner bench <args> --json`.
+fn run_bench(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_lanner"))
         .arg("bench")
         .args(args)
         .arg("--json")
         .stdin(std::process::Stdio::null())
         .output()
-        .expect("lanner bench runs");
+        .expect("lanner bench runs")
+}
+
+/// Runs `lanner bench <args> --json`, asserts that it succeeded, and returns the one JSON
+/// object it printed.
+pub(crate) fn bench_json(args: &[&str]) -> serde_json::Value {
+    let output = run_bench(args);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
@@ -200,4 +205,13 @@ pub(crate) fn bench_json(args: &[&str]) -> serde_json::Value {
         String::from_utf8_lossy(&output.stderr)
     );
     serde_json::from_str(stdout.trim()).expect("exactly one JSON object on stdout")
+}
+
+/// Runs `lanner bench <args> --json`, asserts that it refused (failed, with no report on
+/// stdout), and returns what it said on stderr.
+pub(crate) fn bench_refusal(args: &[&str]) -> String {
+    let output = run_bench(args);
+    assert!(!output.status.success(), "bench {args:?} was not refused");
+    assert!(output.stdout.is_empty(), "no report on stdout");
+    String::from_utf8_lossy(&output.stderr).into_owned()
 }
