@@ -111,21 +111,17 @@ impl Connection {
         deadline: Option<Instant>,
     ) -> Result<(), Error> {
         debug_assert!(request.is_one_way());
-        let request = match self.begin_after_receiving(request).await? {
-            Ok((_, frame, alone)) => return self.send_begun_one_way(frame, alone),
-            Err(request) => request,
-        };
         let (_, frame, alone) = self.begin_call_by(request, deadline).await?;
         self.send_begun_one_way(frame, alone)
     }
 
-    /// Credits come back in the peer's frames, which only a receive takes in. A sender
-    /// streaming one-way calls never waits for an answer, so it never yields to the
-    /// reader: when its credits run out, those the peer returned meanwhile are usually
-    /// here already, unread. This receives what has arrived on the caller's own thread
-    /// (as a lone caller receives its own reply) and tries again, before the caller
-    /// yields, and the reader (woken by the reactor if it slept) takes them in.
-    /// `bench bandwidth --sizes 65536` ran out every 256 calls.
+    /// Credits come back in the peer's frames, which only a receive takes in. A caller
+    /// that has not yielded since it last sent (a sender streaming one-way calls never
+    /// waits for an answer) has not let the reader run: when its credits run out, those
+    /// the peer returned meanwhile are usually here already, unread. This receives what
+    /// has arrived on the caller's own thread (as a lone caller receives its own reply)
+    /// and tries again, before the caller yields, and the reader (woken by the reactor if
+    /// it slept) takes them in. `bench bandwidth --sizes 65536` ran out every 256 calls.
     async fn begin_after_receiving(
         self: &Arc<Self>,
         request: MessageBuilder,
@@ -149,13 +145,18 @@ impl Connection {
     }
 
     /// Stamps a request that just found no credit at hand ([`Connection::try_begin`]) once
-    /// one is available, and registers the call; gives up at `deadline` (the request is
+    /// one is available (first taking in those that arrived unread, see
+    /// [`Connection::begin_after_receiving`]), and registers the call; gives up at `deadline` (the request is
     /// then not sent). Also says whether the call is the only one outstanding.
     pub(super) async fn begin_call_by(
-        &self,
+        self: &Arc<Self>,
         request: MessageBuilder,
         deadline: Option<Instant>,
     ) -> Result<Begun, Error> {
+        let request = match self.begin_after_receiving(request).await? {
+            Ok(begun) => return Ok(begun),
+            Err(request) => request,
+        };
         until(
             deadline,
             self.wait_for_credit(request),
