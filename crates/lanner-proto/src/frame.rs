@@ -76,6 +76,8 @@ pub const REQUEST_FIXED_LEN: usize = HEADER_LEN + 32;
 pub const RESPONSE_FIXED_LEN: usize = HEADER_LEN + 20;
 /// Where a REQUEST's `inline_len` is, from the start of the frame.
 pub(crate) const REQUEST_INLINE_LEN_AT: usize = 36;
+/// Where a REQUEST's `object` is, from the start of the frame.
+const REQUEST_OBJECT_AT: usize = HEADER_LEN + 8;
 /// Where a RESPONSE's `inline_len` is, from the start of the frame.
 pub(crate) const RESPONSE_INLINE_LEN_AT: usize = 24;
 /// Total size of a CREDIT frame.
@@ -426,6 +428,19 @@ pub struct Header {
     pub flags: u8,
     /// Bulk segment count.
     pub segments: u16,
+}
+
+/// The object handle a REQUEST frame names, read from its fixed part without validating
+/// anything else: `None` unless `bytes` starts with a REQUEST's kind byte and holds the
+/// field. For a receiver that looks ahead (to have the object's entry on its way into
+/// the cache while the frame is decoded); the frame is still decoded and checked like
+/// any other, so a lie here costs the liar a useless look.
+pub fn peek_request_object(bytes: &[u8]) -> Option<u64> {
+    if *bytes.get(4)? != FrameKind::Request as u8 {
+        return None;
+    }
+    let object = bytes.get(REQUEST_OBJECT_AT..REQUEST_OBJECT_AT + 8)?;
+    Some(u64::from_le_bytes(object.try_into().ok()?))
 }
 
 /// Reads the header of `frame`, which must hold exactly one frame, and checks it against

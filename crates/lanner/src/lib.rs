@@ -97,6 +97,7 @@ mod object;
 mod objref;
 mod occasional;
 mod options;
+mod prefetch;
 mod proxy;
 mod reference;
 mod root;

@@ -166,6 +166,7 @@ proptest! {
             };
             prop_assert_eq!(request.call_id, call_id);
             prop_assert_eq!(request.object, message.object);
+            prop_assert_eq!(frame::peek_request_object(frame), Some(message.object));
             prop_assert_eq!(request.slot, message.slot);
             prop_assert_eq!(request.method, message.method);
             prop_assert_eq!(request.fingerprint, message.fingerprint);
@@ -201,6 +202,7 @@ proptest! {
             panic!("frame does not decode as a response");
         };
         prop_assert_eq!(response.call_id, call_id);
+        prop_assert_eq!(frame::peek_request_object(&frames[0]), None);
         prop_assert_eq!(response.status, status);
         prop_assert_eq!(response.credits, 1);
         assert_payload_eq(&response.payload, &message);
@@ -302,6 +304,11 @@ pub(super) fn exercise(bytes: &[u8]) {
     // The decoder, on the bytes as one frame.
     fuzzing::frame_decode(bytes);
     let decoded = Frame::decode(Bytes::copy_from_slice(bytes));
+    // The look ahead at a request's object agrees with the decoder whenever it decodes one.
+    let peeked = frame::peek_request_object(bytes);
+    if let Ok(Frame::Request(request)) = &decoded {
+        assert_eq!(peeked, Some(request.object));
+    }
 
     // The splitter, on the bytes as a stream: it yields whole frames whose lengths add up
     // to what it consumed, and stops at an error or when more bytes are needed.

@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 use smallvec::SmallVec;
 
@@ -19,6 +20,7 @@ use crate::access::{MethodAccess, PeerIdentity};
 use crate::apartment::Apartment;
 use crate::direct::Direct;
 use crate::object::{Object, Stub};
+use crate::prefetch::prefetch_line;
 
 /// The handle of the connection's root object (name resolution): index 0, tag 0.
 pub(crate) const ROOT_HANDLE: u64 = 0;
@@ -93,9 +95,38 @@ impl Holding {
     }
 }
 
+/// Where the table's entries are, readable without the table's lock: for a receiver to
+/// ask for the entry a request names while it decodes the request (see
+/// [`EntriesView::prefetch`]). Published by the table after every change that may move
+/// or resize its entries.
+#[derive(Debug, Default)]
+pub(crate) struct EntriesView {
+    base: AtomicPtr<u8>,
+    len: AtomicUsize,
+}
+
+impl EntriesView {
+    /// Asks the cache for the entry `handle` would name (its index only: the tag is
+    /// checked at the lookup, under the lock). With many objects exported the entry is
+    /// usually not cached, and the lookup waits for it after the request is decoded; asked
+    /// for first, it arrives meanwhile. The position and the length are read apart, and
+    /// may be from before the table last grew or shrank: then the line asked for is one
+    /// the lookup does not read (or memory given back), which costs the hint and nothing
+    /// else.
+    pub(crate) fn prefetch(&self, handle: u64) {
+        let index = (handle & INDEX_MASK) as usize;
+        if index < self.len.load(Ordering::Relaxed) {
+            let base = self.base.load(Ordering::Relaxed);
+            prefetch_line(base.wrapping_add(index * std::mem::size_of::<Exported>()));
+        }
+    }
+}
+
 pub(crate) struct ExportTable {
     /// Exported objects by index (entries whose handle is [`FREE`] are not in use).
     entries: Vec<Exported>,
+    /// Where `entries` is, for lock-free readers.
+    view: Arc<EntriesView>,
     /// The rest of each exported object, by the same index.
     holdings: Vec<Holding>,
     /// Free indexes, reused last-freed first. Some may be past the table's end, cut off by
@@ -128,6 +159,7 @@ impl ExportTable {
     pub(crate) fn new() -> ExportTable {
         ExportTable {
             entries: Vec::new(),
+            view: Arc::default(),
             holdings: Vec::new(),
             free: Vec::new(),
             stale_free: 0,
@@ -135,6 +167,21 @@ impl ExportTable {
             unresolvable: 0,
             closed: false,
         }
+    }
+
+    /// Where the entries are, for looking ahead without the lock (kept up to date).
+    pub(crate) fn view(&self) -> Arc<EntriesView> {
+        self.view.clone()
+    }
+
+    /// Tells [`ExportTable::view`] where the entries are now: after every change that may
+    /// have moved or resized them.
+    fn publish_view(&self) {
+        self.view.base.store(
+            self.entries.as_ptr().cast::<u8>().cast_mut(),
+            Ordering::Relaxed,
+        );
+        self.view.len.store(self.entries.len(), Ordering::Relaxed);
     }
 
     /// The index `handle` names, if it is exported (its tag matches).
@@ -166,6 +213,7 @@ impl ExportTable {
         if self.entries.is_empty() {
             self.entries.push(entry);
             self.holdings.push(holding);
+            self.publish_view();
         } else {
             self.entries[0] = entry;
             self.holdings[0] = holding;
@@ -242,6 +290,7 @@ impl ExportTable {
                 }
                 self.entries.push(Exported::free());
                 self.holdings.push(Holding::free());
+                self.publish_view();
                 self.entries.len() - 1
             }
             None => return Err(Denied::Full),
@@ -312,6 +361,7 @@ impl ExportTable {
             self.stale_free = 0;
         }
         shrink(&mut self.entries);
+        self.publish_view();
         shrink(&mut self.holdings);
         shrink(&mut self.free);
         if self.by_identity.capacity() > 4 * self.by_identity.len() + 64 {
@@ -350,6 +400,7 @@ impl ExportTable {
         self.free.clear();
         self.unresolvable = 0;
         self.entries.clear();
+        self.publish_view();
         self.holdings
             .drain(..)
             .filter_map(|holding| holding.object)
@@ -408,6 +459,40 @@ mod tests {
         assert!(table.object(first).is_none());
         assert!(table.release(first).is_none());
         assert!(table.slot(second, 0).is_ok());
+    }
+
+    /// Whether `table`'s view says where its entries are now.
+    fn view_is_current(table: &ExportTable, view: &EntriesView) -> bool {
+        view.base.load(Ordering::Relaxed).cast_const() == table.entries.as_ptr().cast::<u8>()
+            && view.len.load(Ordering::Relaxed) == table.entries.len()
+    }
+
+    #[test]
+    fn the_entries_view_follows_the_table_as_it_grows_shrinks_and_closes() {
+        let mut table = ExportTable::new();
+        let view = table.view();
+        let peer = anyone();
+        table.set_root(object());
+        assert!(view_is_current(&table, &view));
+        // Growing moves the entries more than once.
+        let handles: Vec<u64> = (0..1_000)
+            .map(|_| table.export(&object(), None, false, &peer).unwrap())
+            .collect();
+        assert!(view_is_current(&table, &view));
+        view.prefetch(handles[999]);
+        // Releasing from the end cuts the table and gives memory back.
+        for &handle in handles.iter().rev().take(990) {
+            assert!(table.release(handle).is_some());
+        }
+        assert_eq!(table.entries.len(), 11);
+        assert!(view_is_current(&table, &view));
+        // A handle past the end, or one from before the table shrank: a hint, nothing more.
+        view.prefetch(handles[999]);
+        view.prefetch(u64::MAX);
+        drop(table.close());
+        assert!(view_is_current(&table, &view));
+        assert_eq!(view.len.load(Ordering::Relaxed), 0);
+        view.prefetch(handles[0]);
     }
 
     #[test]

@@ -87,6 +87,8 @@ pub(crate) struct Connection {
     credit_available: Notify,
     signal: Arc<ReaderSignal>,
     exports: Mutex<ExportTable>,
+    /// Where `exports`' entries are, to look ahead at a request's object without the lock.
+    export_entries: Arc<exports::EntriesView>,
     /// The peer's calls still running after their first poll, or waiting for their turn
     /// in an apartment, by call id (to cancel them).
     serving: Mutex<HashMap<u64, dispatch::Serving, IdBuildHasher>>,
@@ -275,6 +277,7 @@ impl Connection {
                 runtime: tokio::runtime::Handle::current(),
                 credit_available: Notify::new(),
                 signal: signal.clone(),
+                export_entries: exports.view(),
                 exports: Mutex::new(exports),
                 serving: Mutex::new(HashMap::default()),
                 peer,

@@ -192,6 +192,10 @@ impl Connection {
                 Err(error) => break Err(self.receive_failed(error)),
             };
             frames += 1;
+            // A cold object's table entry is on its way while the request is decoded.
+            if let Some(object) = lanner_proto::frame::peek_request_object(&frame) {
+                self.export_entries.prefetch(object);
+            }
             let ready = source.frame_ready();
             if ready && answers_so_far(frames, deliveries) && source.batches_cheaply() {
                 limit = self.shallow_burst_limit();
