@@ -25,7 +25,8 @@ use crate::status::Status;
 /// byte of its frame, a close reason is within the limit). The same bytes taken as a frame
 /// read in place decode to an equal frame, or fail alike, whether decided there
 /// ([`crate::in_place::decode`]) or from a copy of its structure
-/// ([`crate::in_place::copy_structure`]).
+/// ([`crate::in_place::copy_structure`]). A request's object, looked ahead at
+/// ([`frame::peek_request_object`]), is the one the decoder finds.
 pub fn frame_decode(data: &[u8]) {
     let header = frame::read_header(data);
     let whole = Bytes::copy_from_slice(data);
@@ -51,6 +52,12 @@ pub fn frame_decode(data: &[u8]) {
     let header = header.expect("a decodable frame has a valid header");
     assert_eq!(header.len as usize, data.len());
     assert_eq!(header.kind, decoded.kind());
+    // The look ahead at a request's object (taken before the frame is decoded) agrees.
+    let object = match &decoded {
+        Frame::Request(request) => Some(request.object),
+        _ => None,
+    };
+    assert_eq!(frame::peek_request_object(data), object);
     match &decoded {
         Frame::Request(request) => check_payload(&request.payload, REQUEST_FIXED_LEN, data.len()),
         Frame::Response(response) => {
