@@ -126,11 +126,9 @@ impl Connection {
         self: &Arc<Self>,
         request: MessageBuilder,
     ) -> Result<Result<Begun, MessageBuilder>, Error> {
-        if !self.nothing_arrived() {
-            let received = std::future::poll_fn(|cx| Poll::Ready(self.receive_once(cx, None)));
-            if let Err(error) = received.await {
-                self.fail(error);
-            }
+        let received = std::future::poll_fn(|cx| Poll::Ready(self.receive_if_arrived(cx, None)));
+        if let Err(error) = received.await {
+            self.fail(error);
         }
         self.try_begin(request, false)
     }

@@ -140,7 +140,7 @@ const BUSY_POLL_BEFORE_YIELD: Duration = Duration::from_micros(200);
 /// enough that the reader notices arriving data about as fast as a plain `recv` loop.
 const BURST: u32 = 8;
 
-/// [`BURST`] on a transport with an arrival hint ([`Connection::nothing_arrived`]): an
+/// [`BURST`] on a transport with an arrival hint ([`Connection::receive_if_arrived`]): an
 /// attempt the hint answers is one load and a `pause`, about 30 ns, so a burst of these is
 /// still about two microseconds, and the reader goes through the scheduler between bursts
 /// (where nothing is received) eight times less often. Same-run A/B, slow host state,
@@ -412,17 +412,28 @@ impl Connection {
         }
     }
 
-    /// Whether the transport can tell, without its lock and without a read-modify-write,
-    /// that nothing arrived since a receive last found it empty (shared memory: one load
-    /// of the peer's position; see [`crate::transport::ArrivalHint`]). Spinning receivers
-    /// look here first: an empty poll through the receive lock costs two read-modify-writes
-    /// and a hundred instructions, and a poll that cheap notices an arrival sooner (the
-    /// shm null call's median fell by 0.05–0.15 µs, `docs/decisions.md`, eighteenth
-    /// session). False where the transport has no such hint (sockets).
-    pub(super) fn nothing_arrived(&self) -> bool {
-        self.arrival
+    /// [`Connection::receive_once`], unless the transport can tell, without its lock and
+    /// without a read-modify-write, that nothing arrived since a receive last found it
+    /// empty (shared memory: one load of the peer's position; see
+    /// [`crate::transport::ArrivalHint`]): then [`Progress::Empty`] at once. Spinning
+    /// receivers look this way: an empty poll through the receive lock costs two
+    /// read-modify-writes and a hundred instructions, and a poll that cheap notices an
+    /// arrival sooner (the shm null call's median fell by 0.05–0.15 µs,
+    /// `docs/decisions.md`, eighteenth session). Where the transport has no such hint
+    /// (sockets), always a receive attempt.
+    pub(super) fn receive_if_arrived(
+        self: &Arc<Self>,
+        cx: &mut Context<'_>,
+        mine: Option<u64>,
+    ) -> Result<Progress, Error> {
+        if self
+            .arrival
             .as_ref()
             .is_some_and(|hint| !hint.maybe_arrived())
+        {
+            return Ok(Progress::Empty);
+        }
+        self.receive_once(cx, mine)
     }
 
     /// How long a caller spins for its own reply at most (see [`CALLER_SPIN_LIMIT`]): the
@@ -456,12 +467,7 @@ impl Connection {
         let mut limit: Option<Instant> = None;
         let mut tries = 0u32;
         loop {
-            let received = if self.nothing_arrived() {
-                Ok(Progress::Empty)
-            } else {
-                self.receive_once(cx, Some(call_id))
-            };
-            match received {
+            match self.receive_if_arrived(cx, Some(call_id)) {
                 Ok(Progress::Empty) => {}
                 Ok(Progress::Mine(response)) => return Some(Ok(response)),
                 Ok(Progress::Handed | Progress::Delivered) => return None,
@@ -596,11 +602,7 @@ async fn spin_while_busy(
             // notices there that its peer is gone, which a reader that spins for ever
             // (busy-poll mode) would otherwise never learn.
             for _ in 1..attempts {
-                if connection.nothing_arrived() {
-                    std::hint::spin_loop();
-                    continue;
-                }
-                match connection.receive_once(cx, None) {
+                match connection.receive_if_arrived(cx, None) {
                     Ok(Progress::Empty) => std::hint::spin_loop(),
                     other => return Poll::Ready(other),
                 }
