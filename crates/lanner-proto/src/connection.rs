@@ -525,7 +525,7 @@ impl Connection {
     pub fn send_response(
         &mut self,
         call_id: u64,
-        mut response: MessageBuilder,
+        response: MessageBuilder,
     ) -> Result<OutFrame, SendError> {
         debug_assert_eq!(response.kind(), FrameKind::Response);
         if self.state != State::Open {
@@ -535,15 +535,19 @@ impl Connection {
             return Err(SendError::NoRequestPending);
         }
         self.peer_in_flight -= 1;
-        if let Err(error) = response.check(self.peer.max_frame_size) {
-            response = MessageBuilder::error_response(
-                Status::Internal,
-                &format!("the result could not be sent: {error}"),
-            );
-        }
-        response.set_call_id(call_id);
-        response.set_credits(1);
-        Ok(response.finish())
+        Ok(stamp_response(call_id, response, self.peer.max_frame_size))
+    }
+
+    /// Counts `count` responses to the peer's calls that were stamped with
+    /// [`stamp_response`] instead of [`Connection::send_response`] (by a receiver that
+    /// answers the calls it received without taking the lock around this state each
+    /// time). Fails, counting none, if that is more than the peer has outstanding.
+    pub fn responses_sent(&mut self, count: u32) -> Result<(), SendError> {
+        self.peer_in_flight = self
+            .peer_in_flight
+            .checked_sub(count)
+            .ok_or(SendError::NoRequestPending)?;
+        Ok(())
     }
 
     /// Finishes one of the peer's one-way calls: returns the CREDIT frame that gives its
@@ -628,4 +632,26 @@ fn fixed_fields(welcome: &[u8]) -> &[u8] {
 
 fn unauthenticated(error: AuthError) -> ProtocolError {
     ProtocolError::Unauthenticated(error.0)
+}
+
+/// The response to the peer's call `call_id`, returning its credit, as
+/// [`Connection::send_response`] stamps it, without the state: for a receiver that counts
+/// the responses it sends itself ([`Connection::responses_sent`]). A response larger than
+/// the peer accepts (`peer_max_frame_size`, [`Limits::max_frame_size`] of
+/// [`Connection::peer_limits`]) is replaced by an `Internal` error response.
+pub fn stamp_response(
+    call_id: u64,
+    mut response: MessageBuilder,
+    peer_max_frame_size: u32,
+) -> OutFrame {
+    debug_assert_eq!(response.kind(), FrameKind::Response);
+    if let Err(error) = response.check(peer_max_frame_size) {
+        response = MessageBuilder::error_response(
+            Status::Internal,
+            &format!("the result could not be sent: {error}"),
+        );
+    }
+    response.set_call_id(call_id);
+    response.set_credits(1);
+    response.finish()
 }

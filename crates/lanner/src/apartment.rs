@@ -149,7 +149,7 @@ impl Apartment {
         }
         state.busy = true;
         drop(state);
-        match connection.run_inline(call, cx) {
+        match connection.run_inline(call, cx, crate::connection::AnsweredBy::Elsewhere) {
             None => match self.take_next() {
                 Some(next) => {
                     self.start(next, Started::No);

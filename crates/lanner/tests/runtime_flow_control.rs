@@ -174,3 +174,30 @@ async fn zero_credits_are_clamped_to_one() {
     assert_eq!(service.max_active(), 1);
     assert_eq!(service.completed(), 8);
 }
+
+/// A call answered by the receive attempt that received it is counted apart from the
+/// protocol state (without its lock), one that waited is answered by its own task through
+/// the state: both give the caller's credit back, so many times the window of calls go
+/// through, and neither leaves the server counting a call as running (a shutdown right
+/// after them finds none).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_given_where_calls_arrived_or_elsewhere_both_return_their_credits() {
+    const WINDOW: u32 = 2;
+    let endpoint = "flow-answers-counted";
+    let (_server, listening, _service) = serve_service(endpoint, server_with_credits(WINDOW)).await;
+    let control: ControlProxy = connect(endpoint).await;
+    for i in 0..u64::from(50 * WINDOW) {
+        assert_eq!(control.echo(i).await, Ok(i));
+        if i % 5 == 0 {
+            assert_eq!(control.sleep_ms(1, i).await, Ok(i));
+        }
+    }
+    let started = Instant::now();
+    let report = listening.shutdown(Duration::from_secs(30)).await;
+    assert_eq!(report.unfinished_calls, 0);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the shutdown waited for calls already answered ({:?})",
+        started.elapsed()
+    );
+}

@@ -234,3 +234,50 @@ fn the_server_can_call_the_client_within_the_clients_window() {
         vec![Err(ProtocolError::UnsolicitedResponse { call_id: 77 })]
     );
 }
+
+#[test]
+fn a_response_stamped_apart_carries_its_credit_and_frees_it_once_counted() {
+    let mut pair = pair_with_server_credits(1);
+    let call_id = pair.client_call(small_request(1)).unwrap();
+    assert_eq!(all_ok(pair.server.receive_all()).len(), 1);
+    let limit = pair.server.conn.peer_limits().max_frame_size;
+    let apart =
+        crate::connection::stamp_response(call_id, response(Status::Ok, b"one", &[]), limit);
+    let Ok(Frame::Response(wire)) = Frame::decode(apart.into_contiguous()) else {
+        panic!("not a response");
+    };
+    assert_eq!((wire.call_id, wire.credits), (call_id, 1));
+    // Not counted yet: the peer's window is still spent.
+    assert_eq!(pair.server.conn.peer_in_flight(), 1);
+    assert_over_window(&mut pair, 2, 1);
+
+    let mut pair = pair_with_server_credits(1);
+    let call_id = pair.client_call(small_request(1)).unwrap();
+    assert_eq!(all_ok(pair.server.receive_all()).len(), 1);
+    // Counting more than is outstanding fails and counts none.
+    assert_eq!(
+        pair.server.conn.responses_sent(2),
+        Err(SendError::NoRequestPending)
+    );
+    assert_eq!(pair.server.conn.peer_in_flight(), 1);
+    pair.server.conn.responses_sent(1).unwrap();
+    assert_eq!(pair.server.conn.peer_in_flight(), 0);
+    // The credit is free for the next request.
+    pair.server.inject(&raw_request(call_id + 1, b"", &[]));
+    let events = all_ok(pair.server.receive_all());
+    assert!(matches!(&events[..], [Event::Request(r)] if r.call_id == call_id + 1));
+}
+
+#[test]
+fn an_oversized_response_stamped_apart_becomes_an_internal_error() {
+    let mut pair = Pair::connected_with(limits(4096, 8), Limits::default());
+    let call_id = pair.client_call(small_request(1)).unwrap();
+    assert_eq!(all_ok(pair.server.receive_all()).len(), 1);
+    let limit = pair.server.conn.peer_limits().max_frame_size;
+    let big = vec![7u8; 8192];
+    let apart = crate::connection::stamp_response(call_id, response(Status::Ok, &big, &[]), limit);
+    let Ok(Frame::Response(wire)) = Frame::decode(apart.into_contiguous()) else {
+        panic!("not a response");
+    };
+    assert_eq!((wire.call_id, wire.status), (call_id, Status::Internal));
+}

@@ -89,7 +89,7 @@ impl Connection {
         if state.closed.is_some() {
             return 0;
         }
-        state.proto.peer_in_flight()
+        self.peer_in_flight(&state)
     }
 
     /// Closes the connection on purpose: tells the peer why (CLOSE) and fails what is left.
@@ -110,6 +110,7 @@ impl Connection {
             if state.closed.is_some() || !condition(self, &state) {
                 return false;
             }
+            self.answers_stopped.store(true, Ordering::Release);
             state.proto.close(status, reason)
         };
         let _ = self.send_frame(OutFrame::contiguous(frame));

@@ -20,6 +20,7 @@ use lanner_proto::{ProtocolError, Request, Status};
 use tokio_util::sync::CancellationToken;
 
 use super::Connection;
+use super::reader::Receiving;
 use crate::call::{IncomingCall, Reply};
 use crate::connection::exports::ExportedSlot;
 use crate::context::{CallContext, InCall};
@@ -28,17 +29,36 @@ use crate::object::DispatchFuture;
 use crate::occasional::occasionally;
 use crate::server::{CallLimit, SuspendedCall};
 
+/// Who answers a call of the peer's.
+#[derive(Clone, Copy)]
+pub(crate) enum AnsweredBy<'a> {
+    /// The receive attempt that received it, still holding the receive lock: the answer
+    /// is stamped without the state's lock and counted by the receiver itself (see
+    /// [`Connection::count_answers_here`]).
+    Receiver(&'a Receiving),
+    /// Anyone else (the task a call that waited goes on in, an apartment's turn): the
+    /// answer is stamped and counted under the state's lock.
+    Elsewhere,
+}
+
 impl Connection {
-    /// Serves one request; `cx` is the receiving task's context, used for the first poll.
+    /// Serves one request on `slot`, the interface it calls (looked up when the request
+    /// was received); `cx` is the receiving task's context, used for the first poll.
     /// True if the call goes on elsewhere (its method waited, so it continues in a task of
     /// its own, or its apartment was busy): that task may need this thread to run.
-    pub(super) fn dispatch(self: &Arc<Self>, request: Request, cx: &mut Context<'_>) -> bool {
+    pub(super) fn dispatch(
+        self: &Arc<Self>,
+        request: Request,
+        slot: Result<ExportedSlot, String>,
+        cx: &mut Context<'_>,
+        receiving: &Receiving,
+    ) -> bool {
+        let by = AnsweredBy::Receiver(receiving);
         let call_id = request.call_id;
         let to = AnswerTo::of(&request);
         // Refused by the stub (see `IncomingCall::__route`), which first decodes the
         // arguments so that the references among them are released.
         let overloaded = self.call_limit.as_deref().filter(|limit| limit.is_full());
-        let slot = self.exports().slot(request.object, request.slot);
         let ExportedSlot {
             direct,
             access,
@@ -47,7 +67,7 @@ impl Connection {
             Ok(slot) => slot,
             Err(message) => {
                 let reply = Reply::status(Status::NotFound, &message).arguments_unread();
-                self.answer(call_id, to, reply);
+                self.answer(call_id, to, reply, by);
                 return false;
             }
         };
@@ -78,7 +98,7 @@ impl Connection {
         let future = match std::panic::catch_unwind(AssertUnwindSafe(|| direct.dispatch(call))) {
             Ok(future) => future,
             Err(panic) => {
-                self.answer(call_id, to, reply_of(self, Err(panic)));
+                self.answer(call_id, to, reply_of(self, Err(panic)), by);
                 return false;
             }
         };
@@ -94,7 +114,7 @@ impl Connection {
             // (where an overloaded server's would count against the very limit it refuses
             // for, and any other would wait for calls it has nothing to do with).
             Some(apartment) if overloaded.is_none() && !refused => apartment.enter(self, call, cx),
-            _ => match self.run_inline(call, cx) {
+            _ => match self.run_inline(call, cx, by) {
                 Some(waiting) => {
                     // On the connection's runtime, not the current one: a caller spinning
                     // for its reply receives here, and may be polled by any executor (a
@@ -108,20 +128,21 @@ impl Connection {
         }
     }
 
-    /// Polls a call once on the receiving thread, answering it if it completes; else it
+    /// Polls a call once on this thread, answering it (`by`) if it completes; else it
     /// becomes a [`Waiting`] call, to be finished elsewhere.
     pub(crate) fn run_inline(
         self: &Arc<Self>,
         mut call: Served,
         cx: &mut Context<'_>,
+        by: AnsweredBy<'_>,
     ) -> Option<Waiting> {
         match std::panic::catch_unwind(AssertUnwindSafe(|| call.future.poll_unpin(cx))) {
             Ok(Poll::Ready(reply)) => {
-                self.answer(call.call_id, call.to, reply_of(self, Ok(reply)));
+                self.answer(call.call_id, call.to, reply_of(self, Ok(reply)), by);
                 None
             }
             Err(panic) => {
-                self.answer(call.call_id, call.to, reply_of(self, Err(panic)));
+                self.answer(call.call_id, call.to, reply_of(self, Err(panic)), by);
                 None
             }
             Ok(Poll::Pending) => Some(self.suspend(call)),
@@ -182,7 +203,7 @@ impl Connection {
     /// Ends the peer's call `call_id`: sends its reply, or for a one-way call (whose
     /// caller wants none) returns its credit and logs a failure. If the arguments went
     /// unread, the references among them, which the caller counted, are released.
-    fn answer(self: &Arc<Self>, call_id: u64, to: AnswerTo, reply: Reply) {
+    fn answer(self: &Arc<Self>, call_id: u64, to: AnswerTo, reply: Reply, by: AnsweredBy<'_>) {
         let Reply {
             message,
             handed_back,
@@ -194,7 +215,7 @@ impl Connection {
             // The result goes nowhere: what it exported is unexported.
             drop(exported);
         } else {
-            self.respond(call_id, message, exported);
+            self.respond(call_id, message, exported, by);
         }
         if unread {
             self.release_listed(to.listed.iter().copied());
@@ -342,7 +363,7 @@ impl Waiting {
             Status::Cancelled,
             "the call was cancelled, or its deadline passed, before its turn came: it did not run",
         );
-        connection.answer(call.call_id, call.to, reply);
+        connection.answer(call.call_id, call.to, reply, AnsweredBy::Elsewhere);
     }
 
     /// Runs the call to its end and answers it.
@@ -356,7 +377,7 @@ impl Waiting {
         let reply = reply_of(&connection, outcome);
         drop(limit);
         connection.serving().remove(&call.call_id);
-        connection.answer(call.call_id, call.to, reply);
+        connection.answer(call.call_id, call.to, reply, AnsweredBy::Elsewhere);
     }
 }
 

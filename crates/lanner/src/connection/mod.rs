@@ -13,13 +13,13 @@
 
 use std::collections::HashMap;
 use std::future::poll_fn;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Waker};
 use std::time::Duration;
 
 use futures_util::task::AtomicWaker;
-use lanner_proto::{Event, MessageBuilder, OutFrame};
+use lanner_proto::{Event, OutFrame};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -27,11 +27,11 @@ use crate::access::PeerIdentity;
 use crate::error::Error;
 use crate::id_hasher::IdBuildHasher;
 use crate::object::Object;
-use crate::objref::UnsentExports;
 use crate::occasional::occasionally;
 use crate::server::{CallLimit, NameRegistry};
 use crate::transport::{FrameSink, FrameSource};
 
+mod answers;
 mod calls;
 mod control;
 mod delivery_marks;
@@ -48,11 +48,12 @@ mod releases;
 mod writer;
 
 pub(crate) use calls::{Discard, until};
-pub(crate) use dispatch::{Queued, Served, Waiting};
-pub(crate) use exports::{Denied, ExportTable, MAX_EXPORTS, ROOT_HANDLE};
+pub(crate) use dispatch::{AnsweredBy, Queued, Served, Waiting};
+pub(crate) use exports::{Denied, ExportTable, ExportedSlot, MAX_EXPORTS, ROOT_HANDLE};
 pub(crate) use hand_backs::Answer;
 pub(crate) use handshake::{Admission, HandshakeDeadline, accept, connect, refuse};
 
+use reader::Receiving;
 use writer::{Flushed, When, Writer};
 
 pub(crate) struct Connection {
@@ -86,8 +87,8 @@ pub(crate) struct Connection {
     runtime: tokio::runtime::Handle,
     credit_available: Notify,
     signal: Arc<ReaderSignal>,
-    exports: Mutex<ExportTable>,
-    /// Where `exports`' entries are, to look ahead at a request's object without the lock.
+    /// Where the export table's entries are, to look ahead at a request's object without
+    /// the lock.
     export_entries: Arc<exports::EntriesView>,
     /// The peer's calls still running after their first poll, or waiting for their turn
     /// in an apartment, by call id (to cancel them).
@@ -100,6 +101,15 @@ pub(crate) struct Connection {
     call_timeout: Option<Duration>,
     /// Frames received so far, and parts of frames: the keepalive's sign of life.
     frames_received: AtomicU64,
+    /// Answers to the peer's calls sent by the receiver without the state's lock and not
+    /// yet counted in the protocol state (see [`Connection::count_answers_here`]). Written
+    /// only under the receive lock (no read-modify-write).
+    answered_here: AtomicU32,
+    /// No answer may be stamped any more (the connection closed, or is closing): what the
+    /// state's lock tells an answer stamped under it, for one stamped without.
+    answers_stopped: AtomicBool,
+    /// The largest frame the peer accepts (settled by the handshake).
+    peer_max_frame_size: u32,
     /// Whole frames received so far (see [`crate::Traffic`]).
     messages_received: AtomicU64,
     /// Replies the waiting caller received itself (see [`crate::Traffic`]).
@@ -146,6 +156,12 @@ struct State {
     /// [`Connection::try_send_one_way`]). CREDIT frames that grant more credits count against
     /// it too, so it may fall short; it only decides how one-way requests are batched.
     one_way_out: u32,
+    /// This side's objects the peer may call (see [`ExportTable`]). Under the same lock as
+    /// the protocol state, so that a request is decoded and its object looked up in one
+    /// critical section (a lock of its own cost every request two more read-modify-writes;
+    /// see `docs/decisions.md`, twentieth session). Borrowed alone through
+    /// [`Connection::exports`].
+    exports: ExportTable,
 }
 
 impl State {
@@ -164,6 +180,23 @@ impl State {
         let alone = self.pending.is_empty() && self.one_way_out == 0;
         self.one_way_out = self.one_way_out.saturating_add(1);
         alone
+    }
+}
+
+/// The export table, borrowed under the state's lock ([`Connection::exports`]).
+pub(crate) struct ExportsGuard<'a>(MutexGuard<'a, State>);
+
+impl std::ops::Deref for ExportsGuard<'_> {
+    type Target = ExportTable;
+
+    fn deref(&self) -> &ExportTable {
+        &self.0.exports
+    }
+}
+
+impl std::ops::DerefMut for ExportsGuard<'_> {
+    fn deref_mut(&mut self) -> &mut ExportTable {
+        &mut self.0.exports
     }
 }
 
@@ -200,6 +233,9 @@ enum Handled {
     Mine(Answer),
     /// A response, delivered to its call's slot.
     Delivered,
+    /// A request, and the interface of the object it calls (looked up under the same
+    /// lock), or why there is none.
+    Request(lanner_proto::Request, Result<ExportedSlot, String>),
     /// Any other event.
     Event(Event),
 }
@@ -237,6 +273,7 @@ impl Connection {
         source.peer_authenticated();
         sink.set_room_spin(options.spin);
         let peer_window = proto.peer_window();
+        let peer_max_frame_size = proto.peer_limits().max_frame_size;
         let loans = sink.loan_area();
         let signal = Arc::new(ReaderSignal::default());
         let mut exports = ExportTable::new();
@@ -253,6 +290,7 @@ impl Connection {
             }
             Side::Client(to) => onward = Some(to.clone()),
         }
+        let export_entries = exports.view();
         let connection = Arc::new_cyclic(|weak| {
             identity.connection = weak.clone();
             Connection {
@@ -263,6 +301,7 @@ impl Connection {
                     closed: None,
                     credit_waiters: 0,
                     one_way_out: 0,
+                    exports,
                 }),
                 arrival: source.arrival_hint(),
                 source: Mutex::new(source),
@@ -277,8 +316,7 @@ impl Connection {
                 runtime: tokio::runtime::Handle::current(),
                 credit_available: Notify::new(),
                 signal: signal.clone(),
-                export_entries: exports.view(),
-                exports: Mutex::new(exports),
+                export_entries,
                 serving: Mutex::new(HashMap::default()),
                 peer,
                 identity: Arc::new(identity),
@@ -286,6 +324,9 @@ impl Connection {
                 spin: options.spin.min(crate::ConnectionOptions::BUSY_POLL),
                 call_timeout: options.call_timeout,
                 frames_received: AtomicU64::new(0),
+                answered_here: AtomicU32::new(0),
+                answers_stopped: AtomicBool::new(false),
+                peer_max_frame_size,
                 messages_received: AtomicU64::new(0),
                 replies_to_their_caller: AtomicU64::new(0),
                 releases: Mutex::default(),
@@ -338,8 +379,8 @@ impl Connection {
             // connection.
             busy: !state.pending.is_empty()
                 || state.proto.in_flight() > 0
-                || state.proto.peer_in_flight() > 0
-                || self.exports().holds_unresolvable()
+                || self.peer_in_flight(state) > 0
+                || state.exports.holds_unresolvable()
                 || self.holds_peer_references(),
         }
     }
@@ -353,8 +394,9 @@ impl Connection {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(crate) fn exports(&self) -> MutexGuard<'_, ExportTable> {
-        self.exports.lock().unwrap_or_else(|e| e.into_inner())
+    /// The export table, under the state's lock (not to be taken while that is held).
+    pub(crate) fn exports(&self) -> ExportsGuard<'_> {
+        ExportsGuard(self.state())
     }
 
     fn serving(&self) -> MutexGuard<'_, HashMap<u64, dispatch::Serving, IdBuildHasher>> {
@@ -638,34 +680,6 @@ impl Connection {
         }
     }
 
-    /// Stamps the answer to the peer's call `call_id`. A result over the peer's frame
-    /// limit goes as an error instead (see [`lanner_proto::Connection::send_response`]):
-    /// the references it exported never reach the peer, so they are unexported.
-    fn stamp_response(
-        &self,
-        call_id: u64,
-        reply: MessageBuilder,
-        exported: UnsentExports,
-    ) -> Option<OutFrame> {
-        let stamped = self.with_open_proto(|proto| {
-            let whole =
-                exported.is_empty() || reply.check(proto.peer_limits().max_frame_size).is_ok();
-            (proto.send_response(call_id, reply), whole)
-        });
-        match stamped {
-            Some((Ok(frame), true)) => {
-                exported.sent();
-                Some(frame)
-            }
-            Some((Ok(frame), false)) => Some(frame),
-            Some((Err(error), _)) => {
-                tracing::warn!(peer = %self.peer, %error, "response not sent");
-                None
-            }
-            None => None,
-        }
-    }
-
     /// Runs `step` on the protocol state machine, unless the connection has closed.
     fn with_open_proto<T>(
         &self,
@@ -683,21 +697,6 @@ impl Connection {
     fn upgrade_open(weak: &std::sync::Weak<Connection>) -> Option<Arc<Connection>> {
         weak.upgrade()
             .filter(|connection| connection.closed().is_none())
-    }
-
-    /// Answers the peer's call `call_id`, then has the reader spin for the peer's next
-    /// request (as the raw baseline does after replying).
-    /// `exported`: this side's objects the reply exported (see [`Connection::stamp_response`]).
-    pub(crate) fn respond(
-        self: &Arc<Self>,
-        call_id: u64,
-        reply: MessageBuilder,
-        exported: UnsentExports,
-    ) {
-        if let Some(frame) = self.stamp_response(call_id, reply, exported) {
-            let _ = self.send_credit_return(frame);
-        }
-        self.signal.kick();
     }
 
     fn credits_granted(&self, credits: u32) {
@@ -721,8 +720,10 @@ impl Connection {
         frame: bytes::Bytes,
         shared: Option<lanner_proto::ExternalSegments>,
         mine: Option<u64>,
+        receiving: &Receiving,
     ) -> Result<Handled, lanner_proto::ProtocolError> {
         let mut state = self.state();
+        self.count_answers_here(&mut state, receiving);
         let event = match shared {
             None => state.proto.handle_frame(frame)?,
             Some(segments) => state.proto.handle_frame_with(frame, segments)?,
@@ -746,12 +747,12 @@ impl Connection {
                     None => Handled::Delivered,
                 })
             }
-            event => {
-                if let Event::Request(_) = event {
-                    state.calls += 1;
-                }
-                Ok(Handled::Event(event))
+            Event::Request(request) => {
+                state.calls += 1;
+                let slot = state.exports.slot(request.object, request.slot);
+                Ok(Handled::Request(request, slot))
             }
+            event => Ok(Handled::Event(event)),
         }
     }
 
@@ -778,6 +779,7 @@ impl Connection {
                 return false;
             }
             state.closed = Some(error.clone());
+            self.answers_stopped.store(true, Ordering::Release);
             self.usable.store(false, Ordering::Release);
             calls::fail_all(&mut state.pending, &error)
         };
@@ -830,8 +832,8 @@ impl Drop for Connection {
         let _ = writer.flush(&mut Context::from_waker(Waker::noop()));
         // A client connection nobody uses any more goes without `end`: the objects it
         // still exported (callbacks) are dropped here, under the same guard as always.
-        let exports = self.exports.get_mut().unwrap_or_else(|e| e.into_inner());
-        let unexported = exports.close();
+        let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        let unexported = state.exports.close();
         self.drop_unexported(unexported);
     }
 }

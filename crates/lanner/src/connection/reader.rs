@@ -208,7 +208,7 @@ impl Connection {
                 self.cork();
                 corked = true;
             }
-            match self.process(frame, external, cx, mine) {
+            match self.process(frame, external, cx, mine, &Receiving(())) {
                 Ok(step) => match step.seen() {
                     Some(step) => {
                         deliveries += usize::from(step == Seen::Delivered);
@@ -266,12 +266,13 @@ impl Connection {
         };
         match source.poll_recv(cx) {
             Poll::Ready(Ok(Received::Frame(frame))) => {
-                Poll::Ready(self.process(frame, None, cx, None))
+                Poll::Ready(self.process(frame, None, cx, None, &Receiving(())))
             }
-            Poll::Ready(Ok(Received::Shared)) => Poll::Ready(
-                shared_frame(&mut **source)
-                    .and_then(|(frame, segments)| self.process(frame, Some(segments), cx, None)),
-            ),
+            Poll::Ready(Ok(Received::Shared)) => {
+                Poll::Ready(shared_frame(&mut **source).and_then(|(frame, segments)| {
+                    self.process(frame, Some(segments), cx, None, &Receiving(()))
+                }))
+            }
             Poll::Ready(Ok(Received::Partial | Received::Empty)) => {
                 self.note_sign_of_life();
                 Poll::Ready(Ok(Progress::Other))
@@ -321,7 +322,7 @@ impl Connection {
         let queued = self.writer().queued_credits();
         let (in_flight, window) = {
             let state = self.state();
-            (state.proto.peer_in_flight(), state.proto.peer_window())
+            (self.peer_in_flight(&state), state.proto.peer_window())
         };
         if in_flight.saturating_add(queued) > window {
             return Err(self.protocol_violation(ProtocolError::CreditViolation {
@@ -338,13 +339,14 @@ impl Connection {
         shared: Option<ExternalSegments>,
         cx: &mut Context<'_>,
         mine: Option<u64>,
+        receiving: &Receiving,
     ) -> Result<Progress, Error> {
         self.note_sign_of_life();
         // Frames are processed one at a time (under the receive lock): no read-modify-write.
         let received = self.messages_received.load(Ordering::Relaxed);
         self.messages_received
             .store(received + 1, Ordering::Relaxed);
-        match self.handle_frame(frame, shared, mine) {
+        match self.handle_frame(frame, shared, mine, receiving) {
             Ok(Handled::Mine(response)) => {
                 // Under the receive lock too.
                 let mine = self.replies_to_their_caller.load(Ordering::Relaxed);
@@ -353,12 +355,12 @@ impl Connection {
                 Ok(Progress::Mine(response))
             }
             Ok(Handled::Delivered) => Ok(Progress::Delivered),
-            Ok(Handled::Event(Event::Response(_))) => {
+            Ok(Handled::Event(Event::Response(_) | Event::Request(_))) => {
                 Err(Error::protocol("response not delivered"))
             }
-            Ok(Handled::Event(Event::Request(request))) => {
+            Ok(Handled::Request(request, slot)) => {
                 self.check_credits()?;
-                Ok(match self.dispatch(request, cx) {
+                Ok(match self.dispatch(request, slot, cx, receiving) {
                     true => Progress::Handed,
                     false => Progress::Other,
                 })
@@ -500,6 +502,11 @@ impl Connection {
         }
     }
 }
+
+/// Proof that the receive lock is held: made only where a receive attempt holds it, and
+/// handed down to what may use state that only its holder writes (see
+/// [`Connection::count_answers_here`]).
+pub(crate) struct Receiving(());
 
 /// The frame a receive attempt announced as [`Received::Shared`], and its lent segments.
 fn shared_frame(source: &mut dyn FrameSource) -> Result<(Bytes, ExternalSegments), Error> {
