@@ -97,6 +97,7 @@ mod object;
 mod objref;
 mod occasional;
 mod options;
+mod phase_marks;
 mod prefetch;
 mod proxy;
 mod reference;

@@ -29,6 +29,7 @@ use crate::error::{Error, ErrorKind};
 use crate::id::MethodInfo;
 use crate::object::DispatchFuture;
 use crate::objref;
+use crate::phase_marks::{self, Mark};
 use crate::proxy::ProxyCore;
 use crate::reference::Target;
 
@@ -186,6 +187,7 @@ pub struct Destination<'a> {
 /// `call_timeout`). (Reconnecting and claiming are boxed by the reference: they add
 /// nothing to the size of a call's future.)
 pub async fn destination(core: &ProxyCore) -> Result<Destination<'_>, Error> {
+    phase_marks::mark(Mark::ProxyMethod);
     if let Some(target) = core.pinned_target() {
         let (timeout, deadline) = call_timeout(core.timeout_on(&target.connection))?;
         return Ok(Destination {

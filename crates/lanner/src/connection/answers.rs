@@ -25,6 +25,7 @@ use lanner_proto::{MessageBuilder, OutFrame};
 use super::reader::Receiving;
 use super::{AnsweredBy, Connection, State};
 use crate::objref::UnsentExports;
+use crate::phase_marks::{self, Mark};
 
 impl Connection {
     /// Answers the peer's call `call_id`, then has the reader spin for the peer's next
@@ -38,6 +39,7 @@ impl Connection {
         by: AnsweredBy<'_>,
     ) {
         if let Some(frame) = self.stamp_response(call_id, reply, exported, by) {
+            phase_marks::mark(Mark::AnswerStamped);
             let _ = self.send_credit_return(frame);
         }
         self.signal.kick();

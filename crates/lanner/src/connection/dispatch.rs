@@ -27,6 +27,7 @@ use crate::context::{CallContext, InCall};
 use crate::marshal;
 use crate::object::DispatchFuture;
 use crate::occasional::occasionally;
+use crate::phase_marks::{self, Mark};
 use crate::server::{CallLimit, SuspendedCall};
 
 /// Who answers a call of the peer's.
@@ -136,8 +137,10 @@ impl Connection {
         cx: &mut Context<'_>,
         by: AnsweredBy<'_>,
     ) -> Option<Waiting> {
+        phase_marks::mark(Mark::Dispatched);
         match std::panic::catch_unwind(AssertUnwindSafe(|| call.future.poll_unpin(cx))) {
             Ok(Poll::Ready(reply)) => {
+                phase_marks::mark(Mark::MethodReady);
                 self.answer(call.call_id, call.to, reply_of(self, Ok(reply)), by);
                 None
             }

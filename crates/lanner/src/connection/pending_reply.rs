@@ -24,6 +24,7 @@ use super::delivery_marks::LastLook;
 use super::{Answer, Connection};
 use crate::error::{Error, ErrorKind};
 use crate::objref::UnsentExports;
+use crate::phase_marks::{self, Mark};
 
 /// Waiting for a credit, boxed: the rare case, kept out of every call's future.
 type CreditWait = Pin<Box<dyn Future<Output = Result<Begun, Error>> + Send>>;
@@ -90,6 +91,7 @@ impl Connection {
         request: MessageBuilder,
         deadline: Option<Instant>,
     ) -> PendingReply<'_> {
+        phase_marks::mark(Mark::CallStart);
         let mut pending = PendingReply {
             connection: self,
             call_id: 0,
@@ -206,6 +208,7 @@ impl PendingReply<'_> {
             _ => {}
         }
         if let Some(reply) = connection.spin_for_reply(cx, self.call_id, self.deadline) {
+            phase_marks::mark(Mark::ReplyTaken);
             // Taking the reply removed the call.
             self.armed = false;
             return Poll::Ready(reply.map_err(Error::after_sending));

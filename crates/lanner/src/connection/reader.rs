@@ -36,6 +36,7 @@ use lanner_proto::{Event, ExternalSegments, OutFrame, ProtocolError};
 
 use super::{Answer, Connection, Handled, ReaderSignal, Side};
 use crate::error::Error;
+use crate::phase_marks::{self, Mark};
 use crate::transport::{FrameSource, Received, RecvError};
 
 /// What one receive attempt achieved.
@@ -176,7 +177,10 @@ impl Connection {
         let mut limit = BURST_FRAMES;
         let result = loop {
             let (frame, external) = match source.try_recv() {
-                Ok(Received::Frame(frame)) => (frame, None),
+                Ok(Received::Frame(frame)) => {
+                    phase_marks::mark(Mark::FrameTaken);
+                    (frame, None)
+                }
                 Ok(Received::Shared) => match shared_frame(&mut **source) {
                     Ok((frame, segments)) => (frame, Some(segments)),
                     Err(error) => break Err(error),
@@ -346,7 +350,9 @@ impl Connection {
         let received = self.messages_received.load(Ordering::Relaxed);
         self.messages_received
             .store(received + 1, Ordering::Relaxed);
-        match self.handle_frame(frame, shared, mine, receiving) {
+        let handled = self.handle_frame(frame, shared, mine, receiving);
+        phase_marks::mark(Mark::FrameHandled);
+        match handled {
             Ok(Handled::Mine(response)) => {
                 // Under the receive lock too.
                 let mine = self.replies_to_their_caller.load(Ordering::Relaxed);

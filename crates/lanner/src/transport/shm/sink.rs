@@ -11,6 +11,7 @@ use lanner_shm::{LoanArea, Producer, Reservation};
 use super::lent;
 use super::ring_error;
 use super::waiter::Waiter;
+use crate::phase_marks::{self, Mark};
 use crate::transport::FrameSink;
 
 /// Frames whose bulk segments hold at least this many bytes are placed so that the first
@@ -136,6 +137,7 @@ fn copy_into(frame: &mut OutFrame, reservation: &mut Reservation<'_>, len: usize
 fn complete(reservation: Reservation<'_>, publish: bool, more: bool) {
     if publish {
         reservation.commit(more);
+        phase_marks::mark(Mark::Published);
     } else {
         reservation.commit_unpublished(more);
     }
