@@ -361,8 +361,9 @@ impl Connection {
                 Ok(Progress::Mine(response))
             }
             Ok(Handled::Delivered) => Ok(Progress::Delivered),
+            // `handle_frame` routes both itself (delivered, or `Handled::Request`).
             Ok(Handled::Event(Event::Response(_) | Event::Request(_))) => {
-                Err(Error::protocol("response not delivered"))
+                Err(Error::protocol("a request or response was not routed"))
             }
             Ok(Handled::Request(request, slot)) => {
                 self.check_credits()?;
