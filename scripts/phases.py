@@ -8,6 +8,9 @@ from the time stamps a `phase-marks` build records (see crates/lanner/src/phase_
         --transport shm --sizes 0 --iters 200000
     python3 scripts/phases.py /tmp/phases
 
+A run of fewer calls (the benchmark makes 16,384 echoes of 64 KiB) needs a smaller
+buffer of marks per thread: LANNER_PHASE_MARKS=90000.
+
 Pairs each client call (the marks of the thread that made the proxy calls) with the
 server's handling of its request (the thread that dispatched calls), and prints the p10,
 p50 and p90 of every step, in nanoseconds. The first tenth of the calls (warm-up) is
@@ -73,7 +76,7 @@ def main():
     server = [t for t in threads if any(m == DISPATCHED for m, _ in t[1])]
     if len(client) != 1 or len(server) != 1:
         sys.exit(f"expected one client and one server thread's marks in {directory}, "
-                 f"found {len(client)} and {len(server)} (did the run make 60,000 calls?)")
+                 f"found {len(client)} and {len(server)} (did the run fill LANNER_PHASE_MARKS marks per thread, 400,000 by default?)")
     per_ns, client = client[0]
     _, server = server[0]
     calls = runs(client, CLIENT)

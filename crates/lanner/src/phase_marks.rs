@@ -5,10 +5,12 @@
 //! Compiled only with the `phase-marks` feature; without it [`mark`] is an empty inline
 //! function and nothing is recorded. With it, each thread keeps its marks (a [`Mark`] and a
 //! reading of the time-stamp counter, about 10 ns per mark) in a buffer of
-//! 400,000 marks. When the buffer is full it is written to
-//! `$LANNER_PHASE_DIR/<pid>.<thread>` (if that variable is set) and the thread stops
-//! marking. A run therefore records its first calls only: warm-up included, about 60,000
-//! null calls (`lanner bench pingpong --iters 200000` fills it). Both processes of a
+//! `$LANNER_PHASE_MARKS` marks (400,000 if unset). When the buffer is full it is written
+//! to `$LANNER_PHASE_DIR/<pid>.<thread>` (if that variable is set) and the thread stops
+//! marking. A run therefore records its first calls only, warm-up included: 400,000 marks
+//! are about 60,000 null calls (`lanner bench pingpong --iters 200000` fills them; a run
+//! with fewer calls, such as 64 KiB echoes, which the benchmark caps at 16,384, needs a
+//! smaller buffer). Both processes of a
 //! benchmark inherit the variable. Readings of the time-stamp counter compare across
 //! the processes of one machine (its counter is synchronised across cores); each file's
 //! first line gives the counter's ticks per nanosecond.
@@ -55,13 +57,16 @@ mod recording {
 
     use super::Mark;
 
-    /// Marks each thread keeps before it writes them out and stops.
+    /// Marks each thread keeps before it writes them out and stops, unless
+    /// `$LANNER_PHASE_MARKS` says otherwise.
     const CAPACITY: usize = 400_000;
 
     struct Marks {
         /// The first mark's clock and counter readings (for the counter's rate).
         start: Option<(Instant, u64)>,
         marks: Vec<(Mark, u64)>,
+        /// How many marks are kept before they are written out.
+        capacity: usize,
         /// Written out: no more marks.
         done: bool,
     }
@@ -71,6 +76,7 @@ mod recording {
             RefCell::new(Marks {
                 start: None,
                 marks: Vec::new(),
+                capacity: 0,
                 done: false,
             })
         };
@@ -103,10 +109,16 @@ mod recording {
             }
             if marks.start.is_none() {
                 marks.start = Some((Instant::now(), now));
-                marks.marks.reserve_exact(CAPACITY);
+                marks.capacity = std::env::var("LANNER_PHASE_MARKS")
+                    .ok()
+                    .and_then(|count| count.parse().ok())
+                    .unwrap_or(CAPACITY)
+                    .max(1);
+                let capacity = marks.capacity;
+                marks.marks.reserve_exact(capacity);
             }
             marks.marks.push((mark, now));
-            if marks.marks.len() == CAPACITY {
+            if marks.marks.len() == marks.capacity {
                 write_out(&marks);
                 marks.done = true;
                 marks.marks = Vec::new();

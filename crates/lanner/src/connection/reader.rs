@@ -182,7 +182,10 @@ impl Connection {
                     (frame, None)
                 }
                 Ok(Received::Shared) => match shared_frame(&mut **source) {
-                    Ok((frame, segments)) => (frame, Some(segments)),
+                    Ok((frame, segments)) => {
+                        phase_marks::mark(Mark::FrameTaken);
+                        (frame, Some(segments))
+                    }
                     Err(error) => break Err(error),
                 },
                 Ok(Received::Partial) => {
