@@ -177,15 +177,9 @@ impl Connection {
         let mut limit = BURST_FRAMES;
         let result = loop {
             let (frame, external) = match source.try_recv() {
-                Ok(Received::Frame(frame)) => {
-                    phase_marks::mark(Mark::FrameTaken);
-                    (frame, None)
-                }
+                Ok(Received::Frame(frame)) => (frame, None),
                 Ok(Received::Shared) => match shared_frame(&mut **source) {
-                    Ok((frame, segments)) => {
-                        phase_marks::mark(Mark::FrameTaken);
-                        (frame, Some(segments))
-                    }
+                    Ok((frame, segments)) => (frame, Some(segments)),
                     Err(error) => break Err(error),
                 },
                 Ok(Received::Partial) => {
@@ -198,6 +192,7 @@ impl Connection {
                 }
                 Err(error) => break Err(self.receive_failed(error)),
             };
+            phase_marks::mark(Mark::FrameTaken);
             frames += 1;
             // A cold object's table entry is on its way while the request is decoded.
             if let Some(object) = lanner_proto::frame::peek_request_object(&frame) {
