@@ -289,12 +289,12 @@ fn expand_stub(interface: &Interface) -> TokenStream {
     let trait_ident = &item.ident;
     let proxy = format_ident!("{}Proxy", trait_ident);
     let stub = format_ident!("{}Stub", trait_ident);
-    let (call, this, methods, ordinal_var, refusal) = (
+    let (call, this, methods, ordinal_var, interface_var) = (
         local("call"),
         local("this"),
         local("methods"),
         local("ordinal"),
-        local("refusal"),
+        local("interface"),
     );
     let arms = interface.methods.iter().enumerate().map(|(index, method)| {
         let ordinal = index as u16;
@@ -306,12 +306,9 @@ fn expand_stub(interface: &Interface) -> TokenStream {
         let bulk = method.bulk_params().enumerate().map(|(segment, p)| {
             let ident = &p.ident;
             quote! {
-                let #ident = match #call.segment(#segment) {
+                let #ident = match #call.__segment(#segment) {
                     ::core::result::Result::Ok(segment) => segment,
-                    ::core::result::Result::Err(error) => {
-                        let reply = ::lanner::__private::Reply::error(&error);
-                        return ::lanner::__private::answered(reply);
-                    }
+                    ::core::result::Result::Err(answer) => return answer,
                 };
             }
         });
@@ -320,11 +317,11 @@ fn expand_stub(interface: &Interface) -> TokenStream {
         // errors point into the trait, not at the attribute.
         let arguments = if !method.has_inline_params() {
             quote_spanned! {name.span()=>
-                ::lanner::__private::no_arguments(&#call, &#methods[#index], &mut #refusal)
+                ::lanner::__private::no_arguments(&#call, &#methods[#index], #interface_var)
             }
         } else {
             quote_spanned! {name.span()=>
-                ::lanner::__private::arguments(&#call, &#methods[#index], &mut #refusal)
+                ::lanner::__private::arguments(&#call, &#methods[#index], #interface_var)
             }
         };
         let run = quote_spanned! {method.ok.span()=>
@@ -334,7 +331,7 @@ fn expand_stub(interface: &Interface) -> TokenStream {
         };
         // A refused call's arguments are decoded, then dropped with the refusal as the
         // answer: that releases the object references among them (see
-        // `IncomingCall::__route`). The refusal and a failure to decode are answered by
+        // `IncomingCall::__find`). The refusal and a failure to decode are answered by
         // `arguments`, so each method's own code here is short.
         quote! {
             #ordinal => {
@@ -435,20 +432,14 @@ fn expand_stub(interface: &Interface) -> TokenStream {
                     ::core::result::Result::Err(reply) => return reply,
                 };
                 let #methods = <#proxy as ::lanner::__private::Proxy>::METHODS;
-                let (#ordinal_var, mut #refusal) = match #call.__route(
-                    <#proxy as ::lanner::__private::Proxy>::INTERFACE_NAME,
-                    #methods,
-                ) {
-                    ::core::result::Result::Ok(routed) => routed,
-                    ::core::result::Result::Err(reply) => {
-                        return ::lanner::__private::answered(reply);
-                    }
+                let #interface_var = <#proxy as ::lanner::__private::Proxy>::INTERFACE_NAME;
+                let #ordinal_var = match #call.__find(#interface_var, #methods) {
+                    ::core::result::Result::Ok(ordinal) => ordinal,
+                    ::core::result::Result::Err(answer) => return answer,
                 };
                 match #ordinal_var {
                     #(#arms)*
                     _ => {
-                        // (No refusal for a method that does not exist.)
-                        let _ = &mut #refusal;
                         let reply = ::lanner::__private::Reply::unknown_method(#ordinal_var);
                         ::lanner::__private::answered(reply)
                     }

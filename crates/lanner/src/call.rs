@@ -9,6 +9,8 @@ use crate::access::MethodAccess;
 use crate::connection::Connection;
 use crate::error::{Error, ErrorKind};
 use crate::id::MethodInfo;
+use crate::marshal::answered;
+use crate::object::DispatchFuture;
 use crate::occasional::occasionally;
 use crate::server::CallLimit;
 
@@ -46,21 +48,39 @@ impl IncomingCall<'_> {
 
     /// Bulk argument `index`, a slice of the received frame (no copy).
     pub fn segment(&self, index: usize) -> Result<Bytes, Error> {
+        self.request
+            .payload
+            .segment(index)
+            .ok_or_else(|| self.missing_segment(index))
+    }
+
+    /// [`IncomingCall::segment`] for generated stubs: the error is the answer, as the
+    /// future the stub returns (made out of line).
+    #[doc(hidden)]
+    pub fn __segment(&self, index: usize) -> Result<Bytes, DispatchFuture> {
+        match self.request.payload.segment(index) {
+            Some(segment) => Ok(segment),
+            None => Err(answered(Reply::error(&self.missing_segment(index)))),
+        }
+    }
+
+    /// Why bulk argument `index` is not there.
+    #[cold]
+    #[inline(never)]
+    fn missing_segment(&self, index: usize) -> Error {
         let payload = &self.request.payload;
-        payload.segment(index).ok_or_else(|| {
-            let count = payload.segment_count();
-            let message = if index < count {
-                // Only a sender that rewrote the frame after it arrived (in shared memory)
-                // gets here: the table was checked when the frame was decoded.
-                format!("bulk argument {index} no longer lies within its request")
-            } else {
-                format!(
-                    "the request carries {count} bulk arguments, the method expects at least {}",
-                    index + 1
-                )
-            };
-            Error::new(ErrorKind::InvalidArgument, message)
-        })
+        let count = payload.segment_count();
+        let message = if index < count {
+            // Only a sender that rewrote the frame after it arrived (in shared memory)
+            // gets here: the table was checked when the frame was decoded.
+            format!("bulk argument {index} no longer lies within its request")
+        } else {
+            format!(
+                "the request carries {count} bulk arguments, the method expects at least {}",
+                index + 1
+            )
+        };
+        Error::new(ErrorKind::InvalidArgument, message)
     }
 
     /// Finds the method to run among `methods` (an interface's table, indexed by ordinal):
@@ -74,42 +94,65 @@ impl IncomingCall<'_> {
     /// releases the references among them, which the request's reference table lists):
     /// answer with it before decoding any.
     pub fn route(&self, interface: &str, methods: &[MethodInfo]) -> Result<u16, Reply> {
-        match self.find(interface, methods)? {
-            (ordinal, None) => Ok(ordinal),
-            (_, Some(refusal)) => Err(refusal.arguments_unread()),
+        let Some(method) = self.find(methods) else {
+            return Err(self.incompatible(interface, methods));
+        };
+        match self.refusal(interface, method) {
+            None => Ok(method.ordinal),
+            Some(refusal) => Err(refusal.arguments_unread()),
         }
     }
 
-    /// [`IncomingCall::route`] for generated stubs: a method found but refused (by the
-    /// access policy, or because the server is overloaded) comes with its refusal, so that
-    /// the stub decodes its arguments before answering with it. Dropping what was decoded
-    /// releases the object references among the arguments, which the caller counted for
-    /// this connection; left undecoded, they would stay counted until the connection ends.
+    /// [`IncomingCall::route`] for generated stubs, without the refusal: a method found but
+    /// refused (by the access policy, or because the server is overloaded) is refused by
+    /// [`crate::__private::arguments`] once the stub has decoded its arguments. Dropping
+    /// what was decoded releases the object references among the arguments, which the
+    /// caller counted for this connection; left undecoded, they would stay counted until
+    /// the connection ends. The error is the answer, as the future the stub returns.
     #[doc(hidden)]
-    pub fn __route(
-        &self,
-        interface: &str,
-        methods: &[MethodInfo],
-    ) -> Result<(u16, Option<Reply>), Reply> {
-        self.find(interface, methods)
+    pub fn __find(&self, interface: &str, methods: &[MethodInfo]) -> Result<u16, DispatchFuture> {
+        match self.find(methods) {
+            Some(method) => Ok(method.ordinal),
+            None => Err(answered(self.incompatible(interface, methods))),
+        }
     }
 
-    fn find(&self, interface: &str, methods: &[MethodInfo]) -> Result<(u16, Option<Reply>), Reply> {
+    /// The method the caller named: by ordinal if the fingerprint matches there, else by
+    /// fingerprint.
+    fn find<'m>(&self, methods: &'m [MethodInfo]) -> Option<&'m MethodInfo> {
         let fingerprint = self.request.fingerprint;
-        let found = match methods.get(usize::from(self.request.method)) {
+        match methods.get(usize::from(self.request.method)) {
             Some(method) if method.fingerprint == fingerprint => Some(method),
             _ => methods.iter().find(|m| m.fingerprint == fingerprint),
-        };
-        if let Some(method) = found {
-            let refusal = if let Some(limit) = self.overloaded {
-                Some(limit.refusal())
-            } else if !self.access.allows(method.ordinal) {
-                Some(self.denied(interface, method))
-            } else {
-                None
-            };
-            return Ok((method.ordinal, refusal));
         }
+    }
+
+    /// Why `method` (found) may not run, if it may not: the server is overloaded, or the
+    /// caller may not call it. The reply is made only then (out of line).
+    #[inline]
+    pub(crate) fn refusal(&self, interface: &str, method: &MethodInfo) -> Option<Reply> {
+        if self.overloaded.is_none() && self.access.allows(method.ordinal) {
+            return None;
+        }
+        Some(self.refuse(interface, method))
+    }
+}
+
+impl IncomingCall<'_> {
+    #[cold]
+    #[inline(never)]
+    fn refuse(&self, interface: &str, method: &MethodInfo) -> Reply {
+        match self.overloaded {
+            Some(limit) => limit.refusal(),
+            None => self.denied(interface, method),
+        }
+    }
+
+    /// No method of `methods` has the caller's fingerprint: told as unread.
+    #[cold]
+    #[inline(never)]
+    fn incompatible(&self, interface: &str, methods: &[MethodInfo]) -> Reply {
+        let fingerprint = self.request.fingerprint;
         let detail = match methods.get(usize::from(self.request.method)) {
             Some(method) => format!(
                 "incompatible method: the caller's method {} of {interface} has a different signature (fingerprint {fingerprint:08x}); this server has `{}`",
@@ -121,11 +164,9 @@ impl IncomingCall<'_> {
                 methods.len()
             ),
         };
-        Err(Reply::error(&Error::new(ErrorKind::Unimplemented, detail)).arguments_unread())
+        Reply::error(&Error::new(ErrorKind::Unimplemented, detail)).arguments_unread()
     }
-}
 
-impl IncomingCall<'_> {
     #[cold]
     fn denied(&self, interface: &str, method: &MethodInfo) -> Reply {
         let principal = &self.connection.identity().principal;

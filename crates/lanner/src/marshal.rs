@@ -498,15 +498,16 @@ pub(crate) fn error_from_payload(status: Status, payload: &Payload) -> Error {
 }
 
 /// Decodes a call's inline arguments as `A` (a tuple of the method's non-bulk parameters),
-/// unless the call is refused: then `refusal` (taken) is the answer, after the arguments
-/// were decoded and dropped, which releases the object references among them. The error
-/// is the answer, as the future the stub returns (see `decode_arguments`).
+/// unless the call is refused (see `IncomingCall::refusal`; `interface` names the
+/// method's interface in the refusal): then the refusal is the answer, after the
+/// arguments were decoded and dropped, which releases the object references among them.
+/// The error is the answer, as the future the stub returns (see `decode_arguments`).
 pub fn arguments<A: DeserializeOwned>(
     call: &IncomingCall<'_>,
     method: &MethodInfo,
-    refusal: &mut Option<Reply>,
+    interface: &str,
 ) -> Result<A, DispatchFuture> {
-    unless_refused(decode_arguments(call, method), refusal)
+    unless_refused(decode_arguments(call, method), call, method, interface)
 }
 
 /// Decodes a call's inline arguments as `A`. Arguments that fail to decode are answered as
@@ -536,7 +537,7 @@ pub(crate) fn decode_arguments<A: DeserializeOwned>(
 pub fn no_arguments(
     call: &IncomingCall<'_>,
     method: &MethodInfo,
-    refusal: &mut Option<Reply>,
+    interface: &str,
 ) -> Result<(), DispatchFuture> {
     let decoded = match call.inline().len() {
         0 => Ok(()),
@@ -546,17 +547,19 @@ pub fn no_arguments(
         ))
         .arguments_unread()),
     };
-    unless_refused(decoded, refusal)
+    unless_refused(decoded, call, method, interface)
 }
 
-/// The decoded arguments, unless the call is refused (`refusal`, told as unread if they
+/// The decoded arguments, unless the call is refused (the refusal told as unread if they
 /// did not decode: those references were given up) or they did not decode.
 #[inline]
 fn unless_refused<A>(
     decoded: Result<A, Reply>,
-    refusal: &mut Option<Reply>,
+    call: &IncomingCall<'_>,
+    method: &MethodInfo,
+    interface: &str,
 ) -> Result<A, DispatchFuture> {
-    match refusal.take() {
+    match call.refusal(interface, method) {
         None => decoded.map_err(answered),
         // Dropping what was decoded releases the references among it.
         Some(refusal) => Err(refused(refusal, decoded.is_ok())),

@@ -651,3 +651,42 @@ async fn a_closed_connection_cancels_the_calls_it_was_serving() {
         .unwrap();
     assert_eq!(slow.sleep_ms(1).await, Ok(1));
 }
+
+#[tokio::test]
+async fn a_request_without_the_bulk_argument_its_method_takes_is_answered_and_the_connection_goes_on()
+ {
+    use tokio::io::AsyncWriteExt;
+
+    let server = Server::new().with_auth(lanner::ServerAuth::none());
+    let blobs = common::BlobsStub::new(Arc::new(common::Service::default()));
+    let listening = listen_anonymous(server, "no-bulk", "blobs", Object::new(blobs)).await;
+    let (mut socket, mut proto) = common::raw_unix_client(&listening).await;
+    let handle = resolve_raw(&mut socket, &mut proto, "blobs").await;
+    let method = <common::BlobsProxy as lanner::Proxy>::METHODS
+        .iter()
+        .find(|m| m.name == "echo")
+        .unwrap();
+
+    // `echo(data: Bytes)`, right ordinal and fingerprint, no segment; then with one.
+    let mut answers = Vec::new();
+    for segment in [None, Some(lanner::Bytes::from_static(b"still here"))] {
+        let mut echo =
+            lanner_proto::MessageBuilder::request(handle, 0, method.ordinal, method.fingerprint);
+        if let Some(segment) = segment {
+            echo.push_segment(segment);
+        }
+        let (_, frame) = proto.send_request(echo).map_err(|(e, _)| e).unwrap();
+        socket.write_all(&frame.into_contiguous()).await.unwrap();
+        match proto.handle_frame(common::read_frame(&mut socket).await.unwrap()) {
+            Ok(lanner_proto::Event::Response(response)) => answers.push(response),
+            other => panic!("expected a response, got {other:?}"),
+        }
+    }
+    assert_eq!(answers[0].status, lanner_proto::Status::InvalidArgument);
+    assert_eq!(
+        String::from_utf8_lossy(answers[0].payload.inline_slice()),
+        "the request carries 0 bulk arguments, the method expects at least 1"
+    );
+    assert_eq!(answers[1].status, lanner_proto::Status::Ok);
+    assert_eq!(answers[1].payload.segment(0).unwrap(), &b"still here"[..]);
+}

@@ -57,7 +57,7 @@ impl Connection {
         let by = AnsweredBy::Receiver(receiving);
         let call_id = request.call_id;
         let to = AnswerTo::of(&request);
-        // Refused by the stub (see `IncomingCall::__route`), which first decodes the
+        // Refused by the stub (see `IncomingCall::__find`), which first decodes the
         // arguments so that the references among them are released.
         let overloaded = self.call_limit.as_deref().filter(|limit| limit.is_full());
         let ExportedSlot {
@@ -99,7 +99,7 @@ impl Connection {
         let future = match std::panic::catch_unwind(AssertUnwindSafe(|| direct.dispatch(call))) {
             Ok(future) => future,
             Err(panic) => {
-                self.answer(call_id, to, reply_of(self, Err(panic)), by);
+                self.answer(call_id, to, panicked(self, panic), by);
                 return false;
             }
         };
@@ -141,11 +141,11 @@ impl Connection {
         match std::panic::catch_unwind(AssertUnwindSafe(|| call.future.poll_unpin(cx))) {
             Ok(Poll::Ready(reply)) => {
                 phase_marks::mark(Mark::MethodReady);
-                self.answer(call.call_id, call.to, reply_of(self, Ok(reply)), by);
+                self.answer(call.call_id, call.to, reply, by);
                 None
             }
             Err(panic) => {
-                self.answer(call.call_id, call.to, reply_of(self, Err(panic)), by);
+                self.answer(call.call_id, call.to, panicked(self, panic), by);
                 None
             }
             Ok(Poll::Pending) => Some(self.suspend(call)),
@@ -377,24 +377,21 @@ impl Waiting {
             limit,
         } = self;
         let outcome = AssertUnwindSafe(call.future).catch_unwind().await;
-        let reply = reply_of(&connection, outcome);
+        let reply = outcome.unwrap_or_else(|panic| panicked(&connection, panic));
         drop(limit);
         connection.serving().remove(&call.call_id);
         connection.answer(call.call_id, call.to, reply, AnsweredBy::Elsewhere);
     }
 }
 
-fn reply_of(
-    connection: &Connection,
-    outcome: Result<Reply, Box<dyn std::any::Any + Send>>,
-) -> Reply {
-    match outcome {
-        Ok(reply) => reply,
-        Err(panic) => {
-            let message = crate::error::panic_message(panic.as_ref());
-            // A peer can make a method panic on every call.
-            occasionally!(error, peer = %connection.peer(), %message, "method panicked");
-            Reply::status(Status::Internal, &format!("the method panicked: {message}"))
-        }
-    }
+/// The answer to a call whose method (or stub) panicked. Out of line: the path of a
+/// call that completes moves its reply straight to the answer, not through a `Result`
+/// assembled around it.
+#[cold]
+#[inline(never)]
+fn panicked(connection: &Connection, panic: Box<dyn std::any::Any + Send>) -> Reply {
+    let message = crate::error::panic_message(panic.as_ref());
+    // A peer can make a method panic on every call.
+    occasionally!(error, peer = %connection.peer(), %message, "method panicked");
+    Reply::status(Status::Internal, &format!("the method panicked: {message}"))
 }
