@@ -289,6 +289,33 @@ async fn resolve_raw(
         .0
 }
 
+/// A raw client of `server` serving a `Blobs` object published as "blobs" (on a socket
+/// named after `tag`): the listener, the client's socket and protocol state, and the
+/// object's handle.
+async fn raw_client_of_blobs(
+    server: Server,
+    tag: &str,
+) -> (
+    lanner::Listening,
+    tokio::net::UnixStream,
+    lanner_proto::Connection,
+    u64,
+) {
+    let blobs = common::BlobsStub::new(Arc::new(common::Service::default()));
+    let listening = listen_anonymous(server, tag, "blobs", Object::new(blobs)).await;
+    let (mut socket, mut proto) = common::raw_unix_client(&listening).await;
+    let handle = resolve_raw(&mut socket, &mut proto, "blobs").await;
+    (listening, socket, proto, handle)
+}
+
+/// The `Blobs` method called `name`.
+fn blobs_method(name: &str) -> &'static lanner::MethodInfo {
+    <common::BlobsProxy as lanner::Proxy>::METHODS
+        .iter()
+        .find(|m| m.name == name)
+        .unwrap()
+}
+
 #[tokio::test]
 async fn a_peer_reading_a_long_reply_slowly_is_not_taken_for_dead() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -297,16 +324,11 @@ async fn a_peer_reading_a_long_reply_slowly_is_not_taken_for_dead() {
     let options = lanner::ConnectionOptions::default()
         .with_keepalive(Duration::from_millis(500), Duration::from_millis(500));
     let server = Server::with_options(options).with_auth(lanner::ServerAuth::none());
-    let blobs = common::BlobsStub::new(Arc::new(common::Service::default()));
-    let listening = listen_anonymous(server, "slow-reader", "blobs", Object::new(blobs)).await;
-    let (mut socket, mut proto) = common::raw_unix_client(&listening).await;
-    let handle = resolve_raw(&mut socket, &mut proto, "blobs").await;
+    let (_listening, mut socket, mut proto, handle) =
+        raw_client_of_blobs(server, "slow-reader").await;
 
     // An 8 MiB reply, read 64 KiB every 20 ms (about 2.6 s in all), saying nothing.
-    let method = <common::BlobsProxy as lanner::Proxy>::METHODS
-        .iter()
-        .find(|m| m.name == "make")
-        .unwrap();
+    let method = blobs_method("make");
     let mut make =
         lanner_proto::MessageBuilder::request(handle, 0, method.ordinal, method.fingerprint);
     let arguments = postcard::to_allocvec(&(8u32 << 20, 7u8)).unwrap();
@@ -658,14 +680,8 @@ async fn a_request_without_the_bulk_argument_its_method_takes_is_answered_and_th
     use tokio::io::AsyncWriteExt;
 
     let server = Server::new().with_auth(lanner::ServerAuth::none());
-    let blobs = common::BlobsStub::new(Arc::new(common::Service::default()));
-    let listening = listen_anonymous(server, "no-bulk", "blobs", Object::new(blobs)).await;
-    let (mut socket, mut proto) = common::raw_unix_client(&listening).await;
-    let handle = resolve_raw(&mut socket, &mut proto, "blobs").await;
-    let method = <common::BlobsProxy as lanner::Proxy>::METHODS
-        .iter()
-        .find(|m| m.name == "echo")
-        .unwrap();
+    let (_listening, mut socket, mut proto, handle) = raw_client_of_blobs(server, "no-bulk").await;
+    let method = blobs_method("echo");
 
     // `echo(data: Bytes)`, right ordinal and fingerprint, no segment; then with one.
     let mut answers = Vec::new();
