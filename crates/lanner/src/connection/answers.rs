@@ -56,43 +56,44 @@ impl Connection {
         by: AnsweredBy<'_>,
     ) -> Option<OutFrame> {
         let whole = exported.is_empty() || reply.check(self.peer_max_frame_size).is_ok();
-        let stamped = match by {
-            AnsweredBy::Receiver(receiving) => self.stamp_response_here(call_id, reply, receiving),
+        let frame = match by {
+            AnsweredBy::Receiver(receiving) => {
+                self.stamp_response_here(call_id, reply, receiving)?
+            }
             AnsweredBy::Elsewhere => {
-                self.with_open_proto(|proto| proto.send_response(call_id, reply))
+                match self.with_open_proto(|proto| proto.send_response(call_id, reply))? {
+                    Ok(frame) => frame,
+                    Err(error) => {
+                        tracing::warn!(peer = %self.peer, %error, "response not sent");
+                        return None;
+                    }
+                }
             }
         };
-        match stamped {
-            Some(Ok(frame)) => {
-                if whole {
-                    exported.sent();
-                }
-                Some(frame)
-            }
-            Some(Err(error)) => {
-                tracing::warn!(peer = %self.peer, %error, "response not sent");
-                None
-            }
-            None => None,
+        if whole {
+            exported.sent();
         }
+        Some(frame)
     }
 
     /// [`Connection::stamp_response`] by the receiver, without the state's lock (see the
-    /// module docs). Counted in `answered_here`.
+    /// module docs). Counted in `answered_here`. None once answers have stopped.
     fn stamp_response_here(
         &self,
         call_id: u64,
         reply: MessageBuilder,
         _: &Receiving,
-    ) -> Option<Result<OutFrame, lanner_proto::SendError>> {
+    ) -> Option<OutFrame> {
         if self.answers_stopped.load(Ordering::Acquire) {
             return None;
         }
         let answered = self.answered_here.load(Ordering::Relaxed);
         self.answered_here.store(answered + 1, Ordering::Release);
-        let frame =
-            lanner_proto::connection::stamp_response(call_id, reply, self.peer_max_frame_size);
-        Some(Ok(frame))
+        Some(lanner_proto::connection::stamp_response(
+            call_id,
+            reply,
+            self.peer_max_frame_size,
+        ))
     }
 
     /// Counts the answers the receiver stamped without the state's lock in the protocol
