@@ -47,6 +47,7 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
         methods: 1,
         concurrency: vec![1],
         threads: vec![1],
+        payload_offset: None,
         json: true,
     };
     let (rows, _) = measure(&bench, 0.0)?;

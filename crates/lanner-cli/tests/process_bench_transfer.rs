@@ -1,6 +1,7 @@
 //! Smoke runs of `lanner bench pingpong` and `lanner bench bandwidth` over shared memory
-//! against real `lanner serve` processes: every row and field is there, and a connected
-//! but silent client and server fall idle after their spin budget. Never their timings.
+//! against real `lanner serve` processes: every row and field is there, `--payload-offset`
+//! is reported (and refused where it means nothing), and a connected but silent client
+//! and server fall idle after their spin budget. Never their timings.
 //! Also `lanner bench floor`, whose raw and protocol-core sides are threads of the bench
 //! itself and whose Lanner side calls a `lanner serve` process.
 
@@ -62,6 +63,38 @@ fn bench_pingpong_over_shm_reports_latency_and_idle_cpu() {
         let percent = idle[side].as_f64().unwrap_or(f64::NAN);
         assert!(percent < 10.0, "{side} {percent}% while silent: {report}");
     }
+}
+
+#[test]
+fn bench_pingpong_places_payloads_where_payload_offset_asks_and_says_so() {
+    let report = bench_json(&[
+        "pingpong",
+        "--transport",
+        "shm",
+        "--sizes",
+        "65536",
+        "--iters",
+        "100",
+        "--warmup",
+        "10",
+        "--payload-offset",
+        "44",
+    ]);
+    assert_eq!(report["payload_offset"], 44, "{report}");
+    for row in rows(&report, "pingpong", &[65536]) {
+        positive(row, "ratio_p50");
+    }
+}
+
+#[test]
+fn bench_payload_offset_is_refused_where_no_payload_is_sent_or_past_a_line() {
+    let stderr = bench_refusal(&["floor", "--transport", "shm", "--payload-offset", "8"]);
+    assert!(
+        stderr.contains("--payload-offset applies to pingpong and bandwidth"),
+        "{stderr}"
+    );
+    let stderr = bench_refusal(&["pingpong", "--payload-offset", "64"]);
+    assert!(stderr.contains("64 is not in 0..64"), "{stderr}");
 }
 
 #[test]

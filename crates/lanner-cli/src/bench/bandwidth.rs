@@ -63,7 +63,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         if !args.json {
             eprintln!("  size {size}: {per_side:?} per side …");
         }
-        let payload = Bytes::from(vec![0x5au8; size]);
+        let payload = super::payload::payload(args, size, 0x5a);
         let (mut rpc, mut raw_total) = (Transfer::default(), Transfer::default());
         let mut calls = Transfer::default();
         while rpc.elapsed < per_side || raw_total.elapsed < per_side {

@@ -15,6 +15,7 @@ pub mod bandwidth;
 pub mod firstcall;
 pub mod floor;
 pub mod idle;
+pub mod payload;
 pub mod pingpong;
 pub mod raw_client;
 pub mod scale;
@@ -100,6 +101,12 @@ pub struct BenchArgs {
     /// the server runs as many runtime workers as the largest value.
     #[arg(long, value_delimiter = ',', default_value = "1")]
     pub threads: Vec<usize>,
+    /// For pingpong and bandwidth: start each payload this many bytes (0 to 63) past a
+    /// 64-byte boundary, for Lanner and the raw baseline alike [default: where the
+    /// allocator puts it]. How a payload lies against a cache line can decide how fast the
+    /// kernel copies it (see `bench::payload`).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..64))]
+    pub payload_offset: Option<u8>,
     /// Print one JSON object on stdout and nothing else.
     #[arg(long)]
     pub json: bool,
@@ -142,6 +149,9 @@ pub struct RunInfo {
     transport: &'static str,
     placement: &'static str,
     wait: String,
+    /// `--payload-offset`, if given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    payload_offset: Option<u8>,
 }
 
 impl RunInfo {
@@ -152,13 +162,18 @@ impl RunInfo {
             transport: args.transport.name(),
             placement: args.placement.name(),
             wait: args.wait(),
+            payload_offset: args.payload_offset,
         }
     }
 
     /// The readable report's first line; `detail` goes inside its parentheses.
     pub fn title(&self, detail: &str) -> String {
+        let offset = self
+            .payload_offset
+            .map(|offset| format!(", payloads {offset} bytes past a line"))
+            .unwrap_or_default();
         format!(
-            "{} over {} (placement {}, wait: {}{detail})",
+            "{} over {} (placement {}, wait: {}{offset}{detail})",
             self.workload, self.transport, self.placement, self.wait
         )
     }
@@ -282,6 +297,14 @@ fn online_cpus() -> usize {
 
 /// Runs `lanner bench`.
 pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
+    if args.payload_offset.is_some()
+        && !matches!(args.workload, Workload::Pingpong | Workload::Bandwidth)
+    {
+        return Err(
+            "--payload-offset applies to pingpong and bandwidth, the workloads that send payloads"
+                .into(),
+        );
+    }
     match args.workload {
         Workload::Pingpong => pingpong::run(args),
         Workload::Bandwidth => bandwidth::run(args),

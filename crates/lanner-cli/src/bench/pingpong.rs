@@ -105,7 +105,7 @@ pub fn measure(
         if !args.json {
             eprintln!("  size {size}: {iters} iterations …");
         }
-        let payload = Bytes::from(vec![0xa5u8; size]);
+        let payload = super::payload::payload(args, size, 0xa5);
         for _ in 0..warmup {
             raw.round_trip(&payload)?;
         }
