@@ -43,7 +43,8 @@
 //! CLOSE     status u8 reserved[3] reason (UTF-8, at most 1024 bytes)
 //! CANCEL    call_id u64
 //! PING      nonce u64     (the receiver answers PONG with the same nonce)
-//! PONG      nonce u64
+//! PONG      nonce u64     (one that answers no PING is ignored: a sender may put PONGs
+//!                          before a frame as padding, see `lanner`'s TCP transport)
 //! GOAWAY    (no body: the sender answers the calls it has, then closes; send no new ones)
 //! ```
 //!

@@ -38,6 +38,8 @@ pub struct OutFrame {
     bulk: Segments,
     /// Index of the first bulk segment not fully written.
     next_bulk: usize,
+    /// Some of the frame was written (or it was marked written).
+    started: bool,
 }
 
 impl Default for OutFrame {
@@ -52,6 +54,7 @@ impl OutFrame {
             head: Head::Built(head),
             bulk,
             next_bulk: 0,
+            started: false,
         }
     }
 
@@ -61,6 +64,7 @@ impl OutFrame {
             head: Head::Shared(frame),
             bulk: Segments::new(),
             next_bulk: 0,
+            started: false,
         }
     }
 
@@ -119,8 +123,32 @@ impl OutFrame {
         }
     }
 
+    /// Whether none of the frame has been written yet (neither [`OutFrame::advance`] nor
+    /// [`OutFrame::mark_written`] was called).
+    pub fn is_unwritten(&self) -> bool {
+        !self.started
+    }
+
+    /// Puts `prefix` before the frame's bytes, to be written with them: whole frames a
+    /// transport sends ahead of this one (padding that places the frame's bulk segments
+    /// where the kernel copies them fastest, say). Only on a frame none of which is written
+    /// yet ([`OutFrame::is_unwritten`]); on another it does nothing and returns false. Costs
+    /// a copy of the frame's head, so it suits large frames.
+    pub fn prepend(&mut self, prefix: &[u8]) -> bool {
+        if self.started {
+            return false;
+        }
+        let head = self.head.bytes();
+        let mut joined = BytesMut::with_capacity(prefix.len() + head.len());
+        joined.extend_from_slice(prefix);
+        joined.extend_from_slice(head);
+        self.head = Head::Built(joined);
+        true
+    }
+
     /// Marks the whole frame as written (cheaper than [`OutFrame::advance`] by its length).
     pub fn mark_written(&mut self) {
+        self.started = true;
         match &mut self.head {
             Head::Built(bytes) => bytes.clear(),
             Head::Shared(bytes) => bytes.clear(),
@@ -138,6 +166,7 @@ impl OutFrame {
 
     /// Marks `n` bytes as written.
     pub fn advance(&mut self, mut n: usize) {
+        self.started |= n > 0;
         let from_head = n.min(self.head.bytes().len());
         self.head.advance(from_head);
         n -= from_head;
@@ -204,6 +233,28 @@ mod tests {
         assert!(frame.carries_bulk());
         frame.advance(7);
         assert!(!frame.carries_bulk(), "written already");
+    }
+
+    #[test]
+    fn a_prefix_goes_before_an_unwritten_frame_and_never_into_a_started_one() {
+        let bulk: Segments = [Bytes::from_static(b"bulk")].into_iter().collect();
+        let mut frame = OutFrame::new(BytesMut::from(&b"head"[..]), bulk.clone());
+        assert!(frame.is_unwritten());
+        assert!(frame.prepend(b"pad"));
+        let mut seen = Vec::new();
+        frame.for_each_unwritten(|segment| seen.push(segment.to_vec()));
+        assert_eq!(seen, [b"padhead".to_vec(), b"bulk".to_vec()]);
+        assert_eq!(frame.parts().0, b"padhead");
+
+        let mut started = OutFrame::new(BytesMut::from(&b"head"[..]), bulk);
+        started.advance(1);
+        assert!(!started.is_unwritten());
+        assert!(!started.prepend(b"pad"));
+        assert_eq!(started.remaining(), 7);
+
+        let mut shared = OutFrame::contiguous(Bytes::from_static(b"whole"));
+        assert!(shared.prepend(b">"));
+        assert_eq!(shared.into_contiguous(), Bytes::from_static(b">whole"));
     }
 
     #[test]

@@ -80,7 +80,8 @@ fn keeps_in_use(origin: Option<&Origin>, handle: u64) -> bool {
 pub struct Traffic {
     /// Messages written (requests, responses, credits, cancels, keepalive probes…).
     pub messages_sent: u64,
-    /// Whole messages received.
+    /// Whole messages received (among them the PONG frames a TCP peer may send as padding
+    /// before a large payload).
     pub messages_received: u64,
     /// Bulk payloads sent by reference from this side's loan area (shared memory) rather
     /// than through the ring: those built in loans (see [`crate::Loan`]), never copied,

@@ -258,3 +258,29 @@ async fn joined_calls_of_a_sequential_caller_overlap() {
         "the second caller's first call ended after all of the first caller's ({second_started} vs {first_done}): the joined callers ran one after the other"
     );
 }
+
+/// `len` bytes of a pattern, starting `offset` bytes past a 4 KiB boundary.
+fn pattern_in_page_at(len: usize, offset: usize) -> bytes::Bytes {
+    let buffer = pattern(len + 8192, 3).to_vec();
+    let start = (offset + 4096 - buffer.as_ptr() as usize % 4096) % 4096;
+    bytes::Bytes::from(buffer).slice(start..start + len)
+}
+
+/// A TCP sink puts PONG frames before a large payload whose copy into the kernel's page
+/// fragments would alias (16 bytes into a page behind a 44-byte head), and none before
+/// one that would not (44): either way the payload arrives whole, both ways, and the
+/// connection goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_payloads_over_tcp_arrive_whole_padded_or_not() {
+    let (_server, _listening, url) = serve_on("tcp://127.0.0.1:0").await;
+    let blobs: BlobsProxy = client_for(&url).connect(&url).await.unwrap();
+    for offset in [16, 44, 16] {
+        let payload = pattern_in_page_at(512 * 1024, offset);
+        assert_eq!(blobs.echo(payload.clone()).await.unwrap(), payload);
+        assert_eq!(
+            blobs.digest(payload.clone()).await.unwrap(),
+            digest(&payload)
+        );
+    }
+    assert_eq!(blobs.echo(bytes::Bytes::new()).await.unwrap().len(), 0);
+}

@@ -30,6 +30,7 @@ pub mod tls;
 pub mod unix;
 
 mod listener;
+mod page_padding;
 mod recv_buffer;
 mod sys;
 mod watched_socket;

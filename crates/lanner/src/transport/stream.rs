@@ -218,6 +218,9 @@ pub struct StreamSink<W> {
     writer: W,
     /// Where a batch of small segments is gathered into one (see [`COALESCE_MAX`]).
     gathered: Vec<u8>,
+    /// Frames with a large payload sent alone are preceded by padding that keeps the
+    /// kernel's copy of the payload clear of 4 KiB aliasing (TCP; see `page_padding`).
+    pads_pages: bool,
 }
 
 impl<W> StreamSink<W> {
@@ -226,7 +229,16 @@ impl<W> StreamSink<W> {
         StreamSink {
             writer,
             gathered: Vec::new(),
+            pads_pages: false,
         }
+    }
+
+    /// The same sink, sending a frame whose first bulk segment is large and which goes
+    /// alone behind PONG frames when its payload's copy into the kernel's page fragments
+    /// would alias (see `page_padding`). For TCP, whose sends are copied that way.
+    pub fn padding_page_fragments(mut self) -> StreamSink<W> {
+        self.pads_pages = true;
+        self
     }
 }
 
@@ -362,11 +374,15 @@ impl<W: StreamWriteHalf> FrameSink for StreamSink<W> {
 
     /// Writes with [`StreamWriteHalf::try_write_vectored`] (for sockets a vectored `sendmsg`
     /// straight on the socket, which almost always has room); only when it is full does the
-    /// write go through the reactor, which registers the waker for when room appears. Once
-    /// the whole frame is written the half is flushed (a no-op on plain sockets); a flush
+    /// write go through the reactor, which registers the waker for when room appears. A
+    /// sink [`StreamSink::padding_page_fragments`] puts padding before a frame first if it
+    /// needs it. Once the whole frame is written the half is flushed (a no-op on plain sockets); a flush
     /// that cannot finish now is Pending, and the next call with the same (now empty)
     /// frame finishes it.
     fn poll_send(&mut self, cx: &mut Context<'_>, frame: &mut OutFrame) -> Poll<io::Result<()>> {
+        if self.pads_pages {
+            super::page_padding::pad(frame);
+        }
         loop {
             let mut slices = [IoSlice::new(&[]); MAX_IOVECS];
             let (count, bytes) = frame.io_slices(&mut slices);

@@ -150,3 +150,60 @@ fn small_bulk_payloads_in_a_batch_are_written_from_their_buffers() {
         "two headers and two payloads, not gathered"
     );
 }
+
+/// `len` bytes counting up, starting `offset` bytes past a 4 KiB boundary.
+fn payload_in_page_at(len: usize, offset: usize) -> Bytes {
+    let buffer: Vec<u8> = (0..len + 8192).map(|i| i as u8).collect();
+    let start = (offset + 4096 - buffer.as_ptr() as usize % 4096) % 4096;
+    Bytes::from(buffer).slice(start..start + len)
+}
+
+/// A request carrying `payload`, sent alone by a TCP-style sink (padding page fragments)
+/// that takes at most `take` bytes per write: the frames the bytes written split into.
+fn padded_send(payload: Bytes, take: usize) -> Vec<Bytes> {
+    let mut pair = lanner_proto::harness::Pair::connected();
+    let mut message = lanner_proto::MessageBuilder::request(7, 0, 1, 0xfeed);
+    message.push_segment(payload);
+    let mut frame = pair.client.conn.send_request(message).unwrap().1;
+    let mut sink = StreamSink::new(Recorder {
+        take,
+        writes: Vec::new(),
+        segments: Vec::new(),
+    })
+    .padding_page_fragments();
+    let mut cx = Context::from_waker(Waker::noop());
+    assert!(matches!(
+        sink.poll_send(&mut cx, &mut frame),
+        Poll::Ready(Ok(()))
+    ));
+    let mut received = bytes::BytesMut::from(&sink.writer.writes.concat()[..]);
+    let splitter = lanner_proto::FrameSplitter::new(u32::MAX);
+    std::iter::from_fn(|| splitter.split(&mut received).unwrap()).collect()
+}
+
+#[test]
+fn a_large_payload_that_would_alias_goes_behind_pongs_and_arrives_whole() {
+    let payload = payload_in_page_at(256 * 1024, 16);
+    for take in [usize::MAX, 1000] {
+        let frames = padded_send(payload.clone(), take);
+        // A 44-byte head 28 bytes ahead of the payload's 16: seven PONGs make it 140.
+        assert_eq!(frames.len(), 8, "take {take}");
+        for pong in &frames[..7] {
+            assert_eq!(pong.len(), lanner_proto::frame::PING_LEN);
+            assert_eq!(pong[4], lanner_proto::frame::FrameKind::Pong as u8);
+        }
+        assert_eq!(frames[7][4], lanner_proto::frame::FrameKind::Request as u8);
+        assert!(frames[7].ends_with(&payload), "take {take}");
+    }
+}
+
+#[test]
+fn payloads_that_would_not_alias_or_are_small_go_unpadded() {
+    // Behind the head's end, level with it, or far enough ahead of it.
+    for offset in [44, 60, 200] {
+        let frames = padded_send(payload_in_page_at(256 * 1024, offset), usize::MAX);
+        assert_eq!(frames.len(), 1, "offset {offset}");
+    }
+    let frames = padded_send(payload_in_page_at(128 * 1024, 16), usize::MAX);
+    assert_eq!(frames.len(), 1, "small payloads are left alone");
+}

@@ -1,5 +1,7 @@
 //! TCP transport. Every connection has `TCP_NODELAY` set: Lanner frames are whole
-//! messages, and Nagle's algorithm would hold a small request back for a round trip.
+//! messages, and Nagle's algorithm would hold a small request back for a round trip. A
+//! frame with a large payload sent alone may go behind a few PONG frames, which place the
+//! payload where the kernel copies it at full speed (see `page_padding`).
 
 use std::io;
 
@@ -25,7 +27,7 @@ pub fn from_stream(stream: TcpStream) -> io::Result<Transport> {
         .unwrap_or_else(|_| "tcp://?".into());
     let (reader, writer) = watched_socket::split(stream.into_std()?.into());
     Ok(Transport {
-        sink: Box::new(StreamSink::new(writer)),
+        sink: Box::new(StreamSink::new(writer).padding_page_fragments()),
         source: Box::new(StreamSource::new(reader)),
         peer,
         credentials: None,
