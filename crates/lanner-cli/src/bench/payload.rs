@@ -2,11 +2,12 @@
 //! asks.
 //!
 //! Where a payload lies relative to a cache line can decide how fast the kernel copies it
-//! into a socket's buffers: on the AMD EPYC host of 2026-12-06, in one of its two states,
+//! into a socket's buffers. On the AMD EPYC host of 2026-12-06, in one of its two states,
 //! a 1 MiB echo over TCP took 1.02 of its raw baseline at four of the eight 8-byte offsets
-//! and 1.52–1.55 at the other four (see `docs/decisions.md`, "Twenty-second session").
-//! The allocator's placement is one of those offsets, fixed for a given build and size,
-//! so the option makes the others measurable.
+//! and 1.52–1.55 at the other four, until the TCP transport learnt to pad such frames (see
+//! `docs/decisions.md`, "Twenty-second session"). The allocator's placement is one of
+//! those offsets, fixed for a given build and size; the option makes the others
+//! measurable.
 
 use bytes::Bytes;
 
