@@ -161,10 +161,16 @@ fn payload_in_page_at(len: usize, offset: usize) -> Bytes {
 /// A request carrying `payload`, sent alone by a TCP-style sink (padding page fragments)
 /// that takes at most `take` bytes per write: the frames the bytes written split into.
 fn padded_send(payload: Bytes, take: usize) -> Vec<Bytes> {
+    padded_send_with_head(payload, take).0
+}
+
+/// [`padded_send`], and the request head's length (before any padding).
+fn padded_send_with_head(payload: Bytes, take: usize) -> (Vec<Bytes>, usize) {
     let mut pair = lanner_proto::harness::Pair::connected();
     let mut message = lanner_proto::MessageBuilder::request(7, 0, 1, 0xfeed);
     message.push_segment(payload);
     let mut frame = pair.client.conn.send_request(message).unwrap().1;
+    let head_len = frame.parts().0.len();
     let mut sink = StreamSink::new(Recorder {
         take,
         writes: Vec::new(),
@@ -178,7 +184,9 @@ fn padded_send(payload: Bytes, take: usize) -> Vec<Bytes> {
     ));
     let mut received = bytes::BytesMut::from(&sink.writer.writes.concat()[..]);
     let splitter = lanner_proto::FrameSplitter::new(u32::MAX);
-    std::iter::from_fn(|| splitter.split(&mut received).unwrap()).collect()
+    let frames = std::iter::from_fn(|| splitter.split(&mut received).unwrap()).collect();
+    assert!(received.is_empty(), "bytes left after the last whole frame");
+    (frames, head_len)
 }
 
 #[test]
@@ -206,4 +214,29 @@ fn payloads_that_would_not_alias_or_are_small_go_unpadded() {
     }
     let frames = padded_send(payload_in_page_at(128 * 1024, 16), usize::MAX);
     assert_eq!(frames.len(), 1, "small payloads are left alone");
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Wherever the payload lies in its page and however the socket takes the bytes, what
+    /// goes out is some PONGs (at most the window's worth) and then the request whole, and
+    /// the payload's destination behind them is out of the aliasing window.
+    #[test]
+    fn padding_is_whole_pongs_then_the_frame_wherever_the_payload_lies(
+        offset in 0usize..4096,
+        extra in 0usize..4096,
+        take in 1usize..300_000,
+    ) {
+        let payload = payload_in_page_at(256 * 1024 + extra, offset);
+        let (frames, head_len) = padded_send_with_head(payload.clone(), take);
+        let (pongs, request) = frames.split_at(frames.len() - 1);
+        proptest::prop_assert!(pongs.len() * lanner_proto::frame::PING_LEN <= 128);
+        for pong in pongs {
+            proptest::prop_assert_eq!(pong[4], lanner_proto::frame::FrameKind::Pong as u8);
+        }
+        proptest::prop_assert!(request[0].ends_with(&payload));
+        let ahead = (head_len + pongs.len() * lanner_proto::frame::PING_LEN + 4096 - offset) % 4096;
+        proptest::prop_assert!(!(1..128).contains(&ahead), "{} bytes ahead", ahead);
+    }
 }
