@@ -142,7 +142,10 @@ impl OutFrame {
         let mut joined = BytesMut::with_capacity(prefix.len() + head.len());
         joined.extend_from_slice(prefix);
         joined.extend_from_slice(head);
-        self.head = Head::Built(joined);
+        // The head it replaces goes back to the pool, as a written frame's does.
+        if let Head::Built(old) = std::mem::replace(&mut self.head, Head::Built(joined)) {
+            crate::head_pool::give_back(old);
+        }
         true
     }
 

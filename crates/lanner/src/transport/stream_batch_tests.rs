@@ -10,6 +10,7 @@ use lanner_proto::OutFrame;
 
 use super::{COALESCE_MAX, MAX_BATCH_IOVECS, StreamSink, StreamWriteHalf};
 use crate::transport::FrameSink;
+use crate::transport::page_padding::{ALIASING_WINDOW, PADDED_BULK_MIN};
 
 /// A socket that takes at most `take` bytes per write and records each write (and how
 /// many segments it was handed).
@@ -191,7 +192,7 @@ fn padded_send_with_head(payload: Bytes, take: usize) -> (Vec<Bytes>, usize) {
 
 #[test]
 fn a_large_payload_that_would_alias_goes_behind_pongs_and_arrives_whole() {
-    let payload = payload_in_page_at(256 * 1024, 16);
+    let payload = payload_in_page_at(PADDED_BULK_MIN, 16);
     for take in [usize::MAX, 1000] {
         let frames = padded_send(payload.clone(), take);
         // A 44-byte head 28 bytes ahead of the payload's 16: seven PONGs make it 140.
@@ -209,10 +210,10 @@ fn a_large_payload_that_would_alias_goes_behind_pongs_and_arrives_whole() {
 fn payloads_that_would_not_alias_or_are_small_go_unpadded() {
     // Behind the head's end, level with it, or far enough ahead of it.
     for offset in [44, 60, 200] {
-        let frames = padded_send(payload_in_page_at(256 * 1024, offset), usize::MAX);
+        let frames = padded_send(payload_in_page_at(PADDED_BULK_MIN, offset), usize::MAX);
         assert_eq!(frames.len(), 1, "offset {offset}");
     }
-    let frames = padded_send(payload_in_page_at(128 * 1024, 16), usize::MAX);
+    let frames = padded_send(payload_in_page_at(PADDED_BULK_MIN / 2, 16), usize::MAX);
     assert_eq!(frames.len(), 1, "small payloads are left alone");
 }
 
@@ -228,15 +229,15 @@ proptest::proptest! {
         extra in 0usize..4096,
         take in 1usize..300_000,
     ) {
-        let payload = payload_in_page_at(256 * 1024 + extra, offset);
+        let payload = payload_in_page_at(PADDED_BULK_MIN + extra, offset);
         let (frames, head_len) = padded_send_with_head(payload.clone(), take);
         let (pongs, request) = frames.split_at(frames.len() - 1);
-        proptest::prop_assert!(pongs.len() * lanner_proto::frame::PING_LEN <= 128);
+        proptest::prop_assert!(pongs.len() * lanner_proto::frame::PING_LEN <= ALIASING_WINDOW);
         for pong in pongs {
             proptest::prop_assert_eq!(pong[4], lanner_proto::frame::FrameKind::Pong as u8);
         }
         proptest::prop_assert!(request[0].ends_with(&payload));
         let ahead = (head_len + pongs.len() * lanner_proto::frame::PING_LEN + 4096 - offset) % 4096;
-        proptest::prop_assert!(!(1..128).contains(&ahead), "{} bytes ahead", ahead);
+        proptest::prop_assert!(!(1..ALIASING_WINDOW).contains(&ahead), "{} bytes ahead", ahead);
     }
 }
