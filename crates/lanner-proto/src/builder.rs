@@ -188,9 +188,7 @@ impl MessageBuilder {
         if self.kind != FrameKind::Request {
             return;
         }
-        let micros = timeout.as_nanos().div_ceil(1000).max(1);
-        let micros = u32::try_from(micros).unwrap_or(u32::MAX);
-        self.buf[32..36].copy_from_slice(&micros.to_le_bytes());
+        self.buf[32..36].copy_from_slice(&timeout_micros(timeout).to_le_bytes());
     }
 
     pub(crate) fn set_call_id(&mut self, call_id: u64) {
@@ -241,6 +239,14 @@ impl MessageBuilder {
         fixed[fixed_len - 4..].copy_from_slice(&inline_len.to_le_bytes());
         OutFrame::new(self.buf, self.bulk)
     }
+}
+
+/// A request's timeout as the wire carries it: whole microseconds, rounded up (a timeout
+/// of under a microsecond is one, not "no deadline"), at most `u32::MAX` ("at least that
+/// long").
+pub(crate) fn timeout_micros(timeout: std::time::Duration) -> u32 {
+    let micros = timeout.as_nanos().div_ceil(1000).max(1);
+    u32::try_from(micros).unwrap_or(u32::MAX)
 }
 
 /// Append-only access to a message's inline data: it cannot disturb the header.

@@ -25,6 +25,7 @@ use crate::frame::{
 use crate::limits::{Limits, MAX_FRAME_SIZE, MAX_SEND_CREDITS, MIN_FRAME_SIZE, PROTOCOL_VERSION};
 use crate::out_frame::OutFrame;
 use crate::payload::ExternalSegments;
+use crate::plain_request::{PlainHead, PlainRequest};
 use crate::status::Status;
 
 /// The largest frame accepted before the handshake completes. Handshake frames are tiny;
@@ -494,29 +495,64 @@ impl Connection {
         mut request: MessageBuilder,
     ) -> Result<(u64, OutFrame), (SendError, MessageBuilder)> {
         debug_assert_eq!(request.kind(), FrameKind::Request);
-        if self.state != State::Open {
-            return Err((SendError::NotOpen, request));
-        }
-        if self.peer_going_away {
-            return Err((SendError::GoingAway, request));
-        }
-        if self.send_credits == 0 {
-            return Err((SendError::NoCredits, request));
+        if let Err(error) = self.may_send_request() {
+            return Err((error, request));
         }
         if let Err(error) = request.check(self.peer.max_frame_size) {
             return Err((error, request));
         }
-        let call_id = self.next_call_id;
+        let call_id = self.take_call(request.is_one_way());
         request.set_call_id(call_id);
-        let one_way = request.is_one_way();
-        let frame = request.finish();
+        Ok((call_id, request.finish()))
+    }
+
+    /// [`Connection::send_request`] for a [`PlainRequest`]: stamps it with a fresh call id
+    /// and spends a credit; returns the call id, the encoded header and the bulk segment.
+    /// Without credit the request is handed back with [`SendError::NoCredits`].
+    #[allow(clippy::result_large_err)]
+    pub fn stamp_plain_request(
+        &mut self,
+        request: PlainRequest,
+    ) -> Result<(u64, PlainHead, Option<Bytes>), (SendError, PlainRequest)> {
+        if let Err(error) = self.may_send_request() {
+            return Err((error, request));
+        }
+        let len = request.frame_len();
+        if len > u64::from(self.peer.max_frame_size) {
+            let max = self.peer.max_frame_size;
+            return Err((SendError::TooLarge { len, max }, request));
+        }
+        let one_way = request.one_way;
+        let call_id = self.take_call(one_way);
+        let (head, bulk) = request.stamped(call_id);
+        Ok((call_id, head, bulk))
+    }
+
+    /// Whether a request may be sent now: the connection is open, the peer is not going
+    /// away, and a credit is at hand.
+    fn may_send_request(&self) -> Result<(), SendError> {
+        if self.state != State::Open {
+            return Err(SendError::NotOpen);
+        }
+        if self.peer_going_away {
+            return Err(SendError::GoingAway);
+        }
+        if self.send_credits == 0 {
+            return Err(SendError::NoCredits);
+        }
+        Ok(())
+    }
+
+    /// A fresh call id for a request about to be sent, whose credit this spends.
+    fn take_call(&mut self, one_way: bool) -> u64 {
+        let call_id = self.next_call_id;
         self.next_call_id = self.next_call_id.wrapping_add(1).max(1);
         self.send_credits -= 1;
         // A one-way call expects no answer; its credit comes back in a CREDIT frame.
         if !one_way {
             self.in_flight += 1;
         }
-        Ok((call_id, frame))
+        call_id
     }
 
     /// Stamps the response to the peer's call `call_id` and piggybacks the returned credit.

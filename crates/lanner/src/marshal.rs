@@ -16,13 +16,13 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::future::Either;
-use lanner_proto::{MessageBuilder, Payload, Response, Status};
+use lanner_proto::{MessageBuilder, Payload, PlainRequest, Response, Status};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use crate::call::{IncomingCall, Reply};
-use crate::connection::{Connection, Discard};
+use crate::connection::{Connection, Discard, Outgoing};
 use crate::context::CallContext;
 use crate::depth::{self, Limited, MAX_DEPTH};
 use crate::error::{Error, ErrorKind};
@@ -161,7 +161,10 @@ fn unexpected_bytes(count: usize) -> String {
 
 /// A request built by [`request`], not sent yet.
 pub struct OutgoingRequest {
-    message: MessageBuilder,
+    /// Built, or (no inline arguments, at most one bulk one) kept as its fields, to be
+    /// stamped and written without a builder where it can be (see
+    /// `lanner_proto::plain_request`).
+    message: Outgoing,
     /// References to the peer's objects handed back in the arguments (held until the
     /// call ends, so that their release cannot reach the peer before the request does),
     /// and this side's objects the arguments exported (unexported if the request is
@@ -269,9 +272,25 @@ pub fn request_without_inline(
     method: &MethodInfo,
     segments: impl IntoIterator<Item = Bytes>,
 ) -> Result<OutgoingRequest, Error> {
+    let mut segments = segments.into_iter();
+    let first = segments.next();
+    let Some(second) = segments.next() else {
+        return Ok(OutgoingRequest {
+            message: Outgoing::Plain(PlainRequest {
+                object: to.target.handle,
+                slot: to.core.slot(),
+                method: method.ordinal,
+                fingerprint: method.fingerprint,
+                timeout: to.timeout,
+                one_way: false,
+                bulk: first,
+            }),
+            encoded: objref::Encoded::default(),
+        });
+    };
     Ok(with_segments(
         start_request(to, method),
-        segments,
+        first.into_iter().chain([second]).chain(segments),
         objref::Encoded::default(),
     ))
 }
@@ -285,7 +304,10 @@ fn with_segments(
     for segment in segments {
         message.push_segment(segment);
     }
-    OutgoingRequest { message, encoded }
+    OutgoingRequest {
+        message: Outgoing::Built(message),
+        encoded,
+    }
 }
 
 /// A request's header: the destination's object and interface, the method, the timeout.

@@ -292,7 +292,7 @@ async fn call_root(
     postcard::to_io(args, request.inline())
         .map_err(|e| Error::new(ErrorKind::InvalidArgument, format!("{}: {e}", method.name)))?;
     let deadline = marshal::set_deadline(&mut request, timeout)?;
-    let mut pending = connection.call(request, deadline);
+    let mut pending = connection.call(request.into(), deadline);
     // The peer counted the reference it answers with: if this call is given up (its
     // deadline passed, its future was dropped), the answer is still decoded when it
     // comes, and the reference dropped, so that it is released. Otherwise the object

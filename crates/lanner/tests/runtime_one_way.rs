@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use lanner::{Client, ConnectionOptions, Object, Proxy, Server};
 
 #[lanner::interface]
@@ -22,6 +23,14 @@ trait Counter {
     /// call was received.
     #[oneway]
     async fn add_later(&self, n: u64) -> Result<(), lanner::Error>;
+    /// Adds the length of `bulk`: a method with one bulk argument and no inline one, whose
+    /// requests are stamped from their fields and (over shared memory) written without a
+    /// header buffer.
+    #[oneway]
+    async fn add_len(&self, bulk: Bytes) -> Result<(), lanner::Error>;
+    /// Adds one: a method without arguments, sent the same way.
+    #[oneway]
+    async fn tick(&self) -> Result<(), lanner::Error>;
     /// The sum so far.
     async fn total(&self) -> Result<u64, lanner::Error>;
 }
@@ -49,10 +58,23 @@ impl Counter for CounterService {
         self.add(n).await
     }
 
+    async fn add_len(&self, bulk: Bytes) -> Result<(), lanner::Error> {
+        // Every byte is read: a payload that arrived garbled would change the sum.
+        let marked = bulk.iter().filter(|&&byte| byte == MARK).count() as u64;
+        self.add(marked).await
+    }
+
+    async fn tick(&self) -> Result<(), lanner::Error> {
+        self.add(1).await
+    }
+
     async fn total(&self) -> Result<u64, lanner::Error> {
         Ok(self.total.load(Ordering::SeqCst))
     }
 }
+
+/// The byte [`Counter::add_len`] counts.
+const MARK: u8 = 0xa5;
 
 /// Serves a counter at `endpoint` with `options`; the listener (keep it), the service and
 /// a proxy.
@@ -90,6 +112,59 @@ async fn one_way_calls_run_in_order_and_return_their_credits(endpoint: &str) {
 #[tokio::test]
 async fn one_way_calls_in_memory() {
     one_way_calls_run_in_order_and_return_their_credits("mem://one-way").await;
+}
+
+/// One-way calls without inline arguments (a bulk one, or none), the sizes chosen so that
+/// some are queued for a batch (small, others in flight), some written at once (large),
+/// some lent from the loan area over shared memory (256 KiB and more), and some that find
+/// no credit at hand and wait for one: every one arrives, whole and in order.
+async fn one_way_calls_without_inline_arguments_arrive_whole(endpoint: &str) {
+    let (_listening, service, counter) =
+        serve_counter(endpoint, ConnectionOptions::default().with_credits(4)).await;
+    let sizes = [0, 1, 100, 4096, 40 * 1024, 64 * 1024, 300 * 1024];
+    let mut expected = 0u64;
+    for round in 0..40 {
+        for size in sizes {
+            let mut bulk = vec![0u8; size];
+            // A mark at each end and one in the middle, where a garbled copy shows.
+            for at in [0, size / 2, size.saturating_sub(1)] {
+                if let Some(byte) = bulk.get_mut(at) {
+                    *byte = MARK;
+                }
+            }
+            expected += bulk.iter().filter(|&&byte| byte == MARK).count() as u64;
+            counter.add_len(Bytes::from(bulk)).await.unwrap();
+        }
+        counter.tick().await.unwrap();
+        expected += 1;
+        if round % 10 == 0 {
+            // A call that waits, between the streams.
+            assert_eq!(counter.total().await, Ok(expected));
+        }
+    }
+    assert_eq!(counter.total().await, Ok(expected));
+    assert_eq!(service.total.load(Ordering::SeqCst), expected);
+}
+
+#[tokio::test]
+async fn one_way_calls_without_inline_arguments_in_memory() {
+    one_way_calls_without_inline_arguments_arrive_whole("mem://one-way-plain").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_way_calls_without_inline_arguments_over_a_unix_socket() {
+    let path =
+        std::env::temp_dir().join(format!("lanner-one-way-plain-{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    one_way_calls_without_inline_arguments_arrive_whole(&format!("unix://{}", path.display()))
+        .await;
+    let _ = std::fs::remove_file(&path);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_way_calls_without_inline_arguments_over_shared_memory() {
+    let name = format!("lanner-one-way-plain-{}", std::process::id());
+    one_way_calls_without_inline_arguments_arrive_whole(&format!("shm://{name}")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

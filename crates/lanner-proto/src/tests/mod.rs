@@ -12,6 +12,7 @@ mod external;
 mod fuzz_regressions;
 mod handshake;
 mod malformed;
+mod plain;
 mod stream;
 
 use bytes::{BufMut, Bytes, BytesMut};

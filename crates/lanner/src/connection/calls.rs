@@ -8,11 +8,13 @@ use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
-use lanner_proto::{MessageBuilder, OutFrame, Response, SendError};
+use bytes::Bytes;
+use lanner_proto::{OutFrame, PlainRequest, Response, SendError};
 
 use crate::id::MethodInfo;
 
-use super::{Answer, Connection};
+use super::outgoing::{Outgoing, Stamped};
+use super::{Answer, Connection, State};
 use crate::error::{Error, ErrorKind};
 use crate::id_hasher::IdBuildHasher;
 
@@ -61,9 +63,9 @@ impl Discard {
 /// [`Connection::try_send_one_way`]).
 const BATCHED_ONE_WAY_MAX: usize = 32 * 1024;
 
-/// A call stamped and registered: its id, its frame, and whether it is the only one
+/// A call stamped and registered: its id, its request, and whether it is the only one
 /// outstanding.
-pub(super) type Begun = (u64, OutFrame, bool);
+pub(super) type Begun = (u64, Stamped, bool);
 
 /// Outstanding calls by call id.
 pub(super) type PendingCalls = HashMap<u64, PendingCall, IdBuildHasher>;
@@ -94,25 +96,58 @@ impl Connection {
     /// bytes cost more than the write.
     pub(crate) fn try_send_one_way(
         self: &Arc<Self>,
-        request: MessageBuilder,
-    ) -> Result<Result<(), MessageBuilder>, Error> {
+        request: Outgoing,
+    ) -> Result<Result<(), Outgoing>, Error> {
         debug_assert!(request.is_one_way());
+        let request = match request {
+            Outgoing::Plain(request) => return self.try_send_plain_one_way(request),
+            built => built,
+        };
         match self.try_begin(request, false)? {
-            Ok((_, frame, alone)) => self.send_begun_one_way(frame, alone).map(Ok),
+            Ok((_, stamped, alone)) => self.send_begun_one_way(stamped, alone).map(Ok),
             Err(request) => Ok(Err(request)),
         }
+    }
+
+    /// [`Connection::try_send_one_way`] for a plain request, on a path of its own: a
+    /// stream of one-way bulk calls measured 4% more throughput than through the general
+    /// one (`bench bandwidth --sizes 65536` over shm), which moves the request and its
+    /// stamped form through enums sized for built frames.
+    fn try_send_plain_one_way(
+        self: &Arc<Self>,
+        request: PlainRequest,
+    ) -> Result<Result<(), Outgoing>, Error> {
+        let (head, bulk, alone) = {
+            let mut state = self.state();
+            self.takes_calls(&state)?;
+            match state.proto.stamp_plain_request(request) {
+                Ok((_, head, bulk)) => {
+                    state.calls += 1;
+                    (head, bulk, state.one_way_sent())
+                }
+                Err((SendError::NoCredits, request)) => return Ok(Err(Outgoing::Plain(request))),
+                Err((error, _)) => return Err(Error::from_send(error)),
+            }
+        };
+        let len = head.as_bytes().len() + bulk.as_ref().map_or(0, Bytes::len);
+        let sent = if alone || len > BATCHED_ONE_WAY_MAX {
+            self.send_parts(head, bulk)
+        } else {
+            self.send_deferred(head.into_frame(bulk))
+        };
+        sent.map(|_| Ok(())).map_err(Error::after_sending)
     }
 
     /// Sends a one-way request that found no credit at hand: waits for one (until
     /// `deadline`), then sends it as [`Connection::try_send_one_way`] does.
     pub(crate) async fn wait_to_send_one_way(
         self: &Arc<Self>,
-        request: MessageBuilder,
+        request: Outgoing,
         deadline: Option<Instant>,
     ) -> Result<(), Error> {
         debug_assert!(request.is_one_way());
-        let (_, frame, alone) = self.begin_call_by(request, deadline).await?;
-        self.send_begun_one_way(frame, alone)
+        let (_, stamped, alone) = self.begin_call_by(request, deadline).await?;
+        self.send_begun_one_way(stamped, alone)
     }
 
     /// Credits come back in the peer's frames, which only a receive takes in. A caller
@@ -124,8 +159,8 @@ impl Connection {
     /// it slept) takes them in. `bench bandwidth --sizes 65536` ran out every 256 calls.
     async fn begin_after_receiving(
         self: &Arc<Self>,
-        request: MessageBuilder,
-    ) -> Result<Result<Begun, MessageBuilder>, Error> {
+        request: Outgoing,
+    ) -> Result<Result<Begun, Outgoing>, Error> {
         let received = std::future::poll_fn(|cx| Poll::Ready(self.receive_if_arrived(cx, None)));
         if let Err(error) = received.await {
             self.fail(error);
@@ -133,11 +168,11 @@ impl Connection {
         self.try_begin(request, false)
     }
 
-    fn send_begun_one_way(self: &Arc<Self>, frame: OutFrame, alone: bool) -> Result<(), Error> {
-        let sent = if alone || frame.remaining() > BATCHED_ONE_WAY_MAX {
-            self.send_frame(frame)
+    fn send_begun_one_way(self: &Arc<Self>, stamped: Stamped, alone: bool) -> Result<(), Error> {
+        let sent = if alone || stamped.len() > BATCHED_ONE_WAY_MAX {
+            self.send_stamped(stamped)
         } else {
-            self.send_deferred(frame)
+            self.send_deferred(stamped.into_frame())
         };
         sent.map(drop).map_err(Error::after_sending)
     }
@@ -148,7 +183,7 @@ impl Connection {
     /// then not sent). Also says whether the call is the only one outstanding.
     pub(super) async fn begin_call_by(
         self: &Arc<Self>,
-        request: MessageBuilder,
+        request: Outgoing,
         deadline: Option<Instant>,
     ) -> Result<Begun, Error> {
         let request = match self.begin_after_receiving(request).await? {
@@ -202,7 +237,7 @@ impl Connection {
 
     /// [`Connection::begin_call_by`] without a deadline: registers for the next credit
     /// before it looks again, then waits.
-    async fn wait_for_credit(&self, mut request: MessageBuilder) -> Result<Begun, Error> {
+    async fn wait_for_credit(&self, mut request: Outgoing) -> Result<Begun, Error> {
         loop {
             let notified = self.credit_available.notified();
             let mut notified = std::pin::pin!(notified);
@@ -223,22 +258,13 @@ impl Connection {
     /// (counted as a credit waiter if `will_wait`).
     pub(super) fn try_begin(
         &self,
-        request: MessageBuilder,
+        request: Outgoing,
         will_wait: bool,
-    ) -> Result<Result<Begun, MessageBuilder>, Error> {
+    ) -> Result<Result<Begun, Outgoing>, Error> {
         let mut state = self.state();
-        if let Some(error) = &state.closed {
-            return Err(error.clone());
-        }
-        if self.writes_stopped.load(Ordering::SeqCst) {
-            // Not sent: the connection ends once the reader has taken what the peer sent.
-            return Err(Error::unavailable(format!(
-                "{} stopped reading this connection",
-                self.peer
-            )));
-        }
+        self.takes_calls(&state)?;
         let one_way = request.is_one_way();
-        match state.proto.send_request(request) {
+        match request.stamp(&mut state.proto) {
             Ok((call_id, frame)) => {
                 state.calls += 1;
                 let alone = if one_way {
@@ -257,6 +283,22 @@ impl Connection {
             }
             Err((error, _)) => Err(Error::from_send(error)),
         }
+    }
+
+    /// Whether a call may start now (checked under the state's lock, `state`): not if the
+    /// connection closed, or the peer stopped reading it.
+    pub(super) fn takes_calls(&self, state: &State) -> Result<(), Error> {
+        if let Some(error) = &state.closed {
+            return Err(error.clone());
+        }
+        if self.writes_stopped.load(Ordering::SeqCst) {
+            // Not sent: the connection ends once the reader has taken what the peer sent.
+            return Err(Error::unavailable(format!(
+                "{} stopped reading this connection",
+                self.peer
+            )));
+        }
+        Ok(())
     }
 
     /// The reply to `call_id` if it has arrived (removing the call), else registers `cx`.

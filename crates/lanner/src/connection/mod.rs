@@ -42,6 +42,7 @@ mod handshake;
 mod idle;
 mod keepalive;
 mod lone_caller;
+mod outgoing;
 mod pending_reply;
 mod reader;
 mod releases;
@@ -52,6 +53,7 @@ pub(crate) use dispatch::{AnsweredBy, Queued, Served, Waiting};
 pub(crate) use exports::{Denied, ExportTable, ExportedSlot, MAX_EXPORTS, ROOT_HANDLE};
 pub(crate) use hand_backs::Answer;
 pub(crate) use handshake::{Admission, HandshakeDeadline, accept, connect, refuse};
+pub(crate) use outgoing::Outgoing;
 
 use reader::Receiving;
 use writer::{Flushed, When, Writer};

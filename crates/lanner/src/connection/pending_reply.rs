@@ -17,10 +17,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use lanner_proto::{MessageBuilder, OutFrame};
-
 use super::calls::{Begun, Discard};
 use super::delivery_marks::LastLook;
+use super::outgoing::{Outgoing, Stamped};
 use super::{Answer, Connection};
 use crate::error::{Error, ErrorKind};
 use crate::objref::UnsentExports;
@@ -88,7 +87,7 @@ impl Connection {
     /// call (only the rare wait for a credit takes a reference count, for its boxed future).
     pub(crate) fn call(
         self: &Arc<Self>,
-        request: MessageBuilder,
+        request: Outgoing,
         deadline: Option<Instant>,
     ) -> PendingReply<'_> {
         phase_marks::mark(Mark::CallStart);
@@ -147,10 +146,10 @@ impl PendingReply<'_> {
     }
 
     /// The call is registered: writes its request and settles how to wait for the reply.
-    fn send(&mut self, (call_id, frame, alone): Begun) {
+    fn send(&mut self, (call_id, stamped, alone): Begun) {
         self.call_id = call_id;
         self.armed = true;
-        self.phase = match self.write(frame, alone) {
+        self.phase = match self.write(stamped, alone) {
             Ok(phase) => {
                 std::mem::take(&mut self.unsent).sent();
                 phase
@@ -163,15 +162,15 @@ impl PendingReply<'_> {
         };
     }
 
-    fn write(&self, frame: OutFrame, alone: bool) -> Result<Phase, Error> {
+    fn write(&self, stamped: Stamped, alone: bool) -> Result<Phase, Error> {
         let connection = &self.connection;
         if !alone {
             // Other calls are in flight, so the reader spins: it writes this request with
             // the others queued meanwhile, in one batch.
-            connection.send_deferred(frame)?;
+            connection.send_deferred(stamped.into_frame())?;
             return Ok(Phase::Deferred);
         }
-        let sent_whole = connection.send_frame(frame)?;
+        let sent_whole = connection.send_stamped(stamped)?;
         // Spinning for the reply here would keep the flusher (which finishes a request
         // the socket could not take at once) from running on this thread: spin only if
         // the request is out.

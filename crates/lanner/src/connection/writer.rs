@@ -153,6 +153,23 @@ impl Writer {
         self.flush(cx)
     }
 
+    /// Writes a frame given as its header and bulk segment straight into the transport
+    /// ([`FrameSink::try_send_parts`]) when [`Writer::send`] would write it at once anyway
+    /// (nothing queued, no cork, no flusher, no credits held to go first) and the
+    /// transport takes it so now. False, with nothing written, otherwise: the caller then
+    /// sends it as a frame.
+    pub(super) fn try_send_parts(&mut self, head: &[u8], bulk: &[u8]) -> io::Result<bool> {
+        if self.aborted {
+            return Err(closed());
+        }
+        if self.held_credits > 0 || self.flushing || self.corked || !self.queue.is_empty() {
+            return Ok(false);
+        }
+        let sent = self.sink.try_send_parts(head, bulk)?;
+        self.frames_sent += u64::from(sent);
+        Ok(sent)
+    }
+
     fn enqueue(&mut self, frame: OutFrame, returns_credit: bool) {
         self.queued_credits += u32::from(returns_credit);
         self.push(frame, u32::from(returns_credit));

@@ -56,6 +56,15 @@ pub trait FrameSink: Send + 'static {
     /// full. A partially written frame must be finished before any other frame is started.
     fn poll_send(&mut self, cx: &mut Context<'_>, frame: &mut OutFrame) -> Poll<io::Result<()>>;
 
+    /// Writes a whole frame given as its header and one bulk segment (empty if it has
+    /// none) now, if this transport takes frames so and has room: true once written,
+    /// false with nothing written otherwise (the caller then sends it as an [`OutFrame`]
+    /// with [`FrameSink::poll_send`]). Called only when no frame is partly written. The
+    /// default takes none: a stream's vectored write gains nothing from it.
+    fn try_send_parts(&mut self, _head: &[u8], _bulk: &[u8]) -> io::Result<bool> {
+        Ok(false)
+    }
+
     /// Writes as much of `frames`, in order, as the transport takes now, advancing each:
     /// the batch hook, through which many frames can go out in one operation (a stream
     /// writes them all with one vectored write). Ready(Ok) once every frame is written;

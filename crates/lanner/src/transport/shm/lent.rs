@@ -34,6 +34,12 @@ pub(crate) const LEND_MIN: usize = 1024;
 /// one does not (1 MiB: 0.87 either way).
 pub(crate) const COPY_TO_AREA_MIN: usize = 256 * 1024;
 
+/// Whether a frame lends `segment` when it can ([`Plan::new`]): a segment from a loan of
+/// `area`, or one large enough to be copied into a block of it.
+pub(crate) fn lendable(area: &LoanArea, segment: &[u8]) -> bool {
+    segment.len() >= LEND_MIN && (segment.len() >= COPY_TO_AREA_MIN || area.contains(segment))
+}
+
 /// Bytes before the descriptors.
 pub(crate) const PREFIX_LEN: usize = 8;
 

@@ -180,6 +180,13 @@ impl ShmSink {
         Ok(true)
     }
 
+    /// Whether a frame with this bulk segment would lend it (see [`lent::lendable`]).
+    fn would_lend(&self, bulk: &[u8]) -> bool {
+        self.loans
+            .as_ref()
+            .is_some_and(|area| lent::lendable(area, bulk))
+    }
+
     /// The common case on its own, without the general loop's bookkeeping: a frame sent
     /// whole as one record, with room for it in the ring now (published at once if
     /// `publish`). False, with nothing written, otherwise.
@@ -298,6 +305,31 @@ impl FrameSink for ShmSink {
 
     fn poll_send(&mut self, cx: &mut Context<'_>, frame: &mut OutFrame) -> Poll<io::Result<()>> {
         self.poll_send_one(cx, frame, true)
+    }
+
+    /// One record, published at once, placed as [`ShmSink::try_send_whole`] places a frame
+    /// (a large bulk where its source lies modulo a line). Not a frame whose bulk would be
+    /// lent (the general path lends it), nor one that does not fit the ring now.
+    fn try_send_parts(&mut self, head: &[u8], bulk: &[u8]) -> io::Result<bool> {
+        let len = head.len() + bulk.len();
+        if self.fragmenting || len > self.largest_whole() || self.would_lend(bulk) {
+            return Ok(false);
+        }
+        let reserved = if bulk.len() >= ALIGNED_BULK_MIN {
+            let residue = bulk.as_ptr() as usize % ALIGNMENT;
+            self.producer.try_reserve_aligned(len, head.len(), residue)
+        } else {
+            self.producer.try_reserve(len)
+        };
+        let Some(mut reservation) = reserved.map_err(ring_error)? else {
+            return Ok(false);
+        };
+        // Through the slice, as `try_send_whole` copies (see there).
+        let message = reservation.as_mut_slice();
+        message[..head.len()].copy_from_slice(head);
+        message[head.len()..len].copy_from_slice(bulk);
+        complete(reservation, true, false);
+        Ok(true)
     }
 
     /// One record per frame, as always, but published together: one store of the ring's
