@@ -25,7 +25,7 @@ use crate::frame::{
 use crate::limits::{Limits, MAX_FRAME_SIZE, MAX_SEND_CREDITS, MIN_FRAME_SIZE, PROTOCOL_VERSION};
 use crate::out_frame::OutFrame;
 use crate::payload::ExternalSegments;
-use crate::plain_request::{PlainHead, PlainRequest};
+use crate::plain::{PlainHead, PlainRequest};
 use crate::status::Status;
 
 /// The largest frame accepted before the handshake completes. Handshake frames are tiny;

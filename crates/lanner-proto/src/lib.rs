@@ -31,7 +31,7 @@ pub mod in_place;
 pub mod limits;
 pub mod out_frame;
 pub mod payload;
-pub mod plain_request;
+pub mod plain;
 pub mod splitter;
 pub mod status;
 
@@ -51,7 +51,7 @@ pub use frame::{Close, Frame, FrameKind, Grant, Hello, Release, Request, Respons
 pub use limits::{Limits, PROTOCOL_VERSION};
 pub use out_frame::OutFrame;
 pub use payload::{ExternalSegments, Payload};
-pub use plain_request::{PlainHead, PlainRequest};
+pub use plain::{PlainHead, PlainRequest, stamp_plain_response};
 pub use splitter::FrameSplitter;
 pub use status::Status;
 

@@ -182,7 +182,7 @@ impl IncomingCall<'_> {
 /// An encoded reply, produced by a stub.
 #[derive(Debug)]
 pub struct Reply {
-    pub(crate) message: MessageBuilder,
+    pub(crate) message: ReplyMessage,
     /// References to the caller's own objects handed back in the result: kept until the
     /// reply is on its way, so that this side's release of them cannot overtake it (the
     /// caller would find the handles gone). A thin pointer, `None` when there are none
@@ -194,8 +194,70 @@ pub struct Reply {
     pub(crate) exported: crate::objref::UnsentExports,
 }
 
+/// A reply's message: built, or a successful value that is nothing or one bulk segment,
+/// kept as that, to be stamped and written without a builder where it can be (see
+/// `lanner_proto::plain`).
+#[derive(Debug)]
+pub(crate) enum ReplyMessage {
+    Built(MessageBuilder),
+    Plain(Option<Bytes>),
+}
+
+impl ReplyMessage {
+    /// The reply's status.
+    pub(crate) fn status(&self) -> Status {
+        match self {
+            // Every response a builder makes has one.
+            ReplyMessage::Built(message) => message.status().unwrap_or(Status::Internal),
+            ReplyMessage::Plain(_) => Status::Ok,
+        }
+    }
+
+    /// Whether the reply says the call's arguments went unread.
+    pub(crate) fn is_arguments_unread(&self) -> bool {
+        match self {
+            ReplyMessage::Built(message) => message.is_arguments_unread(),
+            ReplyMessage::Plain(_) => false,
+        }
+    }
+
+    /// The reply built.
+    pub(crate) fn into_builder(self) -> MessageBuilder {
+        match self {
+            ReplyMessage::Built(message) => message,
+            ReplyMessage::Plain(bulk) => {
+                let mut message = MessageBuilder::response(Status::Ok);
+                if let Some(bulk) = bulk {
+                    message.push_segment(bulk);
+                }
+                message
+            }
+        }
+    }
+
+    /// The reply built, to change it.
+    pub(crate) fn builder_mut(&mut self) -> &mut MessageBuilder {
+        if let ReplyMessage::Plain(bulk) = self {
+            *self = ReplyMessage::Built(ReplyMessage::Plain(bulk.take()).into_builder());
+        }
+        match self {
+            ReplyMessage::Built(message) => message,
+            ReplyMessage::Plain(_) => unreachable!("made a builder above"),
+        }
+    }
+}
+
 impl Reply {
     pub(crate) fn new(message: MessageBuilder) -> Reply {
+        Reply::with(ReplyMessage::Built(message))
+    }
+
+    /// The successful reply whose value is `bulk` (nothing if `None`), kept plain.
+    pub(crate) fn plain(bulk: Option<Bytes>) -> Reply {
+        Reply::with(ReplyMessage::Plain(bulk))
+    }
+
+    fn with(message: ReplyMessage) -> Reply {
         Reply {
             message,
             handed_back: None,
@@ -209,7 +271,7 @@ impl Reply {
     /// answers (the caller is told too: see
     /// [`lanner_proto::frame::FLAG_ARGUMENTS_UNREAD`]).
     pub(crate) fn arguments_unread(mut self) -> Reply {
-        self.message.set_arguments_unread();
+        self.message.builder_mut().set_arguments_unread();
         self
     }
 

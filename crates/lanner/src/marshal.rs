@@ -21,7 +21,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-use crate::call::{IncomingCall, Reply};
+use crate::call::{IncomingCall, Reply, ReplyMessage};
 use crate::connection::{Connection, Discard, Outgoing};
 use crate::context::CallContext;
 use crate::depth::{self, Limited, MAX_DEPTH};
@@ -49,6 +49,14 @@ pub trait ValueCodec: Send + 'static {
 
     /// Reads the value from a received payload.
     fn decode(payload: &Payload) -> Result<Self::Value, Error>;
+
+    /// The value as a plain reply's bulk segment (`Ok(None)`: a value that encodes to
+    /// nothing at all), if [`ValueCodec::encode`] would append only that segment; else
+    /// the value back (the default). A plain reply is stamped without a builder (see
+    /// `lanner_proto::plain`).
+    fn into_plain(value: Self::Value) -> Result<Option<Bytes>, Self::Value> {
+        Err(value)
+    }
 }
 
 /// A value encoded inline with postcard.
@@ -80,6 +88,10 @@ impl ValueCodec for Bulk {
         Ok(())
     }
 
+    fn into_plain(value: Bytes) -> Result<Option<Bytes>, Bytes> {
+        Ok(Some(value))
+    }
+
     fn decode(payload: &Payload) -> Result<Bytes, Error> {
         payload.segment(0).ok_or_else(|| {
             Error::new(
@@ -102,6 +114,10 @@ impl ValueCodec for Unit {
 
     fn encode((): (), _message: &mut MessageBuilder) -> Result<(), Error> {
         Ok(())
+    }
+
+    fn into_plain((): ()) -> Result<Option<Bytes>, ()> {
+        Ok(None)
     }
 
     fn decode(payload: &Payload) -> Result<(), Error> {
@@ -163,7 +179,7 @@ fn unexpected_bytes(count: usize) -> String {
 pub struct OutgoingRequest {
     /// Built, or (no inline arguments, at most one bulk one) kept as its fields, to be
     /// stamped and written without a builder where it can be (see
-    /// `lanner_proto::plain_request`).
+    /// `lanner_proto::plain`).
     message: Outgoing,
     /// References to the peer's objects handed back in the arguments (held until the
     /// call ends, so that their release cannot reach the peer before the request does),
@@ -638,6 +654,10 @@ where
 /// A reply with a value that cannot carry object references: nothing to track while it
 /// is encoded (two thread-local scopes fewer per call).
 fn plain_reply<C: ValueCodec>(value: C::Value) -> Reply {
+    let value = match C::into_plain(value) {
+        Ok(bulk) => return Reply::plain(bulk),
+        Err(value) => value,
+    };
     let mut message = MessageBuilder::response(Status::Ok);
     match C::encode(value, &mut message) {
         Ok(()) => Reply::new(message),
@@ -681,7 +701,7 @@ where
                 message.set_hands_back();
             }
             Reply {
-                message,
+                message: ReplyMessage::Built(message),
                 handed_back: (!handed_back.is_empty()).then(|| Box::new(handed_back)),
                 exported,
             }

@@ -193,10 +193,13 @@ fn handing_out(connection: &Arc<Connection>, result: Result<WireRef, Error>) -> 
     let handles = result.as_ref().map_or(Vec::new(), |wire| vec![wire.handle]);
     let exported = crate::objref::UnsentExports::new(connection, handles);
     let mut reply = marshal::reply::<Inline<WireRef>, Error>(result);
-    if reply.message.status() == Some(Status::Ok) {
+    if reply.message.status() == Status::Ok {
         // A `WireRef` holds no `ObjRef`: encoding it exported nothing, and listed nothing.
         debug_assert!(reply.exported.is_empty());
-        reply.message.end_with_references(exported.handles());
+        reply
+            .message
+            .builder_mut()
+            .end_with_references(exported.handles());
         reply.exported = exported;
     }
     // (Otherwise dropped here, which undoes it: the answer became an error.)

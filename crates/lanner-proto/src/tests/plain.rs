@@ -9,7 +9,7 @@ use crate::error::SendError;
 use crate::frame::REQUEST_FIXED_LEN;
 use crate::harness::Pair;
 use crate::limits::Limits;
-use crate::plain_request::PlainRequest;
+use crate::plain::PlainRequest;
 
 fn plain(bulk: Option<&[u8]>, one_way: bool) -> PlainRequest {
     PlainRequest {

@@ -20,10 +20,12 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use bytes::Bytes;
 use lanner_proto::{MessageBuilder, OutFrame};
 
 use super::reader::Receiving;
 use super::{AnsweredBy, Connection, State};
+use crate::call::ReplyMessage;
 use crate::objref::UnsentExports;
 use crate::phase_marks::{self, Mark};
 
@@ -34,15 +36,51 @@ impl Connection {
     pub(crate) fn respond(
         self: &Arc<Self>,
         call_id: u64,
-        reply: MessageBuilder,
+        reply: ReplyMessage,
         exported: UnsentExports,
         by: AnsweredBy<'_>,
     ) {
-        if let Some(frame) = self.stamp_response(call_id, reply, exported, by) {
-            phase_marks::mark(Mark::AnswerStamped);
-            let _ = self.send_credit_return(frame);
+        match (reply, by) {
+            (ReplyMessage::Plain(bulk), AnsweredBy::Receiver(receiving)) => {
+                // A plain reply's value carries no references: nothing was exported.
+                debug_assert!(exported.is_empty());
+                self.respond_plain_here(call_id, bulk, receiving);
+            }
+            (reply, by) => {
+                let reply = reply.into_builder();
+                if let Some(frame) = self.stamp_response(call_id, reply, exported, by) {
+                    phase_marks::mark(Mark::AnswerStamped);
+                    let _ = self.send_credit_return(frame);
+                }
+            }
         }
         self.signal.kick();
+    }
+
+    /// [`Connection::respond`] by the receiver with a plain reply: its header stamped on
+    /// the stack and written with its bulk straight into the transport where it can be
+    /// (see the `outgoing` module). One too large for the peer goes the ordinary way,
+    /// which makes it an error.
+    fn respond_plain_here(
+        self: &Arc<Self>,
+        call_id: u64,
+        bulk: Option<Bytes>,
+        receiving: &Receiving,
+    ) {
+        let Some(head) =
+            lanner_proto::stamp_plain_response(call_id, bulk.as_deref(), self.peer_max_frame_size)
+        else {
+            let reply = ReplyMessage::Plain(bulk).into_builder();
+            let frame = self.stamp_response_here(call_id, reply, receiving);
+            if let Some(frame) = frame {
+                let _ = self.send_credit_return(frame);
+            }
+            return;
+        };
+        if self.count_answer_here(receiving) {
+            phase_marks::mark(Mark::AnswerStamped);
+            let _ = self.send_parts(head, bulk, true);
+        }
     }
 
     /// Stamps the answer to the peer's call `call_id`. A result over the peer's frame
@@ -82,18 +120,27 @@ impl Connection {
         &self,
         call_id: u64,
         reply: MessageBuilder,
-        _: &Receiving,
+        receiving: &Receiving,
     ) -> Option<OutFrame> {
-        if self.answers_stopped.load(Ordering::Acquire) {
+        if !self.count_answer_here(receiving) {
             return None;
         }
-        let answered = self.answered_here.load(Ordering::Relaxed);
-        self.answered_here.store(answered + 1, Ordering::Release);
         Some(lanner_proto::connection::stamp_response(
             call_id,
             reply,
             self.peer_max_frame_size,
         ))
+    }
+
+    /// Counts an answer the receiver is about to send in `answered_here`; false (nothing
+    /// counted, nothing to send) once answers have stopped.
+    fn count_answer_here(&self, _: &Receiving) -> bool {
+        if self.answers_stopped.load(Ordering::Acquire) {
+            return false;
+        }
+        let answered = self.answered_here.load(Ordering::Relaxed);
+        self.answered_here.store(answered + 1, Ordering::Release);
+        true
     }
 
     /// Counts the answers the receiver stamped without the state's lock in the protocol

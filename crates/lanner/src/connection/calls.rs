@@ -131,7 +131,7 @@ impl Connection {
         };
         let len = head.as_bytes().len() + bulk.as_ref().map_or(0, Bytes::len);
         let sent = if alone || len > BATCHED_ONE_WAY_MAX {
-            self.send_parts(head, bulk)
+            self.send_parts(head, bulk, false)
         } else {
             self.send_deferred(head.into_frame(bulk))
         };

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::task::{Context, Waker};
 use std::time::Duration;
 
-use lanner_proto::{MessageBuilder, OutFrame, Status};
+use lanner_proto::{OutFrame, Status};
 
 use super::Connection;
 use crate::error::Error;
@@ -21,8 +21,8 @@ pub(super) const GOAWAY_PROBE: u64 = u64::MAX;
 impl Connection {
     /// Ends the peer's one-way call `call_id`: gives its credit back (a failure has nobody
     /// to go to but the log).
-    pub(crate) fn finish_one_way(self: &Arc<Self>, call_id: u64, reply: &MessageBuilder) {
-        if let Some(status) = reply.status().filter(|status| *status != Status::Ok) {
+    pub(crate) fn finish_one_way(self: &Arc<Self>, call_id: u64, status: Status) {
+        if status != Status::Ok {
             // A peer can aim one-way calls at nothing without end.
             occasionally!(warn, peer = %self.peer, call_id, ?status, "one-way call failed");
         }

@@ -214,7 +214,7 @@ impl Connection {
         } = reply;
         let unread = message.is_arguments_unread();
         if to.one_way {
-            self.finish_one_way(call_id, &message);
+            self.finish_one_way(call_id, message.status());
             // The result goes nowhere: what it exported is unexported.
             drop(exported);
         } else {

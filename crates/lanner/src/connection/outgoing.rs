@@ -109,17 +109,19 @@ impl Connection {
     pub(super) fn send_stamped(self: &Arc<Self>, stamped: Stamped) -> Result<bool, Error> {
         match stamped {
             Stamped::Frame(frame) => self.send_frame(frame),
-            Stamped::Parts(head, bulk) => self.send_parts(head, bulk),
+            Stamped::Parts(head, bulk) => self.send_parts(head, bulk, false),
         }
     }
 
-    /// A plain request's header and bulk segment written straight into the transport if
+    /// A plain message's header and bulk segment written straight into the transport if
     /// it takes them so now (see [`super::writer::Writer::try_send_parts`]), else made a
-    /// frame and sent as any other.
+    /// frame and sent as any other (`returns_credit`: an answer, see
+    /// [`Connection::send_credit_return`]).
     pub(super) fn send_parts(
         self: &Arc<Self>,
         head: PlainHead,
         bulk: Option<Bytes>,
+        returns_credit: bool,
     ) -> Result<bool, Error> {
         let mut writer = self.writer();
         let result =
@@ -127,7 +129,7 @@ impl Connection {
                 Ok(true) => Ok(Flushed::Done),
                 Ok(false) => writer.send(
                     head.into_frame(bulk),
-                    false,
+                    returns_credit,
                     When::Now,
                     &mut Context::from_waker(Waker::noop()),
                 ),

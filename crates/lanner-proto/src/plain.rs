@@ -1,15 +1,17 @@
-//! Requests without inline data, sent without a [`MessageBuilder`].
+//! Messages without inline data, sent without a [`MessageBuilder`].
 //!
 //! A request whose method takes no inline arguments (a null call, or bulk arguments only:
-//! `write(payload: Bytes)`) has a header of fixed size: the fixed part and one segment
-//! table entry per bulk segment. Such a request is kept as its fields until it is sent,
-//! and its header is encoded on the stack once the connection has stamped it
-//! ([`Connection::stamp_plain_request`]), so that a transport that can take the header
-//! and the bulk as they are (the shared-memory ring) copies them straight to where they
-//! go: no header buffer is taken from the pool, filled, moved through the layers in an
-//! [`OutFrame`] and given back. Whatever cannot go that way becomes an ordinary frame
+//! `write(payload: Bytes)`), and a successful response whose value is nothing or one bulk
+//! segment, have a header of fixed size: the fixed part and one segment table entry per
+//! bulk segment. Such a request is kept as its fields until it is sent, and its header
+//! is encoded on the stack once the connection has stamped it
+//! ([`Connection::stamp_plain_request`]); such a response's header likewise
+//! ([`stamp_plain_response`]). A transport that can take the header and the bulk as they
+//! are (the shared-memory ring) then copies them straight to where they go: no header
+//! buffer is taken from the pool, filled, moved through the layers in an [`OutFrame`]
+//! and given back. Whatever cannot go that way becomes an ordinary frame
 //! ([`PlainRequest::into_builder`], [`PlainHead::into_frame`]), byte for byte the frame
-//! a [`MessageBuilder`] makes of the same request.
+//! a [`MessageBuilder`] makes of the same message.
 //!
 //! [`Connection::stamp_plain_request`]: crate::Connection::stamp_plain_request
 
@@ -18,10 +20,12 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::builder::{MessageBuilder, Segments, timeout_micros};
-use crate::frame::{FLAG_ONE_WAY, FrameKind, REQUEST_FIXED_LEN};
+use crate::frame::{FLAG_ONE_WAY, FrameKind, REQUEST_FIXED_LEN, RESPONSE_FIXED_LEN};
 use crate::out_frame::OutFrame;
+use crate::status::Status;
 
-/// The longest header of a plain request: the fixed part and one segment table entry.
+/// The longest header of a plain message (a request's): the fixed part and one segment
+/// table entry.
 pub const PLAIN_HEAD_MAX: usize = REQUEST_FIXED_LEN + 4;
 
 /// A request without inline data and with at most one bulk segment, kept as its fields.
@@ -100,6 +104,36 @@ impl PlainRequest {
         }
         (PlainHead { bytes, len }, self.bulk)
     }
+}
+
+/// The header of the successful response to the peer's call `call_id` whose value is
+/// `bulk` (nothing if `None`), returning the call's credit, as
+/// [`crate::connection::stamp_response`] stamps the same response built. `None` if the
+/// response is larger than the peer accepts (`peer_max_frame_size`): built and stamped
+/// the ordinary way, it becomes an `Internal` error.
+pub fn stamp_plain_response(
+    call_id: u64,
+    bulk: Option<&[u8]>,
+    peer_max_frame_size: u32,
+) -> Option<PlainHead> {
+    let len = RESPONSE_FIXED_LEN + 4 * usize::from(bulk.is_some());
+    let total = len as u64 + bulk.map_or(0, |bulk| bulk.len() as u64);
+    if total > u64::from(peer_max_frame_size) {
+        return None;
+    }
+    let mut bytes = [0u8; PLAIN_HEAD_MAX];
+    bytes[0..4].copy_from_slice(&(total as u32).to_le_bytes());
+    bytes[4] = FrameKind::Response as u8;
+    // Byte 5: no flags.
+    bytes[6..8].copy_from_slice(&u16::from(bulk.is_some()).to_le_bytes());
+    bytes[8..16].copy_from_slice(&call_id.to_le_bytes());
+    bytes[16] = Status::Ok.to_wire();
+    bytes[20..24].copy_from_slice(&1u32.to_le_bytes());
+    // Bytes 24..28: no inline data.
+    if let Some(bulk) = bulk {
+        bytes[RESPONSE_FIXED_LEN..len].copy_from_slice(&(bulk.len() as u32).to_le_bytes());
+    }
+    Some(PlainHead { bytes, len })
 }
 
 /// The encoded header of a stamped [`PlainRequest`]: its bulk segment, if any, follows it.
@@ -214,6 +248,51 @@ mod tests {
             decoded.payload.segments().collect::<Vec<_>>(),
             vec![payload]
         );
+    }
+
+    proptest! {
+        #[test]
+        fn a_plain_response_is_the_frame_a_builder_makes(
+            call_id in 1u64..,
+            bulk in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..300)),
+        ) {
+            let mut message = MessageBuilder::response(Status::Ok);
+            if let Some(bulk) = &bulk {
+                message.push_segment(Bytes::copy_from_slice(bulk));
+            }
+            let mut built = Vec::new();
+            crate::connection::stamp_response(call_id, message, u32::MAX)
+                .for_each_unwritten(|part| built.extend_from_slice(part));
+            let head = stamp_plain_response(call_id, bulk.as_deref(), u32::MAX).unwrap();
+            let mut plain = head.as_bytes().to_vec();
+            plain.extend_from_slice(bulk.as_deref().unwrap_or_default());
+            prop_assert_eq!(plain, built);
+        }
+    }
+
+    #[test]
+    fn a_plain_response_too_large_for_the_peer_is_left_to_the_builder() {
+        let bulk = [7u8; 100];
+        let exactly = (RESPONSE_FIXED_LEN + 4 + bulk.len()) as u32;
+        assert!(stamp_plain_response(1, Some(&bulk), exactly).is_some());
+        assert!(stamp_plain_response(1, Some(&bulk), exactly - 1).is_none());
+        assert!(stamp_plain_response(1, None, RESPONSE_FIXED_LEN as u32).is_some());
+    }
+
+    #[test]
+    fn a_plain_response_decodes_to_an_ok_returning_one_credit() {
+        let bulk = Bytes::from_static(b"the value");
+        let head = stamp_plain_response(9, Some(&bulk), u32::MAX).unwrap();
+        let mut bytes = head.as_bytes().to_vec();
+        bytes.extend_from_slice(&bulk);
+        let Frame::Response(decoded) = Frame::decode(Bytes::from(bytes)).unwrap() else {
+            panic!("not a response");
+        };
+        assert_eq!(decoded.call_id, 9);
+        assert_eq!(decoded.status, Status::Ok);
+        assert_eq!(decoded.credits, 1);
+        assert!(!decoded.arguments_unread && !decoded.hands_back);
+        assert_eq!(decoded.payload.segments().collect::<Vec<_>>(), vec![bulk]);
     }
 
     #[test]
