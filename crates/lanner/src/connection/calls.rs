@@ -287,7 +287,7 @@ impl Connection {
 
     /// Whether a call may start now (checked under the state's lock, `state`): not if the
     /// connection closed, or the peer stopped reading it.
-    pub(super) fn takes_calls(&self, state: &State) -> Result<(), Error> {
+    fn takes_calls(&self, state: &State) -> Result<(), Error> {
         if let Some(error) = &state.closed {
             return Err(error.clone());
         }
