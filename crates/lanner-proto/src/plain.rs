@@ -1,9 +1,9 @@
 //! Messages without inline data, sent without a [`MessageBuilder`].
 //!
-//! A request whose method takes no inline arguments (a null call, or bulk arguments only:
-//! `write(payload: Bytes)`), and a successful response whose value is nothing or one bulk
-//! segment, have a header of fixed size: the fixed part and one segment table entry per
-//! bulk segment. Such a request is kept as its fields until it is sent, and its header
+//! A request whose method takes no inline arguments and one bulk argument at most (a null
+//! call, or `write(payload: Bytes)`), and a successful response whose value is nothing or
+//! one bulk segment, have a header of fixed size: the fixed part and, with a bulk
+//! segment, its segment table entry. Such a request is kept as its fields until it is sent, and its header
 //! is encoded on the stack once the connection has stamped it
 //! ([`Connection::stamp_plain_request`]); such a response's header likewise
 //! ([`stamp_plain_response`]). A transport that can take the header and the bulk as they
@@ -136,7 +136,8 @@ pub fn stamp_plain_response(
     Some(PlainHead { bytes, len })
 }
 
-/// The encoded header of a stamped [`PlainRequest`]: its bulk segment, if any, follows it.
+/// The encoded header of a stamped plain request ([`PlainRequest`]) or response
+/// ([`stamp_plain_response`]): its bulk segment, if any, follows it.
 #[derive(Debug, Clone, Copy)]
 pub struct PlainHead {
     bytes: [u8; PLAIN_HEAD_MAX],
