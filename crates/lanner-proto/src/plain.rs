@@ -150,6 +150,11 @@ impl PlainHead {
         &self.bytes[..self.len]
     }
 
+    /// The whole frame's length in bytes, header and bulk, as the header states it.
+    pub fn frame_len(&self) -> usize {
+        u32::from_le_bytes([self.bytes[0], self.bytes[1], self.bytes[2], self.bytes[3]]) as usize
+    }
+
     /// The whole frame as an ordinary [`OutFrame`] (its header in a pooled buffer): for a
     /// transport that does not take a header and a segment apart, or that cannot now.
     pub fn into_frame(self, bulk: Option<Bytes>) -> OutFrame {
@@ -221,6 +226,7 @@ mod tests {
             let frame_len = request.frame_len();
             let plain = stamped_bytes(request.clone(), call_id);
             prop_assert_eq!(plain.len() as u64, frame_len);
+            prop_assert_eq!(request.clone().stamped(call_id).0.frame_len() as u64, frame_len);
             prop_assert_eq!(&plain, &built(request.clone(), call_id));
             let (head, bulk) = request.stamped(call_id);
             let mut via_frame = Vec::new();

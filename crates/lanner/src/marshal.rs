@@ -292,15 +292,7 @@ pub fn request_without_inline(
     let first = segments.next();
     let Some(second) = segments.next() else {
         return Ok(OutgoingRequest {
-            message: Outgoing::Plain(PlainRequest {
-                object: to.target.handle,
-                slot: to.core.slot(),
-                method: method.ordinal,
-                fingerprint: method.fingerprint,
-                timeout: to.timeout,
-                one_way: false,
-                bulk: first,
-            }),
+            message: Outgoing::Plain(plain_request(to, method, first)),
             encoded: objref::Encoded::default(),
         });
     };
@@ -328,16 +320,21 @@ fn with_segments(
 
 /// A request's header: the destination's object and interface, the method, the timeout.
 fn start_request(to: &Destination<'_>, method: &MethodInfo) -> MessageBuilder {
-    let mut message = MessageBuilder::request(
-        to.target.handle,
-        to.core.slot(),
-        method.ordinal,
-        method.fingerprint,
-    );
-    if let Some(timeout) = to.timeout {
-        message.set_timeout(timeout);
+    plain_request(to, method, None).into_builder()
+}
+
+/// The request for `method` at `to` with no inline arguments and `bulk`, if any, as its
+/// fields.
+fn plain_request(to: &Destination<'_>, method: &MethodInfo, bulk: Option<Bytes>) -> PlainRequest {
+    PlainRequest {
+        object: to.target.handle,
+        slot: to.core.slot(),
+        method: method.ordinal,
+        fingerprint: method.fingerprint,
+        timeout: to.timeout,
+        one_way: false,
+        bulk,
     }
-    message
 }
 
 /// Sends a request built by [`request`] and decodes the reply: `C` for the success

@@ -8,7 +8,6 @@ use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
-use bytes::Bytes;
 use lanner_proto::{OutFrame, PlainRequest, Response, SendError};
 
 use crate::id::MethodInfo;
@@ -62,6 +61,12 @@ impl Discard {
 /// rather than written at once when other calls are outstanding (see
 /// [`Connection::try_send_one_way`]).
 const BATCHED_ONE_WAY_MAX: usize = 32 * 1024;
+
+/// Whether a one-way request of `len` bytes is written at once rather than queued for the
+/// reader's next batch (see [`Connection::try_send_one_way`]).
+fn one_way_goes_now(alone: bool, len: usize) -> bool {
+    alone || len > BATCHED_ONE_WAY_MAX
+}
 
 /// A call stamped and registered: its id, its request, and whether it is the only one
 /// outstanding.
@@ -129,8 +134,7 @@ impl Connection {
                 Err((error, _)) => return Err(Error::from_send(error)),
             }
         };
-        let len = head.as_bytes().len() + bulk.as_ref().map_or(0, Bytes::len);
-        let sent = if alone || len > BATCHED_ONE_WAY_MAX {
+        let sent = if one_way_goes_now(alone, head.frame_len()) {
             self.send_parts(head, bulk, false)
         } else {
             self.send_deferred(head.into_frame(bulk))
@@ -169,7 +173,7 @@ impl Connection {
     }
 
     fn send_begun_one_way(self: &Arc<Self>, stamped: Stamped, alone: bool) -> Result<(), Error> {
-        let sent = if alone || stamped.len() > BATCHED_ONE_WAY_MAX {
+        let sent = if one_way_goes_now(alone, stamped.len()) {
             self.send_stamped(stamped)
         } else {
             self.send_deferred(stamped.into_frame())

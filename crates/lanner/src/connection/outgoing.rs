@@ -88,9 +88,7 @@ impl Stamped {
     pub(super) fn len(&self) -> usize {
         match self {
             Stamped::Frame(frame) => frame.remaining(),
-            Stamped::Parts(head, bulk) => {
-                head.as_bytes().len() + bulk.as_ref().map_or(0, Bytes::len)
-            }
+            Stamped::Parts(head, _) => head.frame_len(),
         }
     }
 
