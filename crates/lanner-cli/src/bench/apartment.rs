@@ -13,9 +13,9 @@
 use lanner::Proxy;
 use serde::Serialize;
 
-use super::pingpong::{alternate, null_calls};
+use super::pingpong::{compare_null_calls, null_calls};
 use super::setup::ClientSide;
-use super::stats::{Percentiles, percentiles, ratio, round2};
+use super::stats::{ratio, round2};
 use super::{BenchArgs, DEFAULT_ITERS, RowsReport, print_report};
 use crate::auth_arg::plain_client_auth;
 use crate::server_process::ServerProcess;
@@ -88,16 +88,8 @@ fn measure(args: &BenchArgs) -> Result<Row, Box<dyn std::error::Error>> {
     if !args.json {
         eprintln!("  apartment vs free-threaded: {iters} null calls each …");
     }
-    null_calls(&runtime, &free, args.warmup, &mut Vec::new())?;
-    null_calls(&runtime, &apartment, args.warmup, &mut Vec::new())?;
     check_one_connection(&runtime, &free, &apartment)?;
-    let (mut free_samples, mut apartment_samples) = alternate(
-        iters,
-        |block, samples| null_calls(&runtime, &free, block, samples),
-        |block, samples| null_calls(&runtime, &apartment, block, samples),
-    )?;
-    let apartment: Percentiles = percentiles(&mut apartment_samples);
-    let free: Percentiles = percentiles(&mut free_samples);
+    let (free, apartment) = compare_null_calls(&runtime, (&free, &apartment), iters, args.warmup)?;
     Ok(Row {
         apartment_p50_us: round2(apartment.p50),
         apartment_p99_us: round2(apartment.p99),

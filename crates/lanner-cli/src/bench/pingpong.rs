@@ -202,7 +202,7 @@ pub fn alternate_all(
 
 /// `count` sequential null calls (the echo of an empty payload) on `runtime`, each one's
 /// time pushed to `samples`: one side of the workloads that compare null-call round trips
-/// (secure, apartment).
+/// (see [`compare_null_calls`]; the floor).
 pub fn null_calls(
     runtime: &tokio::runtime::Runtime,
     echo: &EchoProxy,
@@ -220,6 +220,29 @@ pub fn null_calls(
         }
         Ok(())
     })
+}
+
+/// Warms both proxies up (`warmup` null calls each), then makes `iters` null calls on each
+/// in alternated blocks: the percentiles of `first`'s round trips and of `second`'s. The
+/// workloads that compare two ways of making the same null call (secure, apartment) are
+/// this.
+pub fn compare_null_calls(
+    runtime: &tokio::runtime::Runtime,
+    (first, second): (&EchoProxy, &EchoProxy),
+    iters: usize,
+    warmup: usize,
+) -> Result<(Percentiles, Percentiles), Box<dyn std::error::Error>> {
+    null_calls(runtime, first, warmup, &mut Vec::new())?;
+    null_calls(runtime, second, warmup, &mut Vec::new())?;
+    let (mut first_samples, mut second_samples) = alternate(
+        iters,
+        |block, samples| null_calls(runtime, first, block, samples),
+        |block, samples| null_calls(runtime, second, block, samples),
+    )?;
+    Ok((
+        percentiles(&mut first_samples),
+        percentiles(&mut second_samples),
+    ))
 }
 
 fn row(size: usize, rpc: &mut [Duration], raw: &mut [Duration]) -> Row {

@@ -18,9 +18,9 @@
 use lanner::{ClientAuth, PreSharedKey};
 use serde::Serialize;
 
-use super::pingpong::{alternate, null_calls};
+use super::pingpong::compare_null_calls;
 use super::setup::ClientSide;
-use super::stats::{Percentiles, percentiles, ratio, round2};
+use super::stats::{ratio, round2};
 use super::{BenchArgs, DEFAULT_ITERS, RowsReport, print_report};
 use crate::auth_arg::{AuthArg, client_tls_config};
 use crate::pki::{SERVER_NAMES, ThrowAwayPki};
@@ -175,15 +175,7 @@ fn measure(args: &BenchArgs, auth: AuthArg) -> Result<Row, Box<dyn std::error::E
     if !args.json {
         eprintln!("  {} vs none: {iters} null calls each …", auth.name());
     }
-    null_calls(&runtime, &plain, args.warmup, &mut Vec::new())?;
-    null_calls(&runtime, &secure, args.warmup, &mut Vec::new())?;
-    let (mut plain_samples, mut secure_samples) = alternate(
-        iters,
-        |block, samples| null_calls(&runtime, &plain, block, samples),
-        |block, samples| null_calls(&runtime, &secure, block, samples),
-    )?;
-    let secure: Percentiles = percentiles(&mut secure_samples);
-    let plain: Percentiles = percentiles(&mut plain_samples);
+    let (plain, secure) = compare_null_calls(&runtime, (&plain, &secure), iters, args.warmup)?;
     Ok(Row {
         auth: auth.name(),
         secure_p50_us: round2(secure.p50),
