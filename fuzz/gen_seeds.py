@@ -186,3 +186,21 @@ VALUES = {
 }
 for name, value in VALUES.items():
     write("value_decode", name, value)
+
+
+# Operation scripts for lanner_shm::fuzzing::loan_returns (two bytes each: operation
+# modulo 10, argument): loan, loan lent at once, freeze, lend, take, give back, hostile
+# return, drop, unlend, collect.
+LOAN, LOAN_LENT, FREEZE, LEND, TAKE, GIVE_BACK, HOSTILE, DROP, UNLEND, COLLECT = range(10)
+LOAN_SCRIPTS = {
+    "lend_and_return": [(LOAN, 63), (FREEZE, 0), (LEND, 0), (TAKE, 0), (GIVE_BACK, 0),
+                        (DROP, 0), (COLLECT, 0), (LOAN, 255)],
+    "early_returns": [(LOAN_LENT, 63), (HOSTILE, 0), (HOSTILE, 0), (COLLECT, 0),
+                      (FREEZE, 0), (LEND, 0), (LOAN, 200), (COLLECT, 0), (TAKE, 0),
+                      (GIVE_BACK, 0), (COLLECT, 0)],
+    "many_blocks": [(LOAN, 15)] * 8 + [(FREEZE, i) for i in range(8)]
+                   + [(LEND, i) for i in range(8)] + [(TAKE, 0)] * 8
+                   + [(DROP, 3), (GIVE_BACK, 5), (UNLEND, 0), (COLLECT, 0), (LOAN, 40)],
+}
+for name, script in LOAN_SCRIPTS.items():
+    write("loan_returns", name, bytes(b for step in script for b in step))

@@ -7,10 +7,15 @@
 //! rings waiting already and a ring may be dropped. The same socket tells the sleeper that
 //! the peer died: the kernel closes the peer's end.
 //!
-//! Why a socket rather than eventfds passed to the peer: a passed descriptor shares its
-//! open file description with the peer, which could clear `O_NONBLOCK` on it and make our
-//! ring or drain block a thread that serves other connections. Each end of a socket is
-//! its owner's alone, and every call here passes `MSG_DONTWAIT` anyway.
+//! Why a socket rather than eventfds: a passed descriptor shares its open file description
+//! with the side that passed it, which could clear `O_NONBLOCK` on it and make a plain read
+//! or write block a thread that serves other connections. Every call here passes
+//! `MSG_DONTWAIT` instead, which holds whatever the file's flags say (the tests below run
+//! on blocking sockets). That matters for the one end that was passed: the client's end of
+//! the space doorbell, which the server made (`handoff::offer_region`) and could keep a
+//! duplicate of. A server that does can ring it, drain its rings first, or shut it down:
+//! lost or spurious wake-ups, or the end of that one connection, nothing worse. The
+//! connection's own socket was never passed, so each of its ends is its owner's alone.
 
 use std::fmt;
 use std::io;

@@ -1,8 +1,11 @@
-//! The fuzz driver of the ring's consumer, shared by the `ring_read` fuzz target in
-//! `fuzz/` and by the regression tests that replay what the fuzzer found: a crash input
-//! pasted into a test runs exactly the code the fuzzer ran. The driver asserts the
+//! The fuzz drivers of what a hostile peer feeds this crate: the ring's consumer
+//! ([`ring_read`]) and the loan area's returns ([`loan_returns`]). Each is shared by its
+//! fuzz target in `fuzz/` and by the tests that replay what the fuzzer found: a crash
+//! input pasted into a test runs exactly the code the fuzzer ran. A driver asserts the
 //! properties the fuzzer checks; it panics on a violation, which is how a fuzzer reports
 //! one.
+
+mod loan_returns;
 
 use std::hint::black_box;
 
@@ -11,6 +14,8 @@ use bytes::Bytes;
 use crate::memory::RingMemory;
 use crate::ring::{Consumer, Wake, hostile_consumer};
 use crate::sync::{Arc, Ordering};
+
+pub use loan_returns::loan_returns;
 
 /// Calls of `try_recv` per pass over a ring: far more than the records the largest ring
 /// can hold (1024), so a consumer that keeps returning records without advancing shows up

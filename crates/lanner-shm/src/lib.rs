@@ -26,7 +26,8 @@ compile_error!("lanner-shm supports 64-bit targets only (see the comment above t
 
 #[cfg(not(loom))]
 pub mod doorbell;
-/// The fuzz driver of the ring's consumer (`fuzz/`, and regression tests).
+/// The fuzz drivers of the ring's consumer and the loan area's returns (`fuzz/`, and
+/// regression tests).
 #[cfg(not(loom))]
 pub mod fuzzing;
 #[cfg(not(loom))]

@@ -1,12 +1,13 @@
-//! Inputs for the `ring_read` fuzz target (`fuzz/` at the workspace root), kept as
-//! regression tests.
+//! Inputs for the `ring_read` and `loan_returns` fuzz targets (`fuzz/` at the workspace
+//! root), kept as regression tests.
 //!
-//! [`crate::fuzzing`] holds the fuzz target's code, so an input pasted here replays
-//! exactly what the fuzzer ran. Every file in `fuzz/seeds/ring_read/` (the seeds the
-//! fuzzer starts from, and any crash it finds) is replayed too. Input layout: byte 0
-//! selects the capacity (`64 << (b % 8)`) and the in-place threshold, bytes 1–8 hold the
-//! producer's tail (`tail / 8` for an aligned tail within a ring), the rest is the ring's
-//! data area; see [`ring_read`].
+//! [`crate::fuzzing`] holds the fuzz targets' code, so an input pasted here replays
+//! exactly what the fuzzer ran. Every file in `fuzz/seeds/ring_read/` and
+//! `fuzz/seeds/loan_returns/` (the seeds the fuzzer starts from, and any crash it finds)
+//! is replayed too. `ring_read`'s input layout: byte 0 selects the capacity
+//! (`64 << (b % 8)`) and the in-place threshold, bytes 1–8 hold the producer's tail
+//! (`tail / 8` for an aligned tail within a ring), the rest is the ring's data area; see
+//! [`ring_read`]. `loan_returns` takes two bytes per operation; see [`loan_returns`].
 //!
 //! To date the fuzzer found no crash.
 
@@ -14,7 +15,7 @@ use std::path::Path;
 
 use bytes::Bytes;
 
-use crate::fuzzing::ring_read;
+use crate::fuzzing::{loan_returns, ring_read};
 use crate::ring::{RingError, hostile_consumer};
 
 const FLAG_PADDING: u32 = 1;
@@ -53,18 +54,32 @@ fn receive_all(
     }
 }
 
-#[test]
-fn every_seed_and_crash_file_replays() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/ring_read");
+/// Runs `driver` on every file in `fuzz/seeds/<target>/`; how many there were.
+fn replay_seeds(target: &str, driver: fn(&[u8])) -> usize {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/seeds")
+        .join(target);
     let mut count = 0;
     for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
         let path = entry.unwrap().path();
         let data = std::fs::read(&path).unwrap();
-        let outcome = std::panic::catch_unwind(|| ring_read(&data));
+        let outcome = std::panic::catch_unwind(|| driver(&data));
         assert!(outcome.is_ok(), "{} panicked", path.display());
         count += 1;
     }
-    assert!(count >= 10, "only {count} seeds in {}", dir.display());
+    count
+}
+
+#[test]
+fn every_seed_and_crash_file_replays() {
+    let count = replay_seeds("ring_read", ring_read);
+    assert!(count >= 10, "only {count} ring_read seeds");
+}
+
+#[test]
+fn every_loan_returns_seed_and_crash_file_replays() {
+    let count = replay_seeds("loan_returns", loan_returns);
+    assert!(count >= 3, "only {count} loan_returns seeds");
 }
 
 #[test]

@@ -187,3 +187,23 @@ fn one_collection_takes_at_most_max_lent_returns() {
     area.collect_returns();
     assert_eq!(area.lent(), 0);
 }
+
+mod hostile_returns {
+    //! The loan area against a receiver that gives back whatever it likes, driven by the
+    //! `loan_returns` fuzz driver (see [`crate::fuzzing::loan_returns`]).
+
+    use proptest::prelude::*;
+
+    use crate::fuzzing::loan_returns;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn held_blocks_stay_held_and_everything_comes_back(
+            ops in proptest::collection::vec(any::<u8>(), 0..1024),
+        ) {
+            loan_returns(&ops);
+        }
+    }
+}

@@ -16,8 +16,10 @@
 //! data doorbell, the sending half on the space doorbell, and each learns that the peer
 //! died when the kernel closes the peer's end. (Eventfds passed to the peer would share
 //! their open file description with it, so a hostile peer could make them blocking and
-//! stall our thread; our end of a socket is ours alone, and `MSG_DONTWAIT` keeps every
-//! call on it non-blocking.)
+//! stall our thread. `MSG_DONTWAIT` keeps every call on a doorbell non-blocking whatever
+//! its flags; the one end that was passed, the client's end of the space doorbell, could
+//! still be shared by a server that kept a copy, which can then only disturb the wake-ups
+//! of that connection or end it. See `lanner_shm::doorbell`.)
 //!
 //! Each side faults the whole region in on a blocking thread as soon as the connection is
 //! set up (`MADV_POPULATE_WRITE`): otherwise every 4 KiB of new records costs both sides a
