@@ -1,6 +1,7 @@
 //! One incoming call as a stub sees it, and the reply it produces.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use bytes::Bytes;
 use lanner_proto::{MessageBuilder, Request, Status};
@@ -23,6 +24,10 @@ pub struct IncomingCall<'a> {
     pub(crate) access: &'a MethodAccess,
     /// The server's limit of suspended calls, if it is reached: every call is refused.
     pub(crate) overloaded: Option<&'a CallLimit>,
+    /// Set when the stub starts decoding the arguments. A stub that never does (it
+    /// panicked first, or it ignores them) took none of the object references the
+    /// request lists, so the server releases them when it answers.
+    pub(crate) arguments_read: &'a AtomicBool,
 }
 
 impl IncomingCall<'_> {

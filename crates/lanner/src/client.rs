@@ -36,6 +36,14 @@ use crate::url::{Endpoint, ObjectUrl};
 /// those that complete without waiting, on one worker at a time); keep the shared one
 /// for many concurrent calls, which it batches, and when the number of connections
 /// matters.
+///
+/// # Lifetime
+///
+/// A connection stays open while its `Client` (any clone) or a proxy or reference made
+/// through it is alive, and closes when the last of them is dropped. Objects this side
+/// handed to the server over it (a callback the server keeps, to call later) are released
+/// when it closes: keep the `Client` or a proxy alive for as long as the server should
+/// be able to call them.
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<ClientInner>,

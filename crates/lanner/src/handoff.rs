@@ -22,7 +22,7 @@
 //! nothing of it.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -82,6 +82,9 @@ pub(crate) struct Handoffs {
     arrived: Notify,
     /// Redemptions waiting for their grant (see [`MAX_WAITING_PER_SERVER`]).
     redemptions_waiting: AtomicUsize,
+    /// Numbers the grants parked, so that a lease ends only its own grant (see
+    /// [`Parked::grant`]).
+    grants: AtomicU64,
     settings: Mutex<Settings>,
 }
 
@@ -92,6 +95,9 @@ struct Parked {
     /// The task that ends the lease: stopped when the token is taken, so that the tasks
     /// alive are never more than the tokens waiting.
     expiry: tokio::task::AbortHandle,
+    /// Which grant this is: the lease of an earlier grant of the same token (taken, and
+    /// then granted again before its stopped task was dropped) leaves it alone.
+    grant: u64,
 }
 
 struct Settings {
@@ -116,6 +122,7 @@ impl Default for Handoffs {
             quotas: Mutex::new(HashMap::new()),
             arrived: Notify::new(),
             redemptions_waiting: AtomicUsize::new(0),
+            grants: AtomicU64::new(0),
             settings: Mutex::new(Settings {
                 lease: DEFAULT_LEASE,
                 client: None,
@@ -166,7 +173,10 @@ impl Handoffs {
     /// Keeps `object` for whoever redeems `token` within the lease; `from` counts the
     /// granting principal's waiting tokens (see [`Handoffs::quota`]). The lease's timer
     /// runs on `runtime`, the granting connection's: the grant may be received by a caller
-    /// spinning for its reply on a thread of no runtime.
+    /// spinning for its reply on a thread of no runtime. If that runtime shuts down before
+    /// the lease ends (a server listening on several runtimes outlives one of them), the
+    /// lease ends with it: its timer could not run any more, and the object would
+    /// otherwise wait for a redemption for as long as the server lives.
     pub(crate) fn park(
         self: &Arc<Self>,
         token: Token,
@@ -184,14 +194,18 @@ impl Handoffs {
                 return Err(Refused::TooMany);
             }
             from.fetch_add(1, Ordering::Relaxed);
+            let grant = self.grants.fetch_add(1, Ordering::Relaxed);
             // Spawned under the lock: the task takes the token only after it is parked.
-            let expiry = runtime.spawn(expire(Arc::downgrade(self), token, lease));
+            // (It takes nothing before its first poll, so a task that a shut-down runtime
+            // drops inside `spawn` does not need the lock held here.)
+            let expiry = runtime.spawn(expire(Arc::downgrade(self), token, grant, lease));
             parked.insert(
                 token,
                 Parked {
                     object,
                     from: from.clone(),
                     expiry: expiry.abort_handle(),
+                    grant,
                 },
             );
         }
@@ -234,7 +248,22 @@ impl Handoffs {
 
     /// Removes `token`, returning its object if it was waiting.
     fn take(&self, token: &Token) -> Option<Object> {
-        let parked = self.parked().remove(token)?;
+        self.take_if(token, |_| true)
+    }
+
+    /// Removes `token` if it waits for `grant` (see [`Parked::grant`]): its lease ended.
+    fn expire(&self, token: &Token, grant: u64) -> Option<Object> {
+        self.take_if(token, |parked| parked.grant == grant)
+    }
+
+    fn take_if(&self, token: &Token, which: impl FnOnce(&Parked) -> bool) -> Option<Object> {
+        let parked = {
+            let mut waiting = self.parked();
+            if !waiting.get(token).is_some_and(which) {
+                return None;
+            }
+            waiting.remove(token)?
+        };
         parked.from.fetch_sub(1, Ordering::Relaxed);
         parked.expiry.abort();
         Some(parked.object)
@@ -269,11 +298,36 @@ impl Drop for CountedOut<'_> {
 }
 
 /// Drops `token`'s object when its lease ends, unless it was redeemed.
-async fn expire(handoffs: Weak<Handoffs>, token: Token, lease: Duration) {
+/// Ends the lease of `grant`, parked under `token`, after `lease`, or when the task is
+/// dropped before that (its runtime shut down): see [`Handoffs::park`].
+async fn expire(handoffs: Weak<Handoffs>, token: Token, grant: u64, lease: Duration) {
+    // Made on the first poll, not before: a task dropped unpolled by a runtime already
+    // shut down is dropped inside `spawn`, under the lock `park` holds.
+    let _lease = Lease {
+        handoffs,
+        token,
+        grant,
+    };
     tokio::time::sleep(lease).await;
-    if let Some(handoffs) = handoffs.upgrade() {
-        if handoffs.take(&token).is_some() {
+}
+
+/// A lease running: ends its grant when dropped (the lease's time is up, or its timer's
+/// task is dropped), unless the token was taken meanwhile.
+struct Lease {
+    handoffs: Weak<Handoffs>,
+    token: Token,
+    grant: u64,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let Some(handoffs) = self.handoffs.upgrade() else {
+            return;
+        };
+        // Dropped outside the lock: the object's drop is the application's code.
+        if let Some(object) = handoffs.expire(&self.token, self.grant) {
             tracing::debug!("a hand-off token expired unredeemed");
+            drop(object);
         }
     }
 }
@@ -539,5 +593,62 @@ mod tests {
             tokio::task::yield_now().await;
         }
         assert_eq!(tasks(), before, "lease timers outlived their tokens");
+    }
+
+    #[test]
+    fn a_lease_ends_when_the_runtime_of_its_timer_shuts_down() {
+        let handoffs = Arc::new(Handoffs::default());
+        handoffs.set_lease(Duration::from_secs(3600));
+        let from = Arc::new(AtomicUsize::new(0));
+        let granting = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let token = new_token();
+        handoffs
+            .park(token, object(), &from, granting.handle())
+            .unwrap();
+        // The timer's task starts (and its lease with it).
+        granting.block_on(tokio::task::yield_now());
+        assert_eq!(handoffs.waiting(), 1);
+        drop(granting);
+        assert_eq!(
+            handoffs.waiting(),
+            0,
+            "the object outlived its lease's timer"
+        );
+        assert_eq!(from.load(Ordering::Relaxed), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_stopped_timer_of_a_redeemed_grant_leaves_a_new_grant_of_its_token_alone() {
+        let handoffs = Arc::new(Handoffs::default());
+        handoffs.set_lease(Duration::from_secs(5));
+        let from = Arc::new(AtomicUsize::new(0));
+        let token = new_token();
+        handoffs
+            .park(token, object(), &from, &Handle::current())
+            .unwrap();
+        tokio::task::yield_now().await;
+        assert!(
+            handoffs
+                .redeem(token, &AtomicUsize::new(0))
+                .await
+                .is_object()
+        );
+        // Granted again before the first grant's stopped timer is dropped.
+        handoffs
+            .park(token, object(), &from, &Handle::current())
+            .unwrap();
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(handoffs.waiting(), 1, "the old timer ended the new grant");
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        assert_eq!(
+            handoffs.waiting(),
+            0,
+            "the new grant has a lease of its own"
+        );
     }
 }

@@ -12,6 +12,7 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -552,6 +553,8 @@ pub(crate) fn decode_arguments<A: DeserializeOwned>(
     call: &IncomingCall<'_>,
     method: &MethodInfo,
 ) -> Result<A, Reply> {
+    // The references among them are this decoder's from now on (see `IncomingCall`).
+    call.arguments_read.store(true, Ordering::Relaxed);
     // Invalid arguments, or (a panic) a `Deserialize` that failed on them.
     let payload = &call.request.payload;
     objref::decoding_arguments(call.connection, payload, || decode_inline(call.inline())).map_err(

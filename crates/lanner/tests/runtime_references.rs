@@ -1462,6 +1462,67 @@ async fn references_among_arguments_the_server_never_decoded_are_taken_back() {
     assert_eq!(settle(&live).await, 0);
 }
 
+/// A hand-written stub for [`Pairs`] that reads none of a call's arguments: it panics
+/// first, or answers without looking at them.
+struct Careless {
+    panics: bool,
+}
+
+impl lanner::Stub for Careless {
+    fn interface_id(&self) -> lanner::InterfaceId {
+        <PairsProxy as Proxy>::INTERFACE_ID
+    }
+
+    fn interface_name(&self) -> &'static str {
+        <PairsProxy as Proxy>::INTERFACE_NAME
+    }
+
+    fn methods(&self) -> &'static [lanner::MethodInfo] {
+        <PairsProxy as Proxy>::METHODS
+    }
+
+    fn dispatch(&self, _call: lanner::IncomingCall<'_>) -> lanner::DispatchFuture {
+        if self.panics {
+            panic!("a hand-written stub gives up before decoding");
+        }
+        Box::pin(async { lanner::Reply::error(&Error::new(ErrorKind::Internal, "not today")) })
+    }
+}
+
+/// The references among the arguments of a call whose stub never decoded them (a
+/// hand-written stub that panicked first, or ignores them) are the caller's still: the
+/// server releases them as it answers, whatever the answer says. A stub that decoded
+/// them and then dropped them released them itself, once (the generated one, above).
+#[tokio::test]
+async fn references_among_arguments_a_stub_never_decoded_are_taken_back() {
+    for panics in [true, false] {
+        let server = Server::new();
+        server.publish("careless", Object::new(Careless { panics }));
+        let endpoint = format!("mem://refs-careless-stub-{panics}");
+        let listening = server.listen(&endpoint).await.unwrap();
+        let url = listening.endpoint().object_url("careless");
+        let pairs: PairsProxy = Client::new().connect(&url).await.unwrap();
+        let live = Arc::new(AtomicI64::new(0));
+        for _ in 0..10 {
+            let counters = (
+                ObjRef::new(live_counter(&live)),
+                ObjRef::new(live_counter(&live)),
+            );
+            let error = pairs.take(counters.0, counters.1).await.unwrap_err();
+            let expected = ErrorKind::Internal;
+            assert_eq!(error.kind(), expected, "{error}");
+        }
+        assert_eq!(
+            settle(&live).await,
+            0,
+            "the counters a stub never decoded leaked (it panicked: {panics})"
+        );
+        // The connection is intact: later calls are answered as before.
+        let error = pairs.nap(1).await.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Internal, "{error}");
+    }
+}
+
 /// The same when the caller gave up before the answer came: the answer settles the
 /// exports when it arrives. (A nap holds the server's receiver for the connection, so the
 /// request is read, and refused, only after its caller gave up.)

@@ -11,6 +11,7 @@
 //! where other workers do not steal it; move such work to `spawn_blocking`.)
 
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -56,7 +57,7 @@ impl Connection {
     ) -> bool {
         let by = AnsweredBy::Receiver(receiving);
         let call_id = request.call_id;
-        let to = AnswerTo::of(&request);
+        let mut to = AnswerTo::of(&request);
         // Refused by the stub (see `IncomingCall::__find`), which first decodes the
         // arguments so that the references among them are released.
         let overloaded = self.call_limit.as_deref().filter(|limit| limit.is_full());
@@ -76,11 +77,13 @@ impl Connection {
         // method could act on either.
         let deadline = (request.timeout_us != 0 && request.timeout_us != u32::MAX)
             .then(|| Instant::now() + Duration::from_micros(request.timeout_us.into()));
+        let arguments_read = AtomicBool::new(false);
         let call = IncomingCall {
             request,
             connection: self,
             access: &access,
             overloaded,
+            arguments_read: &arguments_read,
         };
         let mut context = CallContext::new(deadline, self.identity().clone());
         if to.one_way {
@@ -96,7 +99,10 @@ impl Connection {
         // The stub routes and decodes the arguments here, before the method's future
         // exists: a user's `Deserialize` that panics on what the peer sent fails this
         // call, as a panicking method does, not the connection's receiver.
-        let future = match std::panic::catch_unwind(AssertUnwindSafe(|| direct.dispatch(call))) {
+        let dispatched = std::panic::catch_unwind(AssertUnwindSafe(|| direct.dispatch(call)));
+        // Whatever the reply says, what the stub did not decode is not its.
+        to.unread = !arguments_read.load(Ordering::Relaxed);
+        let future = match dispatched {
             Ok(future) => future,
             Err(panic) => {
                 self.answer(call_id, to, panicked(self, panic), by);
@@ -220,7 +226,7 @@ impl Connection {
         } else {
             self.respond(call_id, message, exported, by);
         }
-        if unread {
+        if unread || to.unread {
             self.release_listed(to.listed.iter().copied());
         }
         // The reply is written or queued: a release sent from now on follows it.
@@ -307,6 +313,9 @@ pub(crate) struct AnswerTo {
     /// [`lanner_proto::frame::FLAG_REFERENCES`]; empty, unallocated, for nearly every
     /// call): released if the arguments go unread, as nobody else will release them.
     listed: Box<[u64]>,
+    /// The stub never started decoding the arguments (see [`IncomingCall`]): `listed` is
+    /// released whatever the reply says.
+    unread: bool,
 }
 
 impl AnswerTo {
@@ -314,6 +323,7 @@ impl AnswerTo {
         AnswerTo {
             one_way: request.one_way,
             listed: request.payload.references().collect(),
+            unread: false,
         }
     }
 }
