@@ -144,6 +144,36 @@ impl IncomingCall<'_> {
 }
 
 impl IncomingCall<'_> {
+    /// The access policy's refusal of a call to a stub that may not route (a hand-written
+    /// one, which may dispatch on [`IncomingCall::method`] without asking
+    /// [`IncomingCall::route`]): judged on the ordinal the caller named and on the method
+    /// its fingerprint names, both of which must be allowed (a stub that dispatches on the
+    /// ordinal would otherwise run a denied method named with an allowed one's
+    /// fingerprint). `None` if the call may go on.
+    pub(crate) fn denial_unrouted(&self, interface: &str, methods: &[MethodInfo]) -> Option<Reply> {
+        if matches!(self.access, MethodAccess::All) {
+            return None;
+        }
+        let named = self.request.method;
+        let found = self.find(methods);
+        if self.access.allows(named) && found.is_none_or(|m| self.access.allows(m.ordinal)) {
+            return None;
+        }
+        let method = found
+            .filter(|m| !self.access.allows(m.ordinal))
+            .or_else(|| methods.get(usize::from(named)));
+        Some(match method {
+            Some(method) => self.denied(interface, method),
+            None => Reply::error(&Error::new(
+                ErrorKind::PermissionDenied,
+                format!(
+                    "{} may not call method {named} of {interface}",
+                    self.connection.identity().principal
+                ),
+            )),
+        })
+    }
+
     #[cold]
     #[inline(never)]
     fn refuse(&self, interface: &str, method: &MethodInfo) -> Reply {

@@ -70,13 +70,17 @@ impl Direct {
 }
 
 /// The serving function of a stub without a [`Direct`] of its own: the target is the stub.
+/// Such a stub (hand-written) may not route, so the refusals routing makes are made here
+/// for it: the server is overloaded, or the access policy denies the method.
 fn through_stub(target: Implementation, call: IncomingCall<'_>) -> DispatchFuture {
-    // A hand-written stub may not route: the refusal is made here for it.
     if let Some(limit) = call.overloaded {
         return answered(limit.refusal().arguments_unread());
     }
     match Direct::downcast::<Arc<dyn Stub>>(target) {
-        Ok(stub) => stub.dispatch(call),
+        Ok(stub) => match call.denial_unrouted(stub.interface_name(), stub.methods()) {
+            Some(denied) => answered(denied.arguments_unread()),
+            None => stub.dispatch(call),
+        },
         Err(reply) => reply,
     }
 }

@@ -78,8 +78,10 @@ pub(crate) struct Handoffs {
     parked: Mutex<HashMap<Token, Parked>>,
     /// Waiting tokens per granting principal (by name).
     quotas: Mutex<HashMap<String, Arc<AtomicUsize>>>,
-    /// Woken whenever an object is parked (a redemption may be waiting for it).
-    arrived: Notify,
+    /// The redemptions waiting for their grant, by token: a grant wakes only those
+    /// waiting for its own token (a peer that grants in a loop would otherwise wake every
+    /// waiting redemption of the server each time).
+    awaited: Mutex<HashMap<Token, Awaited>>,
     /// Redemptions waiting for their grant (see [`MAX_WAITING_PER_SERVER`]).
     redemptions_waiting: AtomicUsize,
     /// Numbers the grants parked, so that a lease ends only its own grant (see
@@ -120,7 +122,7 @@ impl Default for Handoffs {
         Handoffs {
             parked: Mutex::new(HashMap::new()),
             quotas: Mutex::new(HashMap::new()),
-            arrived: Notify::new(),
+            awaited: Mutex::new(HashMap::new()),
             redemptions_waiting: AtomicUsize::new(0),
             grants: AtomicU64::new(0),
             settings: Mutex::new(Settings {
@@ -134,6 +136,10 @@ impl Default for Handoffs {
 impl Handoffs {
     fn parked(&self) -> MutexGuard<'_, HashMap<Token, Parked>> {
         self.parked.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn awaited(&self) -> MutexGuard<'_, HashMap<Token, Awaited>> {
+        self.awaited.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn settings(&self) -> MutexGuard<'_, Settings> {
@@ -209,7 +215,9 @@ impl Handoffs {
                 },
             );
         }
-        self.arrived.notify_waiters();
+        if let Some(awaited) = self.awaited().get(&token) {
+            awaited.arrived.notify_waiters();
+        }
         Ok(())
     }
 
@@ -232,8 +240,9 @@ impl Handoffs {
     async fn redeem_within_grace(&self, token: Token) -> Option<Object> {
         let grace = REDEEM_GRACE.min(self.settings().lease);
         let deadline = tokio::time::Instant::now() + grace;
+        let awaiting = Awaiting::new(self, token);
         loop {
-            let arrived = self.arrived.notified();
+            let arrived = awaiting.arrived.notified();
             tokio::pin!(arrived);
             // Registered before looking, so that a grant parked in between still wakes it.
             arrived.as_mut().enable();
@@ -273,6 +282,49 @@ impl Handoffs {
     #[cfg(test)]
     fn waiting(&self) -> usize {
         self.parked().len()
+    }
+}
+
+/// The redemptions of one token waiting for its grant.
+#[derive(Default)]
+struct Awaited {
+    /// Woken when the token's grant is parked.
+    arrived: Arc<Notify>,
+    /// How many redemptions wait (the last one takes the entry off).
+    redemptions: usize,
+}
+
+/// A redemption waiting for the grant of its token: counted in [`Handoffs::awaited`]
+/// while it lives.
+struct Awaiting<'a> {
+    handoffs: &'a Handoffs,
+    token: Token,
+    arrived: Arc<Notify>,
+}
+
+impl<'a> Awaiting<'a> {
+    fn new(handoffs: &'a Handoffs, token: Token) -> Awaiting<'a> {
+        let mut awaited = handoffs.awaited();
+        let entry = awaited.entry(token).or_default();
+        entry.redemptions += 1;
+        let arrived = entry.arrived.clone();
+        Awaiting {
+            handoffs,
+            token,
+            arrived,
+        }
+    }
+}
+
+impl Drop for Awaiting<'_> {
+    fn drop(&mut self) {
+        let mut awaited = self.handoffs.awaited();
+        if let Some(entry) = awaited.get_mut(&self.token) {
+            entry.redemptions -= 1;
+            if entry.redemptions == 0 {
+                awaited.remove(&self.token);
+            }
+        }
     }
 }
 
@@ -618,6 +670,56 @@ mod tests {
             "the object outlived its lease's timer"
         );
         assert_eq!(from.load(Ordering::Relaxed), 0);
+    }
+
+    /// Counts its wake-ups.
+    #[derive(Default)]
+    struct Wakes(AtomicUsize);
+
+    impl futures_util::task::ArcWake for Wakes {
+        fn wake_by_ref(wakes: &Arc<Self>) {
+            wakes.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_grant_wakes_only_the_redemptions_of_its_own_token() {
+        use std::future::Future;
+        use std::task::{Context, Poll};
+
+        let handoffs = Arc::new(Handoffs::default());
+        let from = Arc::new(AtomicUsize::new(0));
+        let on_connection = AtomicUsize::new(0);
+        let wakes = Arc::new(Wakes::default());
+        let waker = futures_util::task::waker(wakes.clone());
+        let mut cx = Context::from_waker(&waker);
+        let token = new_token();
+        let mut redemption = Box::pin(handoffs.redeem(token, &on_connection));
+        let mut abandoned = Box::pin(handoffs.redeem(new_token(), &on_connection));
+        assert!(redemption.as_mut().poll(&mut cx).is_pending());
+        assert!(abandoned.as_mut().poll(&mut cx).is_pending());
+        for _ in 0..100 {
+            handoffs
+                .park(new_token(), object(), &from, &Handle::current())
+                .unwrap();
+        }
+        assert_eq!(
+            wakes.0.load(Ordering::Relaxed),
+            0,
+            "other grants woke a redemption"
+        );
+        handoffs
+            .park(token, object(), &from, &Handle::current())
+            .unwrap();
+        assert_eq!(wakes.0.load(Ordering::Relaxed), 1);
+        assert!(matches!(
+            redemption.as_mut().poll(&mut cx),
+            Poll::Ready(Redeemed::Object(_))
+        ));
+        // A redemption given up, as one that ended, leaves nothing behind.
+        drop(abandoned);
+        assert_eq!(handoffs.awaited().len(), 0);
+        assert_eq!(on_connection.load(Ordering::Relaxed), 0);
     }
 
     #[tokio::test(start_paused = true)]

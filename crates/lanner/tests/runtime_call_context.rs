@@ -109,6 +109,42 @@ async fn serve(
     (server, listening, service, proxy)
 }
 
+/// A call that waited for a credit tells the callee the time it has left when it is sent,
+/// not what it had when it was made.
+#[tokio::test]
+async fn a_call_that_waited_for_a_credit_tells_the_callee_the_time_left() {
+    let service = Arc::new(PatientService::default());
+    let server = Server::with_options(ConnectionOptions::default().with_credits(1));
+    server.publish("patient", Object::new(PatientStub::new(service)));
+    let listening = server.listen("mem://deadline-after-credit").await.unwrap();
+    let patient: PatientProxy = Client::new()
+        .connect(&listening.endpoint().object_url("patient"))
+        .await
+        .unwrap();
+    // The only credit, held for 300 ms.
+    let holder = patient.clone();
+    let holding = tokio::spawn(async move { holder.wait(300).await });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let started = Instant::now();
+    let left = patient
+        .with_timeout(Duration::from_secs(1))
+        .remaining_us()
+        .await
+        .unwrap()
+        .expect("the call has a deadline");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(200),
+        "the call did not wait for the credit ({waited:?})"
+    );
+    let told = Duration::from_micros(left);
+    assert!(
+        told + waited <= Duration::from_millis(1_010),
+        "the callee was told {told:?} after a wait of {waited:?}"
+    );
+    assert_eq!(holding.await.unwrap(), Ok(false));
+}
+
 async fn deadline_fails_the_call_and_cancels_it_on_the_server(
     endpoint: &str,
     options: ConnectionOptions,

@@ -18,6 +18,7 @@ use lanner::{
 use tokio::sync::Mutex;
 
 mod child;
+mod common;
 
 /// An object of B's.
 #[lanner::interface]
@@ -658,4 +659,44 @@ async fn child_serves_a_maker() {
     println!("serving {}", listening.endpoint());
     // Bounded: the parent kills this process long before.
     tokio::time::sleep(Duration::from_secs(60)).await;
+}
+
+/// The root object is not a hand-off: every peer holds it, so a peer granting it needs no
+/// object of its own. The server refuses such a grant, and the token is unknown.
+#[tokio::test]
+async fn a_grant_of_the_root_object_is_refused() {
+    use lanner_proto::{Event, Grant, MessageBuilder, Status};
+    use tokio::io::AsyncWriteExt;
+
+    let (b, _live) = serve_b(
+        &unix("root-grant"),
+        Server::new().with_auth(lanner::ServerAuth::none()),
+    )
+    .await;
+    let token = [0x3c; 16];
+    let (mut granting, _) = common::raw_unix_client(&b).await;
+    let grant = lanner_proto::frame::encode_grant(&Grant { handle: 0, token });
+    granting.write_all(&grant).await.unwrap();
+
+    let (mut redeeming, mut proto) = common::raw_unix_client(&b).await;
+    let fingerprint =
+        lanner::__private::method_fingerprint("redeem([u8;16])->Result<ObjectRef,Error>");
+    let mut redeem = MessageBuilder::request(0, 0, 2, fingerprint);
+    redeem.inline().put_slice(&token);
+    let (_, frame) = proto.send_request(redeem).map_err(|(e, _)| e).unwrap();
+    redeeming.write_all(&frame.into_contiguous()).await.unwrap();
+    let answer = common::read_frame(&mut redeeming).await.unwrap();
+    let response = match proto.handle_frame(answer) {
+        Ok(Event::Response(response)) => response,
+        other => panic!("expected the redemption's answer, got {other:?}"),
+    };
+    // The root's methods answer an `Error` value: the redemption's says the token is
+    // unknown (granted, the root would have been handed out).
+    let message = String::from_utf8_lossy(response.payload.inline_slice()).into_owned();
+    assert_eq!(response.status, Status::AppError, "{message}");
+    assert!(
+        message.contains("no object waits for this hand-off token"),
+        "{message}"
+    );
+    drop(granting);
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use lanner::rustls;
 use lanner::{
     AccessPolicy, CallContext, Client, ClientAuth, Error, ErrorKind, Object, PreSharedKey,
-    Principal, Server, ServerAuth, Target,
+    Principal, Proxy, Server, ServerAuth, Target,
 };
 
 mod common;
@@ -230,6 +230,49 @@ async fn denied_methods_fail_alone_and_the_connection_stays_usable() {
     );
     assert!(!error.may_have_executed());
     assert_eq!(vault.read().await, Ok(42));
+}
+
+/// A hand-written stub for [`Guarded`] that dispatches on the ordinal the caller named and
+/// never asks `IncomingCall::route` (which applies the policy): it answers which ordinal
+/// ran.
+struct Unrouted;
+
+impl lanner::Stub for Unrouted {
+    fn interface_id(&self) -> lanner::InterfaceId {
+        <GuardedProxy as Proxy>::INTERFACE_ID
+    }
+
+    fn interface_name(&self) -> &'static str {
+        <GuardedProxy as Proxy>::INTERFACE_NAME
+    }
+
+    fn methods(&self) -> &'static [lanner::MethodInfo] {
+        <GuardedProxy as Proxy>::METHODS
+    }
+
+    fn dispatch(&self, call: lanner::IncomingCall<'_>) -> lanner::DispatchFuture {
+        let ran = format!("the stub ran method {}", call.method());
+        Box::pin(async move { lanner::Reply::error(&Error::new(ErrorKind::Internal, ran)) })
+    }
+}
+
+#[tokio::test]
+async fn the_policy_holds_for_a_hand_written_stub_that_does_not_route() {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let endpoint = unix_endpoint("unrouted");
+    let server = Server::new().with_access(policy(uid));
+    server.publish("vault", Object::new(Unrouted));
+    let _listening = server.listen(&endpoint).await.unwrap();
+    let vault: GuardedProxy = Client::new()
+        .connect(&format!("{endpoint}/vault"))
+        .await
+        .unwrap();
+    let error = vault.reset().await.unwrap_err();
+    assert_error(&error, ErrorKind::PermissionDenied, "may not call");
+    // What the policy allows reaches the stub.
+    let error = vault.read().await.unwrap_err();
+    assert_error(&error, ErrorKind::Internal, "the stub ran method 1");
 }
 
 #[tokio::test]

@@ -196,7 +196,7 @@ impl Connection {
         };
         until(
             deadline,
-            self.wait_for_credit(request),
+            self.wait_for_credit(request, deadline),
             credit_deadline_passed,
         )
         .await?
@@ -241,13 +241,23 @@ impl Connection {
 
     /// [`Connection::begin_call_by`] without a deadline: registers for the next credit
     /// before it looks again, then waits.
-    async fn wait_for_credit(&self, mut request: Outgoing) -> Result<Begun, Error> {
+    async fn wait_for_credit(
+        &self,
+        mut request: Outgoing,
+        deadline: Option<Instant>,
+    ) -> Result<Begun, Error> {
         loop {
             let notified = self.credit_available.notified();
             let mut notified = std::pin::pin!(notified);
             // Registered before the retry, so a credit that arrives between the retry and
             // the wait is not missed.
             notified.as_mut().enable();
+            // The callee is told the time left now, not what was left when the request
+            // was made. (A call with a deadline carries a timeout: see
+            // `marshal::call_timeout`.)
+            if let Some(deadline) = deadline {
+                request.set_timeout(deadline.saturating_duration_since(Instant::now()));
+            }
             request = match self.try_begin(request, true)? {
                 Ok(begun) => return Ok(begun),
                 Err(returned) => returned,

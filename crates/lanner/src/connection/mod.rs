@@ -462,9 +462,16 @@ impl Connection {
         }
     }
 
-    /// Server side: parks the object the peer granted for a third party.
+    /// Server side: parks the object the peer granted for a third party. Not the root
+    /// object: every peer holds it, no client hands it on (no proxy of the public API
+    /// names it), and a peer granting it would need no object of its own to make the
+    /// server park things.
     fn park_grant(&self, grant: lanner_proto::Grant) {
         let Some(names) = &self.names else { return };
+        if grant.handle == ROOT_HANDLE {
+            occasionally!(warn, peer = %self.peer, "refused a hand-off grant of the root object");
+            return;
+        }
         let Some(object) = self.exports().object(grant.handle) else {
             tracing::debug!(peer = %self.peer, handle = grant.handle, "a grant for an object the peer does not hold");
             return;

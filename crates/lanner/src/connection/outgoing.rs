@@ -41,6 +41,14 @@ impl Outgoing {
         }
     }
 
+    /// Sets how long the callee is told it has (the request carries a timeout).
+    pub(crate) fn set_timeout(&mut self, timeout: std::time::Duration) {
+        match self {
+            Outgoing::Built(message) => message.set_timeout(timeout),
+            Outgoing::Plain(request) => request.timeout = Some(timeout),
+        }
+    }
+
     /// Stamps the request with a fresh call id and spends a credit (see
     /// [`lanner_proto::Connection::send_request`]); without credit (or on any other
     /// refusal) the request is handed back.

@@ -234,6 +234,12 @@ impl Connection {
                 return Err(error);
             }
         }
+        // Whole frames left behind (a caller that stopped at its own reply, or a burst at
+        // its limit) are read already: nothing will come from the transport to wake a
+        // reader that sleeps waiting for it. Wake it (nothing if it is awake).
+        if source.frame_ready() {
+            self.signal.kick();
+        }
         drop(source);
         result
     }
