@@ -175,6 +175,8 @@ impl Connection {
         let mut frames = 0;
         let mut deliveries = 0;
         let mut limit = BURST_FRAMES;
+        // Whole frames were already here when the last one was taken.
+        let mut left_behind = false;
         let result = loop {
             let (frame, external) = match source.try_recv() {
                 Ok(Received::Frame(frame)) => (frame, None),
@@ -199,6 +201,7 @@ impl Connection {
                 self.export_entries.prefetch(object);
             }
             let ready = source.frame_ready();
+            left_behind = ready;
             if ready && answers_so_far(frames, deliveries) && source.batches_cheaply() {
                 limit = self.shallow_burst_limit();
             }
@@ -237,7 +240,7 @@ impl Connection {
         // Whole frames left behind (a caller that stopped at its own reply, or a burst at
         // its limit) are read already: nothing will come from the transport to wake a
         // reader that sleeps waiting for it. Wake it (nothing if it is awake).
-        if source.frame_ready() {
+        if left_behind {
             self.signal.kick();
         }
         drop(source);
