@@ -144,7 +144,12 @@ impl Apartment {
             let queued = Queued::default();
             let waiting = connection.suspend_queued(call, &queued);
             *queued.lock().unwrap_or_else(|e| e.into_inner()) = Some(waiting);
-            state.queue(queued);
+            state.queue(queued.clone());
+            drop(state);
+            // The connection's end withdraws the queued calls it finds, but it may have
+            // come between listing this one and filling its slot (or before the request
+            // was looked up): then it found nothing to withdraw.
+            connection.withdraw_if_ended(&queued);
             return true;
         }
         state.busy = true;

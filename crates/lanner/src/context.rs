@@ -157,6 +157,11 @@ impl CallContext {
     }
 
     /// The context of the call whose method is running, or `None` outside a served call.
+    /// It is set while the method's future is polled, not while a stub reads the call
+    /// (decodes the arguments, or a hand-written [`crate::Stub::dispatch`] runs): that code
+    /// has the call itself ([`crate::IncomingCall`]) and may run inside another call's
+    /// method (a callback received while that method waits for a reply of its own), whose
+    /// context it would see here.
     pub fn current() -> Option<CallContext> {
         CURRENT.with(|current| {
             let mut current = current.borrow_mut();

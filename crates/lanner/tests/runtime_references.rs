@@ -324,6 +324,48 @@ fn a_callback_that_waits_goes_on_on_its_connections_runtime_whatever_polls_the_c
     assert_eq!(heard.0.lock().unwrap().len(), 60);
 }
 
+/// A listener whose method sleeps on a tokio timer before it records: its first poll
+/// needs a runtime entered.
+#[derive(Default)]
+struct HeardAfterSleep(std::sync::Mutex<Vec<u64>>);
+
+impl Listener for HeardAfterSleep {
+    async fn notify(&self, value: u64) -> Result<(), Error> {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        self.0.lock().unwrap().push(value);
+        Ok(())
+    }
+}
+
+/// A callback received by a caller spinning for its reply where no runtime runs is polled
+/// first inside its connection's runtime: a method that starts a timer (or spawns, or
+/// makes a call with a deadline) on its first poll works there too.
+#[test]
+fn a_callback_received_where_no_runtime_runs_is_first_polled_in_its_connections_runtime() {
+    let _watchdog = common::watchdog(
+        "a_callback_received_where_no_runtime_runs_is_first_polled_in_its_connections_runtime",
+        Duration::from_secs(60),
+    );
+    let server = FactoryThread::start("spin-callback-timer");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let factory =
+        runtime
+            .block_on(server.connect(
+                lanner::ConnectionOptions::default().with_spin(Duration::from_secs(3600)),
+            ));
+    let heard = Arc::new(HeardAfterSleep::default());
+    let listener = ObjRef::new(Object::new(ListenerStub::new(heard.clone())));
+    for round in 1..=5u64 {
+        let counted = block_on_plain_thread(factory.count_to(listener.clone(), 3));
+        assert_eq!(counted, Ok(3), "round {round}");
+    }
+    assert_eq!(heard.0.lock().unwrap().len(), 15);
+}
+
 /// Polls `future` to its end on this thread, which runs no runtime, parking it between
 /// polls (as `futures::executor::block_on` does).
 fn block_on_plain_thread<F: std::future::Future>(future: F) -> F::Output {

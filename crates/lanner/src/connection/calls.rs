@@ -165,7 +165,12 @@ impl Connection {
         self: &Arc<Self>,
         request: Outgoing,
     ) -> Result<Result<Begun, Outgoing>, Error> {
-        let received = std::future::poll_fn(|cx| Poll::Ready(self.receive_if_arrived(cx, None)));
+        // On the caller's thread, which may run no runtime: requests received here are
+        // first polled inside the connection's (see `Connection::process`).
+        let received = std::future::poll_fn(|cx| {
+            let _entered = self.runtime.enter();
+            Poll::Ready(self.receive_if_arrived(cx, None))
+        });
         if let Err(error) = received.await {
             self.fail(error);
         }

@@ -270,6 +270,17 @@ impl Connection {
     }
 }
 
+impl Connection {
+    /// A call just queued in an apartment: withdrawn at once (see [`withdraw`]) if the
+    /// connection has ended meanwhile, whose end may have missed it (see
+    /// [`Connection::withdraw_queued_calls`]).
+    pub(crate) fn withdraw_if_ended(&self, queued: &Queued) {
+        if self.state().closed.is_some() {
+            withdraw(queued);
+        }
+    }
+}
+
 /// Takes a call out of its apartment's queue and answers it without running, if it has
 /// not started and may be answered so (see [`Waiting::abandoned`]).
 fn withdraw(queued: &Queued) {

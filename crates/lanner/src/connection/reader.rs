@@ -374,6 +374,11 @@ impl Connection {
             }
             Ok(Handled::Request(request, slot)) => {
                 self.check_credits()?;
+                // A caller spinning for its reply may be polled where no runtime runs (a
+                // `block_on` on a plain thread): the method's first poll runs inside the
+                // connection's, as it would on the reader task (timers, spawns, calls with
+                // deadlines need one). The reader task is inside it already.
+                let _entered = mine.is_some().then(|| self.runtime.enter());
                 Ok(match self.dispatch(request, slot, cx, receiving) {
                     true => Progress::Handed,
                     false => Progress::Other,
