@@ -452,6 +452,10 @@ impl AsRef<[u8]> for Borrowed {
 impl Drop for Borrowed {
     fn drop(&mut self) {
         let borrower = &self.borrower;
+        // Counted out before the return is published: an owner that reads the return
+        // may lend again at once, and a `take` that still counted this lending would
+        // refuse that one as one too many (and end the connection).
+        borrower.held.fetch_sub(1, Ordering::AcqRel);
         let mut returns = borrower.returns.lock().unwrap_or_else(|e| e.into_inner());
         // With at most MAX_LENT lendings held, an owner that reads its returns always
         // leaves room; one that does not loses the block, which harms only itself.
@@ -459,8 +463,6 @@ impl Drop for Borrowed {
             reservation.write(0, &(self.offset as u64).to_le_bytes());
             reservation.commit(false);
         }
-        drop(returns);
-        borrower.held.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

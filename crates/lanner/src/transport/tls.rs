@@ -816,6 +816,43 @@ mod tests {
         assert_eq!(frame, ping);
     }
 
+    /// Frames that came in one read are all in the source's buffer once a receive took
+    /// the first: none stays decrypted inside rustls, where the receiver could not see it
+    /// (`frame_ready`) and no socket readiness would come for it.
+    #[tokio::test]
+    async fn frames_read_together_are_all_seen_after_the_first_is_taken() {
+        let ca = Authority::new("Test CA");
+        let (mut server, mut client) = connected_pair(
+            server_config(server_identity(&ca), ClientCerts::None),
+            client_config(&ca, None),
+        )
+        .await;
+        // A frame of several records (rustls reads 4 KiB at a time), then two small ones.
+        let large = frames().swap_remove(1);
+        let expected = large.clone().into_contiguous();
+        send(server.sink.as_mut(), large).await;
+        for nonce in 2..=3 {
+            let ping = lanner_proto::frame::encode_ping(nonce);
+            send(server.sink.as_mut(), OutFrame::contiguous(ping)).await;
+        }
+        // All of it is in the client's socket by now (loopback delivers as it sends).
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let first = receive_frame(client.source.as_mut(), Receive::Spinning).await;
+        assert!(first == expected, "the first frame arrived altered");
+        assert!(
+            client.source.frame_ready(),
+            "the next frame is not in sight"
+        );
+        for nonce in 2..=3 {
+            match client.source.try_recv().unwrap() {
+                Received::Frame(frame) => {
+                    assert_eq!(frame, lanner_proto::frame::encode_ping(nonce));
+                }
+                other => panic!("frame {nonce}: {other:?}"),
+            }
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn frames_round_trip_both_ways_spinning_and_polling() {
         let ca = Authority::new("Test CA");
