@@ -1,9 +1,9 @@
 //! The fuzz drivers of what a hostile peer feeds this crate: the ring's consumer
-//! ([`ring_read`]) and the loan area's returns ([`loan_returns`]). Each is shared by its
-//! fuzz target in `fuzz/` and by the tests that replay what the fuzzer found: a crash
-//! input pasted into a test runs exactly the code the fuzzer ran. A driver asserts the
-//! properties the fuzzer checks; it panics on a violation, which is how a fuzzer reports
-//! one.
+//! ([`ring_read`](crate::fuzzing::ring_read)) and the loan area's returns
+//! ([`loan_returns`](crate::fuzzing::loan_returns)). Each is shared by its fuzz target in
+//! `fuzz/` and by the tests that replay what the fuzzer found: a crash input pasted into a
+//! test runs exactly the code the fuzzer ran. A driver asserts the properties the fuzzer
+//! checks; it panics on a violation, which is how a fuzzer reports one.
 
 mod loan_returns;
 
