@@ -296,15 +296,13 @@ async fn a_spinning_caller_lets_a_callback_that_waits_run() {
     assert_eq!(heard.0.lock().unwrap().len(), 60);
 }
 
-/// A callback that waits, received by a caller spinning for its reply where no runtime
-/// runs (`block_on` on a plain thread), goes on as a task of its connection's runtime.
-#[test]
-fn a_callback_that_waits_goes_on_on_its_connections_runtime_whatever_polls_the_caller() {
-    let _watchdog = common::watchdog(
-        "a_callback_that_waits_goes_on_on_its_connections_runtime_whatever_polls_the_caller",
-        Duration::from_secs(60),
-    );
-    let server = FactoryThread::start("spin-callback-no-runtime");
+/// Makes `rounds` calls of `count_to(listener, 3)` from this thread, which runs no
+/// runtime (`block_on_plain_thread`), to a factory on a thread of its own; the caller spins
+/// for its replies (a budget of an hour), so it receives every callback itself. Each call
+/// must count to 3.
+fn count_to_from_a_plain_thread(what: &'static str, listener: Object, rounds: u64) {
+    let _watchdog = common::watchdog(what, Duration::from_secs(60));
+    let server = FactoryThread::start(what);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -315,12 +313,23 @@ fn a_callback_that_waits_goes_on_on_its_connections_runtime_whatever_polls_the_c
             .block_on(server.connect(
                 lanner::ConnectionOptions::default().with_spin(Duration::from_secs(3600)),
             ));
-    let heard = Arc::new(HeardLater::default());
-    let listener = ObjRef::new(Object::new(ListenerStub::new(heard.clone())));
-    for round in 1..=20u64 {
+    let listener = ObjRef::new(listener);
+    for round in 1..=rounds {
         let counted = block_on_plain_thread(factory.count_to(listener.clone(), 3));
-        assert_eq!(counted, Ok(3), "round {round}");
+        assert_eq!(counted, Ok(3), "{what}, round {round}");
     }
+}
+
+/// A callback that waits, received by a caller spinning for its reply where no runtime
+/// runs (`block_on` on a plain thread), goes on as a task of its connection's runtime.
+#[test]
+fn a_callback_that_waits_goes_on_on_its_connections_runtime_whatever_polls_the_caller() {
+    let heard = Arc::new(HeardLater::default());
+    count_to_from_a_plain_thread(
+        "spin-callback-no-runtime",
+        Object::new(ListenerStub::new(heard.clone())),
+        20,
+    );
     assert_eq!(heard.0.lock().unwrap().len(), 60);
 }
 
@@ -342,27 +351,12 @@ impl Listener for HeardAfterSleep {
 /// makes a call with a deadline) on its first poll works there too.
 #[test]
 fn a_callback_received_where_no_runtime_runs_is_first_polled_in_its_connections_runtime() {
-    let _watchdog = common::watchdog(
-        "a_callback_received_where_no_runtime_runs_is_first_polled_in_its_connections_runtime",
-        Duration::from_secs(60),
-    );
-    let server = FactoryThread::start("spin-callback-timer");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let factory =
-        runtime
-            .block_on(server.connect(
-                lanner::ConnectionOptions::default().with_spin(Duration::from_secs(3600)),
-            ));
     let heard = Arc::new(HeardAfterSleep::default());
-    let listener = ObjRef::new(Object::new(ListenerStub::new(heard.clone())));
-    for round in 1..=5u64 {
-        let counted = block_on_plain_thread(factory.count_to(listener.clone(), 3));
-        assert_eq!(counted, Ok(3), "round {round}");
-    }
+    count_to_from_a_plain_thread(
+        "spin-callback-timer",
+        Object::new(ListenerStub::new(heard.clone())),
+        5,
+    );
     assert_eq!(heard.0.lock().unwrap().len(), 15);
 }
 
