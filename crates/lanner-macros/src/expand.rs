@@ -255,7 +255,7 @@ fn expand_proxy(interface: &Interface) -> TokenStream {
     );
     quote! {
         #[doc = #doc]
-        #[derive(Clone, Debug)]
+        #[derive(::core::clone::Clone, ::core::fmt::Debug)]
         #vis struct #proxy {
             core: ::lanner::__private::ProxyCore,
         }
@@ -326,7 +326,9 @@ fn expand_stub(interface: &Interface) -> TokenStream {
         };
         let run = quote_spanned! {method.ok.span()=>
             ::lanner::__private::Box::pin(async move {
-                ::lanner::__private::reply::<#codec, #err>(#this.#name(#(#args),*).await)
+                ::lanner::__private::reply::<#codec, #err>(
+                    <T as #trait_ident>::#name(&*#this, #(#args),*).await
+                )
             })
         };
         // A refused call's arguments are decoded, then dropped with the refusal as the

@@ -299,6 +299,17 @@ fn take_one_way(attrs: &[syn::Attribute]) -> syn::Result<(bool, Vec<syn::Attribu
     let mut one_way = false;
     let mut rest = Vec::with_capacity(attrs.len());
     for attr in attrs {
+        if attr.path().is_ident("cfg") || attr.path().is_ident("cfg_attr") {
+            // The method would vanish from the trait but not from the generated proxy,
+            // stub and method table, and the two sides' tables would differ by build.
+            return Err(syn::Error::new_spanned(
+                attr,
+                "an interface method cannot be conditional (`#[cfg]`): both sides must see \
+                 the same methods; declare it always (and have it fail where it does not \
+                 apply), or make the whole interface conditional with `#[cfg]` above \
+                 `#[lanner::interface]`",
+            ));
+        }
         if !attr.path().is_ident("oneway") {
             rest.push(attr.clone());
             continue;

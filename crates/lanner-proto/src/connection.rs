@@ -126,6 +126,8 @@ pub struct Connection {
     peer: Limits,
     send_credits: u32,
     in_flight: u32,
+    /// Our one-way calls whose credit has not come back (in a CREDIT frame) yet.
+    one_way_outstanding: u32,
     peer_in_flight: u32,
     peer_going_away: bool,
     peer_window: u32,
@@ -198,6 +200,7 @@ impl Connection {
             },
             send_credits: 0,
             in_flight: 0,
+            one_way_outstanding: 0,
             peer_in_flight: 0,
             peer_going_away: false,
             peer_window: local.credits,
@@ -336,6 +339,9 @@ impl Connection {
                 Ok(Event::GoingAway)
             }
             (State::Open, Frame::Credit(credits)) => {
+                // One-way calls' credits come back in CREDIT frames; what is beyond them
+                // is a grant.
+                self.one_way_outstanding -= credits.min(self.one_way_outstanding);
                 self.add_send_credits(credits);
                 Ok(Event::Credit(credits))
             }
@@ -549,7 +555,9 @@ impl Connection {
         self.next_call_id = self.next_call_id.wrapping_add(1).max(1);
         self.send_credits -= 1;
         // A one-way call expects no answer; its credit comes back in a CREDIT frame.
-        if !one_way {
+        if one_way {
+            self.one_way_outstanding += 1;
+        } else {
             self.in_flight += 1;
         }
         call_id
@@ -638,12 +646,15 @@ impl Connection {
 }
 
 impl Connection {
-    /// The peer granted `credits` more: usable up to [`MAX_SEND_CREDITS`] in all.
+    /// The peer granted `credits` more: usable up to [`MAX_SEND_CREDITS`] requests
+    /// outstanding in all (credits at hand, calls in flight and one-way calls whose credit
+    /// has not come back), however often the peer grants.
     fn add_send_credits(&mut self, credits: u32) {
+        let outstanding = self.in_flight.saturating_add(self.one_way_outstanding);
         self.send_credits = self
             .send_credits
             .saturating_add(credits)
-            .min(MAX_SEND_CREDITS);
+            .min(MAX_SEND_CREDITS.saturating_sub(outstanding));
     }
 }
 

@@ -61,6 +61,14 @@ impl Endpoint {
                         "a unix URL needs an absolute path: unix:///path",
                     ));
                 }
+                // One spelling per path: a path that climbs (`..`) or names `.` could pass a
+                // check of its prefix (a hand-off filter, say) and lead elsewhere.
+                if rest.split('/').any(|part| part == ".." || part == ".") {
+                    return Err(invalid(
+                        url,
+                        "a unix URL's path may not contain `.` or `..` components",
+                    ));
+                }
                 Endpoint::Unix(PathBuf::from(rest))
             }
             "shm" => Endpoint::Shm(parse_name(url, rest, "shm")?),
@@ -92,13 +100,29 @@ fn parse_authority(url: &str, authority: &str) -> Result<String, Error> {
     if authority.is_empty() {
         return Err(invalid(url, "a tcp URL needs host:port"));
     }
-    let port = authority
+    let (host, port) = authority
         .rsplit_once(':')
-        .map(|(_, port)| port)
-        .filter(|port| !port.contains(']'))
+        .filter(|(_, port)| !port.contains(']'))
         .ok_or_else(|| invalid(url, "a tcp URL needs a port: tcp://host:port"))?;
-    port.parse::<u16>()
-        .map_err(|_| invalid(url, "the port is not a number from 0 to 65535"))?;
+    if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) || port.parse::<u16>().is_err()
+    {
+        return Err(invalid(url, "the port is not a number from 0 to 65535"));
+    }
+    let bracketed = host.len() > 2 && host.starts_with('[') && host.ends_with(']');
+    if host.is_empty() {
+        return Err(invalid(url, "a tcp URL needs a host: tcp://host:port"));
+    }
+    // An IPv6 address is bracketed: `tcp://::1:7000` could mean port 7000 of ::1, or
+    // port 7000 of ::1:7000's neighbour.
+    if !bracketed && host.contains(':') {
+        return Err(invalid(
+            url,
+            "an IPv6 address goes in brackets: tcp://[::1]:7000",
+        ));
+    }
+    if !bracketed && host.contains(['[', ']', '/', '@', ' ']) {
+        return Err(invalid(url, "the host is not a name or an address"));
+    }
     Ok(authority.to_owned())
 }
 
@@ -191,6 +215,14 @@ mod tests {
             "tcp://127.0.0.1:99999/calc",
             "tcp://127.0.0.1:7000/",
             "unix://relative/calc",
+            "unix:///run/app/../../tmp/evil.sock/calc",
+            "unix:///run/./app.sock/calc",
+            "tcp://::1:7000/calc",
+            "tcp://fe80::1:7000/calc",
+            "tcp://:7000/calc",
+            "tcp://host:+80/calc",
+            "tcp://host:/calc",
+            "tcp://[::1:7000/calc",
             "mem:///calc",
             "shm:///calc",
         ] {

@@ -166,3 +166,60 @@ async fn an_interface_reached_along_two_paths_is_implemented_once() {
     assert_eq!(right.name().await, Ok("corner".to_string()));
     assert_eq!(right.right().await, Ok(2));
 }
+
+/// Methods named like `Arc`'s own (the stub holds the implementation in one).
+#[lanner::interface(name = "tests.versioning.Copier")]
+trait Copier {
+    async fn clone(&self) -> Result<u64, Error>;
+    async fn as_ref(&self) -> Result<u64, Error>;
+}
+
+/// A version 2 that declares a method of the same name as its base's, with another
+/// signature: a new method (its own ordinal and fingerprint), not a replacement.
+#[lanner::interface(name = "tests.versioning.SumV2")]
+trait SumV2: Calc {
+    async fn add(&self, a: i64, b: i64, c: i64) -> Result<i64, Error>;
+}
+
+struct Namesake;
+
+impl Copier for Namesake {
+    async fn clone(&self) -> Result<u64, Error> {
+        Ok(1)
+    }
+
+    async fn as_ref(&self) -> Result<u64, Error> {
+        Ok(2)
+    }
+}
+
+impl Calc for Namesake {
+    async fn add(&self, a: i64, b: i64) -> Result<i64, Error> {
+        Ok(a + b)
+    }
+}
+
+impl SumV2 for Namesake {
+    async fn add(&self, a: i64, b: i64, c: i64) -> Result<i64, Error> {
+        Ok(a + b + c)
+    }
+}
+
+#[tokio::test]
+async fn the_stub_calls_the_interfaces_method_whatever_its_name() {
+    let both = Arc::new(Namesake);
+    let object = Object::new(CopierStub::new(both.clone())).with(SumV2Stub::new(both));
+    let server = Server::new();
+    server.publish("both", object);
+    let listening = server.listen("mem://versioning-names").await.unwrap();
+    let url = listening.endpoint().object_url("both");
+    let client = Client::new();
+    let copier: CopierProxy = client.connect(&url).await.unwrap();
+    assert_eq!(Copier::clone(&copier).await, Ok(1));
+    assert_eq!(Copier::as_ref(&copier).await, Ok(2));
+    let sum: SumV2Proxy = client.connect(&url).await.unwrap();
+    assert_eq!(SumV2::add(&sum, 1, 2, 3).await, Ok(6));
+    assert_eq!(Calc::add(&sum, 1, 2).await, Ok(3));
+    let v1: CalcProxy = client.connect(&url).await.unwrap();
+    assert_eq!(v1.add(4, 5).await, Ok(9));
+}

@@ -774,3 +774,39 @@ fn credits_a_peer_grants_without_end_are_used_up_to_a_bound() {
     pair.client.receive_all();
     assert_eq!(pair.client.conn.send_credits(), MAX_SEND_CREDITS);
 }
+
+/// A peer that keeps granting credits without reading cannot make this side keep more
+/// than [`crate::limits::MAX_SEND_CREDITS`] requests outstanding: credits at hand, calls in
+/// flight and one-way calls whose credit has not come back count together.
+#[test]
+fn grants_beyond_the_bound_do_not_raise_the_requests_outstanding() {
+    use crate::limits::MAX_SEND_CREDITS;
+    let generous = Limits {
+        credits: u32::MAX,
+        ..Limits::default()
+    };
+    let mut pair = Pair::connected_with(Limits::default(), generous);
+    let mut sent = 0u32;
+    while pair.client_call(request(1, 0, 0, 0, b"", &[])).is_ok() {
+        sent += 1;
+    }
+    assert_eq!(sent, MAX_SEND_CREDITS);
+    pair.client.inject(&frame::encode_credit(u32::MAX));
+    pair.client.receive_all();
+    assert_eq!(pair.client.conn.send_credits(), 0, "granted past the bound");
+
+    // One-way calls count until their credits come back, and only those come back.
+    let mut pair = Pair::connected_with(Limits::default(), generous);
+    let one_way = || {
+        let mut message = request(1, 0, 0, 0, b"", &[]);
+        message.set_one_way();
+        message
+    };
+    while pair.client_call(one_way()).is_ok() {}
+    pair.client.inject(&frame::encode_credit(u32::MAX));
+    pair.client.receive_all();
+    assert_eq!(pair.client.conn.send_credits(), MAX_SEND_CREDITS);
+    pair.client.inject(&frame::encode_credit(u32::MAX));
+    pair.client.receive_all();
+    assert_eq!(pair.client.conn.send_credits(), MAX_SEND_CREDITS);
+}

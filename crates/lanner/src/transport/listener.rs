@@ -74,9 +74,39 @@ pub enum Listener {
     Mem(MemListener),
 }
 
+/// How long a listener waits to learn whether a socket file at its path has a server.
+const STALE_SOCKET_PROBE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Removes the socket file at `path` if its server is gone (connecting is refused), so
+/// that a restarted server can bind its path again. Anything else there stays: a socket
+/// with a server (or one this process may not connect to, or that does not answer within
+/// [`STALE_SOCKET_PROBE`]), which binding then reports in use, and a file that is not a
+/// socket, which is an error here: a mistyped path must not cost anyone a file.
+async fn remove_stale_socket(path: &std::path::Path) -> io::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(metadata) = std::fs::symlink_metadata(path) else {
+        return Ok(());
+    };
+    if !metadata.file_type().is_socket() {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!(
+                "{} exists and is not a socket: not replaced",
+                path.display()
+            ),
+        ));
+    }
+    let probe = tokio::time::timeout(STALE_SOCKET_PROBE, tokio::net::UnixStream::connect(path));
+    match probe.await {
+        Ok(Err(e)) if e.kind() == io::ErrorKind::ConnectionRefused => std::fs::remove_file(path),
+        _ => Ok(()),
+    }
+}
+
 impl Listener {
     /// Binds `endpoint`. A TCP port of 0 picks a free port (see [`Listener::local_endpoint`]).
-    /// A stale Unix socket file left by a dead server is replaced; a live one is not.
+    /// A stale Unix socket file left by a dead server is replaced; a live one is not, nor
+    /// is a file that is not a socket (an error).
     pub async fn bind(endpoint: &Endpoint) -> io::Result<Listener> {
         match endpoint {
             Endpoint::Tcp(address) => Ok(Listener::Tcp {
@@ -84,9 +114,7 @@ impl Listener {
                 tls: None,
             }),
             Endpoint::Unix(path) => {
-                if path.exists() && std::os::unix::net::UnixStream::connect(path).is_err() {
-                    std::fs::remove_file(path)?;
-                }
+                remove_stale_socket(path).await?;
                 Ok(Listener::Unix(UnixListener::bind(path)?, path.clone()))
             }
             Endpoint::Shm(name) => Ok(Listener::Shm(ShmListener::bind(name)?)),
@@ -224,5 +252,47 @@ impl Drop for Listener {
         if let Listener::Unix(_, path) = self {
             let _ = std::fs::remove_file(path);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path(tag: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("lanner-listener-{tag}-{}.sock", std::process::id()))
+    }
+
+    #[tokio::test]
+    async fn a_file_that_is_not_a_socket_is_never_replaced() {
+        let path = path("file");
+        std::fs::write(&path, b"notes").unwrap();
+        let Err(error) = Listener::bind(&Endpoint::Unix(path.clone())).await else {
+            panic!("bound over a regular file");
+        };
+        assert_eq!(error.kind(), io::ErrorKind::AlreadyExists, "{error}");
+        assert_eq!(std::fs::read(&path).unwrap(), b"notes");
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_stale_socket_is_replaced_and_a_live_one_is_not() {
+        let path = path("socket");
+        let _ = std::fs::remove_file(&path);
+        // A server that died: its socket file stays, and connecting is refused.
+        drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+        assert!(path.exists());
+        let listener = Listener::bind(&Endpoint::Unix(path.clone()))
+            .await
+            .expect("the stale socket is replaced");
+        // A second server on the path of a live one fails, and leaves it working.
+        let Err(error) = Listener::bind(&Endpoint::Unix(path.clone())).await else {
+            panic!("bound over a live socket");
+        };
+        assert_eq!(error.kind(), io::ErrorKind::AddrInUse, "{error}");
+        tokio::net::UnixStream::connect(&path)
+            .await
+            .expect("the live server still answers");
+        drop(listener);
     }
 }
