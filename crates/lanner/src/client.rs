@@ -65,6 +65,17 @@ struct ClientInner {
 #[derive(Default)]
 struct EndpointSlot {
     connection: tokio::sync::Mutex<Option<Arc<Connection>>>,
+    /// Attempts to open one that have ended so far, and how the last one failed (if it
+    /// did): callers that waited for the lock while an attempt failed take its error rather
+    /// than make one attempt each, one after another (a server that accepts and never
+    /// answers would otherwise keep the k-th of them waiting k handshake timeouts).
+    attempts: std::sync::Mutex<(u64, Option<Error>)>,
+}
+
+impl EndpointSlot {
+    fn attempts(&self) -> std::sync::MutexGuard<'_, (u64, Option<Error>)> {
+        self.attempts.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// See [`Client::with_handoff_filter`].
@@ -260,13 +271,25 @@ impl Client {
             endpoint,
             slot: &slot,
         };
+        let attempts_before = slot.attempts().0;
         let mut current = slot.connection.lock().await;
         if let Some(connection) = current.as_ref().filter(|c| c.usable()) {
             return Ok(connection.clone());
         }
+        if let (ended, Some(failed)) = &*slot.attempts()
+            && *ended != attempts_before
+        {
+            // An attempt that ended while this caller waited failed: its answer is this
+            // caller's too.
+            return Err(failed.clone());
+        }
         let opened = self.open(endpoint).await;
         // A broken connection is not kept for the next caller either.
         *current = opened.as_ref().ok().cloned();
+        let mut attempts = slot.attempts();
+        attempts.0 += 1;
+        attempts.1 = opened.as_ref().err().cloned();
+        drop(attempts);
         opened
     }
 

@@ -20,9 +20,9 @@ pub struct ConnectionOptions {
     pub max_frame_size: u32,
     /// How many requests the peer may have outstanding towards us (default 256).
     pub credits: u32,
-    /// How long opening a connection may take before it is given up (default 5 s):
-    /// connecting (or accepting), the TLS handshake if any and Lanner's handshake
-    /// together, counted once from the start rather than per step.
+    /// How long opening a connection may take before it is given up (default 5 s; the
+    /// error is `Unavailable`): connecting (or accepting), the TLS handshake if any and
+    /// Lanner's handshake together, counted once from the start rather than per step.
     pub handshake_timeout: Duration,
     /// How long a call waits for its answer unless its proxy sets its own timeout
     /// ([`crate::Proxy::with_timeout`]); `None` (the default) waits as long as the

@@ -248,6 +248,34 @@ async fn a_server_that_never_answers_holds_up_only_the_connects_to_it() {
     let _ = std::fs::remove_file(&path);
 }
 
+/// Callers that wait together for a server that accepts and never answers share the one
+/// attempt that was under way: none waits for attempts of its own, one after another, and
+/// the error says the server is unavailable.
+#[tokio::test]
+async fn callers_waiting_for_a_silent_server_share_one_failed_attempt() {
+    let path = std::env::temp_dir().join(format!("lanner-silent-many-{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    // Takes connections (the kernel completes them) and never answers.
+    let _silent = tokio::net::UnixListener::bind(&path).unwrap();
+    let url = format!("unix://{}/slow", path.display());
+    let timeout = Duration::from_millis(500);
+    let client =
+        Client::with_options(lanner::ConnectionOptions::default().with_handshake_timeout(timeout));
+    let started = std::time::Instant::now();
+    let connects = (0..8).map(|_| client.connect::<SlowProxy>(&url));
+    let results = futures_util::future::join_all(connects).await;
+    let waited = started.elapsed();
+    for result in results {
+        let error = result.map(drop).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
+    }
+    assert!(
+        waited < timeout * 4,
+        "eight callers took {waited:?} with a handshake timeout of {timeout:?}"
+    );
+    let _ = std::fs::remove_file(&path);
+}
+
 /// `server`, which must accept anonymous clients, serving `object` as `name` on a Unix
 /// socket named after `tag`.
 async fn listen_anonymous(

@@ -234,9 +234,11 @@ impl HandshakeDeadline {
         }
     }
 
+    /// The handshake took too long: the peer is `Unavailable`, as one that does not
+    /// accept the connection at all (a URL reference backs off from it the same way).
     fn exceeded(self, peer: &str) -> Error {
         Error::new(
-            ErrorKind::DeadlineExceeded,
+            ErrorKind::Unavailable,
             format!(
                 "handshake with {peer} did not complete within {:?}",
                 self.timeout
