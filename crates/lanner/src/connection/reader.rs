@@ -303,8 +303,13 @@ impl Connection {
         }
     }
 
-    /// Tells the peer why the connection closes (CLOSE); the error to fail it with.
+    /// Tells the peer why the connection closes (CLOSE); the error to fail it with. On a
+    /// connection closed already (frames that were on their way when this side sent its
+    /// CLOSE find the protocol state closed), nothing more is said: the peer has its CLOSE.
     pub(super) fn protocol_violation(self: &Arc<Self>, error: ProtocolError) -> Error {
+        if self.answers_stopped.load(Ordering::Acquire) {
+            return Error::from_protocol(&error);
+        }
         tracing::warn!(peer = %self.peer(), %error, "closing connection");
         let _ = self.send_frame(OutFrame::contiguous(error.close_frame()));
         Error::from_protocol(&error)
