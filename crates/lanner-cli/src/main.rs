@@ -21,11 +21,12 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Measure Lanner against the raw medium (see BENCH.md).
     Bench(bench::BenchArgs),
-    /// Serve the demo and benchmark objects (started by `demo` and `bench`).
     /// Calls from many clients while the server is killed and restarted at random;
     /// checks that every call succeeded with the right answer or failed with an error,
     /// and that nothing leaked (not part of the test suite: run it by hand).
     Soak(soak::SoakArgs),
+    /// Serve the demo and benchmark objects (started by `demo` and `bench`), and the raw
+    /// echo baseline next to them.
     #[command(hide = true)]
     Serve(serve::ServeArgs),
 }

@@ -16,6 +16,8 @@ use std::ops::Range;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// Header-word flag of a message the echo server takes without answering.
@@ -30,6 +32,14 @@ pub(crate) const BATCHED_ONE_WAY_MAX: usize = 32 * 1024;
 
 /// Read at least this much at a time (Lanner's stream transport reads as much).
 const MIN_READ: usize = 64 * 1024;
+
+/// The largest message the raw baseline takes (payload and header): more than any frame
+/// Lanner's side sends with its default limits (16 MiB), so no benchmark meets it, and a
+/// bound on what a peer's length word can make the echo server allocate.
+pub(crate) const MAX_MESSAGE: usize = 64 << 20;
+
+/// Raw echo connections a server serves at once (a thread each); more are refused.
+pub(crate) const MAX_RAW_CONNECTIONS: usize = 64;
 
 /// Empty polls between two clock reads while spinning (Lanner reads its clock every 8
 /// tries as well).
@@ -178,13 +188,18 @@ pub(crate) struct Inbox {
 
 impl Inbox {
     /// Takes the next message if it is all in: (one-way, payload range in `buffer`).
-    /// Otherwise makes room for the rest of it and returns None.
-    fn take(&mut self) -> Option<(bool, Range<usize>)> {
+    /// Otherwise makes room for the rest of it and returns None; an error if the message
+    /// is larger than [`MAX_MESSAGE`].
+    fn take(&mut self) -> io::Result<Option<(bool, Range<usize>)>> {
         match self.take_complete() {
-            Ok(message) => Some(message),
+            Ok(message) => Ok(Some(message)),
+            Err(need) if need > MAX_MESSAGE => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a raw message of {need} bytes: the baseline takes {MAX_MESSAGE} at most"),
+            )),
             Err(need) => {
                 self.make_room(need);
-                None
+                Ok(None)
             }
         }
     }
@@ -230,6 +245,37 @@ impl Inbox {
                 self.buffer.resize(need, 0);
             }
         }
+    }
+}
+
+/// Whether a raw connection's error is only its peer going away (the end of every
+/// benchmark's connection), not worth a message.
+pub(crate) fn peer_left(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
+    )
+}
+
+/// One raw echo connection counted among [`MAX_RAW_CONNECTIONS`]; counted out when
+/// dropped.
+pub(crate) struct Counted(Arc<AtomicUsize>);
+
+impl Counted {
+    /// Counts one more connection in `serving`, if there is room.
+    pub(crate) fn admit(serving: &Arc<AtomicUsize>) -> Option<Counted> {
+        serving
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < MAX_RAW_CONNECTIONS).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Counted(serving.clone()))
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -280,7 +326,7 @@ impl RawStream {
     pub(crate) fn receive(&mut self) -> io::Result<(bool, Range<usize>)> {
         let mut budget = SpinBudget::new(self.spin);
         loop {
-            if let Some(message) = self.inbox.take() {
+            if let Some(message) = self.inbox.take()? {
                 return Ok(message);
             }
             let inbox = &mut self.inbox;
@@ -393,6 +439,7 @@ impl RawListener {
 
     /// Serves echo connections forever, one thread each.
     pub fn serve(self, spin: Duration) {
+        let serving = Arc::new(AtomicUsize::new(0));
         loop {
             let socket = match &self {
                 RawListener::Tcp(l) => l.accept().and_then(|(s, _)| {
@@ -403,7 +450,20 @@ impl RawListener {
             };
             match socket {
                 Ok(socket) => {
-                    std::thread::spawn(move || RawStream::new(socket, spin)?.serve_echo());
+                    let Some(connection) = Counted::admit(&serving) else {
+                        eprintln!("raw echo: {MAX_RAW_CONNECTIONS} connections already");
+                        continue;
+                    };
+                    std::thread::spawn(move || {
+                        let _connection = connection;
+                        let served = RawStream::new(socket, spin)?.serve_echo();
+                        if let Err(error) = &served
+                            && !crate::raw::peer_left(error)
+                        {
+                            eprintln!("raw echo connection failed: {error}");
+                        }
+                        served
+                    });
                 }
                 Err(error) => {
                     eprintln!("raw accept failed: {error}");
@@ -425,6 +485,28 @@ impl Drop for RawListener {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_message_longer_than_the_bound_is_an_error_not_an_allocation() {
+        let (mut client, mut server) = connected_pair();
+        let claimed = u32::try_from(MAX_MESSAGE).unwrap();
+        client.socket.write_all(&claimed.to_le_bytes()).unwrap();
+        let error = server.receive().unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData, "{error}");
+        assert!(server.inbox.buffer.len() <= 2 * MIN_READ, "the buffer grew");
+    }
+
+    #[test]
+    fn raw_connections_are_counted_up_to_the_bound() {
+        let serving = Arc::new(AtomicUsize::new(0));
+        let admitted: Vec<Counted> = (0..MAX_RAW_CONNECTIONS)
+            .map(|_| Counted::admit(&serving).unwrap())
+            .collect();
+        assert!(Counted::admit(&serving).is_none());
+        drop(admitted);
+        assert_eq!(serving.load(Ordering::Relaxed), 0);
+        assert!(Counted::admit(&serving).is_some());
+    }
 
     /// Two ends of a Unix socket pair, spinning 50 us before they sleep.
     fn connected_pair() -> (RawStream, RawStream) {

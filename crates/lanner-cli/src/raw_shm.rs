@@ -222,11 +222,24 @@ impl RawShmListener {
 
     /// Serves echo connections forever, one thread each.
     pub fn serve(self, spin: Duration) {
+        let serving = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         loop {
             match self.listener.accept() {
                 Ok((stream, _)) => {
+                    let Some(connection) = crate::raw::Counted::admit(&serving) else {
+                        eprintln!(
+                            "raw shm echo: {} connections already",
+                            crate::raw::MAX_RAW_CONNECTIONS
+                        );
+                        continue;
+                    };
                     std::thread::spawn(move || {
-                        let _ = echo_connection(stream, spin);
+                        let _connection = connection;
+                        if let Err(error) = echo_connection(stream, spin)
+                            && !crate::raw::peer_left(&error)
+                        {
+                            eprintln!("raw shm echo connection failed: {error}");
+                        }
                     });
                 }
                 Err(error) => {

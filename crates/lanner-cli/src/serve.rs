@@ -11,7 +11,10 @@
 //!
 //! Clients authenticate as `--auth` says (peer credentials by default on `unix` and `shm`;
 //! over `tcp` the user must choose, `--auth none` included). The raw baseline beside it is
-//! never authenticated.
+//! never authenticated: it listens on the `--transport`'s medium at a fresh endpoint
+//! (`/tmp/lanner-<pid>-raw.sock`, a free port of 127.0.0.1, or the abstract socket
+//! `lanner-raw-shm/lanner-<pid>`), echoes messages of at most 64 MiB, and serves 64
+//! connections at most. It is a benchmark's instrument, not a service.
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -42,6 +45,8 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 50)]
     pub spin_us: u64,
     /// Listen here instead of a fresh endpoint (a restarted server keeps its address).
+    /// The raw echo baseline always listens at a fresh endpoint of the --transport's
+    /// medium, unauthenticated (see the module docs).
     #[arg(long)]
     pub listen: Option<String>,
     /// How clients authenticate [default: peercred on unix and shm; over tcp there is no
