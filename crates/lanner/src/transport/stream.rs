@@ -75,6 +75,13 @@ pub trait StreamReadHalf: AsyncRead + Unpin + Send + 'static {
     /// See [`FrameSource::stop_watching`]. Does nothing unless the half watches its
     /// socket only on demand.
     fn stop_watching(&mut self) {}
+
+    /// Whether the half itself may hold input already taken from the socket (TLS: records
+    /// rustls decrypted and has not handed out, because the last read's buffer was full):
+    /// input no readiness of the socket will announce. A hint; false for plain sockets.
+    fn holds_input(&self) -> bool {
+        false
+    }
 }
 
 /// Plain sockets are read with `recv(MSG_DONTWAIT)` straight on the descriptor: arriving
@@ -189,8 +196,11 @@ impl<R: StreamReadHalf> FrameSource for StreamSource<R> {
         self.reader.stop_watching();
     }
 
+    /// A whole frame in the buffer, or input the read half holds (which may complete one:
+    /// see [`StreamReadHalf::holds_input`]), so that a receiver that stops before taking
+    /// it wakes the reader rather than leave it where no readiness announces it.
     fn frame_ready(&self) -> bool {
-        self.frames_ready(1) == 1
+        self.frames_ready(1) == 1 || self.reader.holds_input()
     }
 
     /// Walks the frame headers in the buffer (a length read per frame).

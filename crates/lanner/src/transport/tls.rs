@@ -260,7 +260,9 @@ fn attribute_text(
 }
 
 /// Appends `value` with the characters RFC 4514 escapes escaped: `"+,;<>\` anywhere, `#` or
-/// a space at the start, a space at the end, and NUL (as `\00`).
+/// a space at the start, a space at the end; and every control character (NUL, line
+/// breaks, escape sequences: the principal goes into logs and error messages) as the hex
+/// of its UTF-8 bytes (`\0A`).
 fn escape_value(value: &str, out: &mut String) {
     let last = value.chars().count().saturating_sub(1);
     for (i, c) in value.chars().enumerate() {
@@ -271,7 +273,12 @@ fn escape_value(value: &str, out: &mut String) {
             }
             '#' if i == 0 => out.push_str("\\#"),
             ' ' if i == 0 || i == last => out.push_str("\\ "),
-            '\0' => out.push_str("\\00"),
+            c if c.is_control() => {
+                let mut bytes = [0u8; 4];
+                for byte in c.encode_utf8(&mut bytes).bytes() {
+                    out.push_str(&format!("\\{byte:02X}"));
+                }
+            }
             c => out.push(c),
         }
     }
@@ -464,6 +471,17 @@ impl AsyncRead for TlsReadHalf {
 }
 
 impl StreamReadHalf for TlsReadHalf {
+    /// Plaintext rustls decrypted and has not handed out yet (rustls stops wanting to
+    /// read while it has some; it also stops after the peer's close_notify, which the next
+    /// read reports, so that counts too). A half busy with the writer counts as holding
+    /// input: a wrong "yes" costs a wake-up, a wrong "no" a stranded frame.
+    fn holds_input(&self) -> bool {
+        match self.stream.try_lock() {
+            Ok(stream) => !stream.get_ref().1.wants_read(),
+            Err(_) => true,
+        }
+    }
+
     fn try_read(&mut self, buffer: &mut BytesMut) -> io::Result<usize> {
         let mut stream = lock(&self.stream, false, false)?;
         match poll_read_buf(Pin::new(&mut *stream), &mut try_context(), buffer) {
@@ -851,6 +869,56 @@ mod tests {
                 other => panic!("frame {nonce}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn control_characters_in_a_subject_are_escaped() {
+        let mut out = String::new();
+        escape_value("alice\nINFO forged\u{1b}[31m\0 x\u{85}", &mut out);
+        assert_eq!(out, "alice\\0AINFO forged\\1B[31m\\00 x\\C2\\85");
+    }
+
+    /// A request of about `len` bytes in all (inline data).
+    fn request_of(len: usize) -> OutFrame {
+        let mut pair = Pair::connected();
+        let mut message = MessageBuilder::request(7, 0, 1, 0xfeed);
+        message.inline().put_slice(&vec![5u8; len - 64]);
+        let (_, frame) = pair.client.conn.send_request(message).unwrap();
+        frame
+    }
+
+    /// When the receive buffer has less room than rustls has plaintext, the rest stays in
+    /// rustls: a receiver that takes the frame it wants and stops must still see that
+    /// input is there (`frame_ready`), since the socket, read empty, will not say so.
+    #[tokio::test]
+    async fn plaintext_left_inside_rustls_counts_as_ready() {
+        let ca = Authority::new("Test CA");
+        let (mut server, mut client) = connected_pair(
+            server_config(server_identity(&ca), ClientCerts::None),
+            client_config(&ca, None),
+        )
+        .await;
+        // Most of the receive buffer's 64 KiB taken by one frame, then two frames at once
+        // that do not fit the rest.
+        let first = request_of(56 << 10);
+        send(server.sink.as_mut(), first.clone()).await;
+        let first = first.into_contiguous();
+        let mut pair = [request_of(4 << 10), request_of(7 << 10)];
+        let expected: Vec<Bytes> = pair.iter().map(|f| f.clone().into_contiguous()).collect();
+        poll_fn(|cx| server.sink.poll_send_batch(cx, &mut pair))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let received = receive_frame(client.source.as_mut(), Receive::Spinning).await;
+        assert!(received == first, "the first frame arrived altered");
+        let received = receive_frame(client.source.as_mut(), Receive::Spinning).await;
+        assert!(received == expected[0], "the second frame arrived altered");
+        assert!(
+            client.source.frame_ready(),
+            "the third frame is out of sight"
+        );
+        let received = receive_frame(client.source.as_mut(), Receive::Spinning).await;
+        assert!(received == expected[1], "the third frame arrived altered");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
