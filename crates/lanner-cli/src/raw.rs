@@ -39,7 +39,7 @@ const MIN_READ: usize = 64 * 1024;
 pub(crate) const MAX_MESSAGE: usize = 64 << 20;
 
 /// Raw echo connections a server serves at once (a thread each); more are refused.
-pub(crate) const MAX_RAW_CONNECTIONS: usize = 64;
+const MAX_RAW_CONNECTIONS: usize = 64;
 
 /// Empty polls between two clock reads while spinning (Lanner reads its clock every 8
 /// tries as well).
@@ -248,9 +248,31 @@ impl Inbox {
     }
 }
 
+/// Serves one raw echo connection (`serve`) on a thread of its own, counted in `serving`
+/// among [`MAX_RAW_CONNECTIONS`] (refused beyond, with a message). Its failure is
+/// reported on stderr (`what` names the baseline), unless the peer just left.
+pub(crate) fn spawn_counted(
+    serving: &Arc<AtomicUsize>,
+    what: &'static str,
+    serve: impl FnOnce() -> io::Result<()> + Send + 'static,
+) {
+    let Some(connection) = Counted::admit(serving) else {
+        eprintln!("{what}: {MAX_RAW_CONNECTIONS} connections already; one more refused");
+        return;
+    };
+    std::thread::spawn(move || {
+        let _connection = connection;
+        if let Err(error) = serve()
+            && !peer_left(&error)
+        {
+            eprintln!("{what}: a connection failed: {error}");
+        }
+    });
+}
+
 /// Whether a raw connection's error is only its peer going away (the end of every
 /// benchmark's connection), not worth a message.
-pub(crate) fn peer_left(error: &io::Error) -> bool {
+fn peer_left(error: &io::Error) -> bool {
     matches!(
         error.kind(),
         io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
@@ -259,11 +281,11 @@ pub(crate) fn peer_left(error: &io::Error) -> bool {
 
 /// One raw echo connection counted among [`MAX_RAW_CONNECTIONS`]; counted out when
 /// dropped.
-pub(crate) struct Counted(Arc<AtomicUsize>);
+struct Counted(Arc<AtomicUsize>);
 
 impl Counted {
     /// Counts one more connection in `serving`, if there is room.
-    pub(crate) fn admit(serving: &Arc<AtomicUsize>) -> Option<Counted> {
+    fn admit(serving: &Arc<AtomicUsize>) -> Option<Counted> {
         serving
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
                 (n < MAX_RAW_CONNECTIONS).then_some(n + 1)
@@ -449,22 +471,9 @@ impl RawListener {
                 RawListener::Unix(l, _) => l.accept().map(|(s, _)| Socket::Unix(s)),
             };
             match socket {
-                Ok(socket) => {
-                    let Some(connection) = Counted::admit(&serving) else {
-                        eprintln!("raw echo: {MAX_RAW_CONNECTIONS} connections already");
-                        continue;
-                    };
-                    std::thread::spawn(move || {
-                        let _connection = connection;
-                        let served = RawStream::new(socket, spin)?.serve_echo();
-                        if let Err(error) = &served
-                            && !crate::raw::peer_left(error)
-                        {
-                            eprintln!("raw echo connection failed: {error}");
-                        }
-                        served
-                    });
-                }
+                Ok(socket) => spawn_counted(&serving, "raw echo", move || {
+                    RawStream::new(socket, spin)?.serve_echo()
+                }),
                 Err(error) => {
                     eprintln!("raw accept failed: {error}");
                     std::thread::sleep(Duration::from_millis(10));

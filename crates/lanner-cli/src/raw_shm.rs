@@ -225,23 +225,9 @@ impl RawShmListener {
         let serving = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         loop {
             match self.listener.accept() {
-                Ok((stream, _)) => {
-                    let Some(connection) = crate::raw::Counted::admit(&serving) else {
-                        eprintln!(
-                            "raw shm echo: {} connections already",
-                            crate::raw::MAX_RAW_CONNECTIONS
-                        );
-                        continue;
-                    };
-                    std::thread::spawn(move || {
-                        let _connection = connection;
-                        if let Err(error) = echo_connection(stream, spin)
-                            && !crate::raw::peer_left(&error)
-                        {
-                            eprintln!("raw shm echo connection failed: {error}");
-                        }
-                    });
-                }
+                Ok((stream, _)) => crate::raw::spawn_counted(&serving, "raw shm echo", move || {
+                    echo_connection(stream, spin)
+                }),
                 Err(error) => {
                     eprintln!("raw shm accept failed: {error}");
                     std::thread::sleep(Duration::from_millis(10));

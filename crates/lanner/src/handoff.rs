@@ -349,7 +349,6 @@ impl Drop for CountedOut<'_> {
     }
 }
 
-/// Drops `token`'s object when its lease ends, unless it was redeemed.
 /// Ends the lease of `grant`, parked under `token`, after `lease`, or when the task is
 /// dropped before that (its runtime shut down): see [`Handoffs::park`].
 async fn expire(handoffs: Weak<Handoffs>, token: Token, grant: u64, lease: Duration) {

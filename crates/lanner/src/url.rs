@@ -104,16 +104,16 @@ fn parse_authority(url: &str, authority: &str) -> Result<String, Error> {
         .rsplit_once(':')
         .filter(|(_, port)| !port.contains(']'))
         .ok_or_else(|| invalid(url, "a tcp URL needs a port: tcp://host:port"))?;
-    if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) || port.parse::<u16>().is_err()
-    {
+    // Digits only: `u16`'s parser also takes a sign.
+    if !port.bytes().all(|b| b.is_ascii_digit()) || port.parse::<u16>().is_err() {
         return Err(invalid(url, "the port is not a number from 0 to 65535"));
     }
-    let bracketed = host.len() > 2 && host.starts_with('[') && host.ends_with(']');
     if host.is_empty() {
         return Err(invalid(url, "a tcp URL needs a host: tcp://host:port"));
     }
-    // An IPv6 address is bracketed: `tcp://::1:7000` could mean port 7000 of ::1, or
-    // port 7000 of ::1:7000's neighbour.
+    // An IPv6 address goes in brackets: `tcp://fe80::1:7000` could be fe80::1 on port
+    // 7000, or fe80::1:7000 with the port missing.
+    let bracketed = host.len() > 2 && host.starts_with('[') && host.ends_with(']');
     if !bracketed && host.contains(':') {
         return Err(invalid(
             url,

@@ -718,6 +718,16 @@ mod tests {
         (server, client)
     }
 
+    /// A connected pair whose client presents no certificate.
+    async fn anonymous_pair() -> (Transport, Transport) {
+        let ca = Authority::new("Test CA");
+        connected_pair(
+            server_config(server_identity(&ca), ClientCerts::None),
+            client_config(&ca, None),
+        )
+        .await
+    }
+
     /// Sends a frame, waiting for room.
     async fn send(sink: &mut dyn FrameSink, frame: OutFrame) {
         let mut frame = frame;
@@ -839,12 +849,7 @@ mod tests {
     /// (`frame_ready`) and no socket readiness would come for it.
     #[tokio::test]
     async fn frames_read_together_are_all_seen_after_the_first_is_taken() {
-        let ca = Authority::new("Test CA");
-        let (mut server, mut client) = connected_pair(
-            server_config(server_identity(&ca), ClientCerts::None),
-            client_config(&ca, None),
-        )
-        .await;
+        let (mut server, mut client) = anonymous_pair().await;
         // A frame of several records (rustls reads 4 KiB at a time), then two small ones.
         let large = frames().swap_remove(1);
         let expected = large.clone().into_contiguous();
@@ -892,12 +897,7 @@ mod tests {
     /// input is there (`frame_ready`), since the socket, read empty, will not say so.
     #[tokio::test]
     async fn plaintext_left_inside_rustls_counts_as_ready() {
-        let ca = Authority::new("Test CA");
-        let (mut server, mut client) = connected_pair(
-            server_config(server_identity(&ca), ClientCerts::None),
-            client_config(&ca, None),
-        )
-        .await;
+        let (mut server, mut client) = anonymous_pair().await;
         // Most of the receive buffer's 64 KiB taken by one frame, then two frames at once
         // that do not fit the rest.
         let first = request_of(56 << 10);
@@ -923,12 +923,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn frames_round_trip_both_ways_spinning_and_polling() {
-        let ca = Authority::new("Test CA");
-        let (mut server, mut client) = connected_pair(
-            server_config(server_identity(&ca), ClientCerts::None),
-            client_config(&ca, None),
-        )
-        .await;
+        let (mut server, mut client) = anonymous_pair().await;
         assert!(
             client.peer.starts_with("tls://127.0.0.1:"),
             "{}",
@@ -973,12 +968,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_frame_is_sent_only_once_rustls_has_flushed_it() {
-        let ca = Authority::new("Test CA");
-        let (mut server, mut client) = connected_pair(
-            server_config(server_identity(&ca), ClientCerts::None),
-            client_config(&ca, None),
-        )
-        .await;
+        let (mut server, mut client) = anonymous_pair().await;
         // Frames of 1 KiB while nobody reads, sent as the connection does (without a waker),
         // until the socket is full. rustls takes the whole of the last frame into its
         // buffer but cannot write it out: the send is Pending although no byte of the
