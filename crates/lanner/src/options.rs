@@ -39,7 +39,8 @@ pub struct ConnectionOptions {
     /// outstanding) for this long; `None` (the default) never does. Keepalive probes do
     /// not count as use. A connection over which either side holds references to the
     /// other's objects that it could not find again by URL (results, callbacks, created
-    /// instances) is in use however quiet it is.
+    /// instances) is in use however quiet it is. Closing is graceful: a GOAWAY first, so
+    /// that a call the peer sent at that moment is served, not failed.
     pub idle_timeout: Option<Duration>,
     /// Bytes per ring, each direction, of a shared-memory (`shm://`) connection (default
     /// 4 MiB; a power of two from 4 KiB to 1 GiB). A server gives the connections it

@@ -506,7 +506,7 @@ impl Listening {
             // calls are counted: a request that arrived before the answer is counted (under
             // the state lock) before the answer is noted, so it is seen by the count.
             let all_heard = connections.iter().all(|c| c.goaway_heard())
-                || started.elapsed() >= GOAWAY_ANSWER_WAIT;
+                || started.elapsed() >= crate::connection::GOAWAY_ANSWER_WAIT;
             let running: u32 = connections.iter().map(|c| c.calls_being_served()).sum();
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             if (running == 0 && all_heard) || left.is_some_and(|left| left.is_zero()) {
@@ -565,11 +565,6 @@ impl Drop for SuspendedCall {
 
 /// Connections per listening endpoint unless [`Server::with_max_connections`] says
 /// otherwise.
-/// How long a graceful shutdown waits, at most, for its clients to answer the PING after
-/// its GOAWAY (see [`Listening::shutdown`]): a client does not answer while it waits for
-/// the server to read what it sends, and a hostile one need not answer at all.
-const GOAWAY_ANSWER_WAIT: Duration = Duration::from_secs(2);
-
 const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 
 /// Connections in their handshake per listening endpoint unless

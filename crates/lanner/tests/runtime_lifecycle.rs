@@ -431,6 +431,57 @@ async fn a_shutdown_serves_requests_sent_before_the_client_read_its_goaway() {
 }
 
 #[tokio::test]
+async fn a_request_crossing_an_idle_close_is_served() {
+    use lanner_proto::{Event, MessageBuilder};
+    use tokio::io::AsyncWriteExt;
+
+    let options =
+        lanner::ConnectionOptions::default().with_idle_timeout(Duration::from_millis(100));
+    let server = Server::with_options(options).with_auth(lanner::ServerAuth::none());
+    let slow = Object::new(SlowStub::new(Arc::new(SlowService)));
+    let listening = listen_anonymous(server, "idle-crossing", "slow", slow).await;
+    let (mut socket, mut proto) = common::raw_unix_client(&listening).await;
+    let handle = resolve_raw(&mut socket, &mut proto, "slow").await;
+
+    // The connection goes idle; the client, reading nothing meanwhile, sends a request
+    // after the server decided to close it.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let method = &<SlowProxy as lanner::Proxy>::METHODS[0];
+    assert_eq!(method.name, "sleep_ms");
+    let mut request = MessageBuilder::request(handle, 0, method.ordinal, method.fingerprint);
+    request
+        .inline()
+        .put_slice(&postcard::to_allocvec(&5u64).unwrap());
+    let (call_id, frame) = proto.send_request(request).map_err(|(e, _)| e).unwrap();
+    socket.write_all(&frame.into_contiguous()).await.unwrap();
+
+    // It reads GOAWAY and the PING after it (answering it), then its answer, then CLOSE.
+    let mut seen = Vec::new();
+    loop {
+        let frame = common::read_frame(&mut socket).await.unwrap();
+        match proto.handle_frame(frame) {
+            Ok(Event::GoingAway) => seen.push("GOAWAY"),
+            Ok(Event::Ping { pong }) => {
+                seen.push("PING");
+                socket.write_all(&pong).await.unwrap();
+            }
+            Ok(Event::Response(response)) => {
+                assert_eq!(response.call_id, call_id);
+                assert_eq!(response.status, lanner_proto::Status::Ok);
+                seen.push("answer");
+            }
+            Ok(Event::Closed(close)) => {
+                assert!(close.reason.contains("idle"), "{close:?}");
+                seen.push("CLOSE");
+                break;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(seen, ["GOAWAY", "PING", "answer", "CLOSE"]);
+}
+
+#[tokio::test]
 async fn a_client_that_says_it_goes_away_still_counts_and_is_shut_down() {
     use tokio::io::AsyncWriteExt;
 

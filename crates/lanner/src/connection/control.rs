@@ -15,6 +15,12 @@ use crate::occasional::occasionally;
 /// How long a deliberately closed connection keeps writing what it had queued.
 const CLOSE_LINGER: Duration = Duration::from_secs(5);
 
+/// How long a connection that sent GOAWAY waits, at most, for the peer to answer the PING
+/// after it (see [`Connection::go_away`]) before it takes every request the peer sent as
+/// arrived: a peer does not answer while it waits for this side to read what it sends,
+/// and a hostile one need not answer at all.
+pub(crate) const GOAWAY_ANSWER_WAIT: Duration = Duration::from_secs(2);
+
 /// The nonce of the PING that follows a GOAWAY (keepalive probes count up from 1).
 pub(super) const GOAWAY_PROBE: u64 = u64::MAX;
 
@@ -70,10 +76,38 @@ impl Connection {
     /// (see [`Connection::goaway_heard`]) so is every request the peer will ever send.
     pub(crate) fn go_away(self: &Arc<Self>) {
         if let Some(Some(frame)) = self.with_open_proto(|proto| proto.go_away()) {
-            let _ = self.send_frame(OutFrame::contiguous(frame));
-            let probe = lanner_proto::frame::encode_ping(GOAWAY_PROBE);
-            let _ = self.send_frame(OutFrame::contiguous(probe));
+            self.send_go_away(frame);
         }
+    }
+
+    /// [`Connection::go_away`] if `condition` holds, decided under the lock new calls take
+    /// (so none slips in between unseen), for a connection this side means to close: it
+    /// also makes no new calls of its own from then on (they go to a new connection, or
+    /// fail as on a closed one). Returns whether it went away.
+    pub(super) fn go_away_if(
+        self: &Arc<Self>,
+        condition: impl FnOnce(&Connection, &super::State) -> bool,
+    ) -> bool {
+        let frame = {
+            let state = self.state();
+            if state.closed.is_some() || !condition(self, &state) {
+                return false;
+            }
+            let Some(frame) = state.proto.go_away() else {
+                return false;
+            };
+            self.usable.store(false, Ordering::Release);
+            frame
+        };
+        self.send_go_away(frame);
+        true
+    }
+
+    /// Sends `frame` (a GOAWAY) and the PING whose answer says the peer has read it.
+    fn send_go_away(self: &Arc<Self>, frame: bytes::Bytes) {
+        let _ = self.send_frame(OutFrame::contiguous(frame));
+        let probe = lanner_proto::frame::encode_ping(GOAWAY_PROBE);
+        let _ = self.send_frame(OutFrame::contiguous(probe));
     }
 
     /// Whether the peer has answered the PING sent after our GOAWAY (or the connection

@@ -49,6 +49,7 @@ mod releases;
 mod writer;
 
 pub(crate) use calls::{Discard, until};
+pub(crate) use control::GOAWAY_ANSWER_WAIT;
 pub(crate) use dispatch::{AnsweredBy, Queued, Served, Waiting};
 pub(crate) use exports::{Denied, ExportTable, ExportedSlot, MAX_EXPORTS, ROOT_HANDLE};
 pub(crate) use hand_backs::Answer;
@@ -375,13 +376,15 @@ impl Connection {
 
     /// [`Connection::activity`], under the state lock the caller holds.
     fn activity_in(&self, state: &State) -> idle::Activity {
+        let calls_outstanding = !state.pending.is_empty()
+            || state.proto.in_flight() > 0
+            || self.peer_in_flight(state) > 0;
         idle::Activity {
             calls: state.calls,
+            calls_outstanding,
             // Either side holding references it could not find again still uses the
             // connection.
-            busy: !state.pending.is_empty()
-                || state.proto.in_flight() > 0
-                || self.peer_in_flight(state) > 0
+            busy: calls_outstanding
                 || state.exports.holds_unresolvable()
                 || self.holds_peer_references(),
         }
