@@ -488,7 +488,7 @@ impl Listening {
     /// to `grace` for the calls already running to finish and be answered, and for the
     /// requests clients sent before they read the GOAWAY to arrive (each client answers a
     /// PING sent after the GOAWAY; this wait is bounded by 2 s as well, for a client that
-    /// does not answer), then closes the connections. Calls still
+    /// does not answer), and for their answers to be written, then closes the connections. Calls still
     /// running at the end are cut off: their callers get `Unavailable` (may have
     /// executed). A `grace` too long to be a date (`Duration::MAX`) waits as long as
     /// calls run.
@@ -508,8 +508,11 @@ impl Listening {
             let all_heard = connections.iter().all(|c| c.goaway_heard())
                 || started.elapsed() >= crate::connection::GOAWAY_ANSWER_WAIT;
             let running: u32 = connections.iter().map(|c| c.calls_being_served()).sum();
+            // Answers still being written to a slow reader: the CLOSE after them would
+            // give them only its linger.
+            let writing = connections.iter().any(|c| c.writes_pending());
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            if (running == 0 && all_heard) || left.is_some_and(|left| left.is_zero()) {
+            if (running == 0 && all_heard && !writing) || left.is_some_and(|left| left.is_zero()) {
                 break running;
             }
             tokio::time::sleep(left.map_or(SHUTDOWN_POLL, |left| SHUTDOWN_POLL.min(left))).await;

@@ -387,6 +387,59 @@ async fn a_peer_reading_a_long_reply_slowly_is_not_taken_for_dead() {
 }
 
 #[tokio::test]
+async fn a_shutdown_lets_a_slow_reader_have_its_whole_answer_within_the_grace_period() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let server = Server::new().with_auth(lanner::ServerAuth::none());
+    let (listening, mut socket, mut proto, handle) =
+        raw_client_of_blobs(server, "slow-reader-shutdown").await;
+    let mut listening = Some(listening);
+
+    // An 8 MiB answer, read 16 KiB every 20 ms (about 10 s: longer than the wait for the
+    // PING after the GOAWAY and the linger a CLOSE gives what is queued before it, 7 s
+    // together), with a shutdown starting once it is under way and a grace period long
+    // enough for all of it.
+    let method = blobs_method("make");
+    let mut make =
+        lanner_proto::MessageBuilder::request(handle, 0, method.ordinal, method.fingerprint);
+    make.inline()
+        .put_slice(&postcard::to_allocvec(&(8u32 << 20, 7u8)).unwrap());
+    let (_, frame) = proto.send_request(make).map_err(|(e, _)| e).unwrap();
+    socket.write_all(&frame.into_contiguous()).await.unwrap();
+    let mut received = Vec::new();
+    let mut chunk = vec![0u8; 16 << 10];
+    let mut shutdown = None;
+    loop {
+        let read = socket.read(&mut chunk).await.unwrap();
+        assert!(
+            read > 0,
+            "the server hung up after {} bytes",
+            received.len()
+        );
+        received.extend_from_slice(&chunk[..read]);
+        if let Some(listening) = listening.take() {
+            shutdown = Some(tokio::spawn(listening.shutdown(Duration::from_secs(30))));
+        }
+        if received.len() >= 4 {
+            let len = u32::from_le_bytes(received[..4].try_into().unwrap()) as usize;
+            if received.len() >= len {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let len = u32::from_le_bytes(received[..4].try_into().unwrap()) as usize;
+    match proto.handle_frame(lanner::Bytes::copy_from_slice(&received[..len])) {
+        Ok(lanner_proto::Event::Response(response)) => {
+            assert_eq!(response.status, lanner_proto::Status::Ok);
+        }
+        other => panic!("expected the answer, got {other:?}"),
+    }
+    let report = shutdown.unwrap().await.unwrap();
+    assert_eq!(report.unfinished_calls, 0);
+}
+
+#[tokio::test]
 async fn a_shutdown_serves_requests_sent_before_the_client_read_its_goaway() {
     use lanner_proto::{Event, MessageBuilder};
     use tokio::io::AsyncWriteExt;

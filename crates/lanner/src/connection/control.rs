@@ -126,6 +126,12 @@ impl Connection {
         self.peer_in_flight(&state)
     }
 
+    /// Whether frames already sent wait for the transport to take them (a large answer to
+    /// a slow reader, say), on a connection that has not ended.
+    pub(crate) fn writes_pending(&self) -> bool {
+        self.flusher_active.load(Ordering::Relaxed) && !self.ended()
+    }
+
     /// Closes the connection on purpose: tells the peer why (CLOSE) and fails what is left.
     pub(crate) fn close(self: &Arc<Self>, status: Status, reason: &str) {
         self.close_if(status, reason, |_, _| true);

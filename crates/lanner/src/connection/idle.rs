@@ -59,8 +59,8 @@ pub(super) fn spawn(connection: Weak<Connection>, timeout: Duration) {
 }
 
 /// Closes `connection`, which went away for having been idle for `timeout`, once the
-/// peer has heard the GOAWAY (or did not say so in [`GOAWAY_ANSWER_WAIT`]) and no call is
-/// outstanding in either direction. References handed out since (in the answer to a
+/// peer has heard the GOAWAY (or did not say so in [`GOAWAY_ANSWER_WAIT`]), no call is
+/// outstanding in either direction and every answer is written. References handed out since (in the answer to a
 /// request that crossed the GOAWAY) do not keep it open: nobody can call through them
 /// once neither side makes new calls.
 async fn drain(connection: Weak<Connection>, timeout: Duration) {
@@ -75,7 +75,7 @@ async fn drain(connection: Weak<Connection>, timeout: Duration) {
             continue;
         }
         let quiet = |connection: &Connection, state: &super::State| {
-            !connection.activity_in(state).calls_outstanding
+            !connection.activity_in(state).calls_outstanding && !connection.writes_pending()
         };
         if alive.close_if(Status::Unavailable, &reason, quiet) {
             tracing::debug!(peer = %alive.peer(), ?timeout, "closed an idle connection");
