@@ -66,12 +66,53 @@ pub enum Listener {
         /// handshake with this configuration in [`Incoming::establish`].
         tls: Option<Arc<rustls::ServerConfig>>,
     },
-    /// Unix socket; the path is removed when the listener is dropped.
-    Unix(UnixListener, PathBuf),
+    /// Unix socket; its file is removed when the listener is dropped, if it is still this
+    /// listener's (see [`SocketPath`]).
+    Unix(UnixListener, SocketPath),
     /// Shared memory (set up through an abstract Unix socket).
     Shm(ShmListener),
     /// In-process.
     Mem(MemListener),
+}
+
+/// The path a Unix listener is bound to, and which file it bound there: dropping it
+/// removes the file only if it is still that one. Another server may have bound the path
+/// since (after someone removed this listener's file), and its socket must not go with
+/// this one.
+#[derive(Debug)]
+pub struct SocketPath {
+    path: PathBuf,
+    /// The bound file's device and inode, if they could be read.
+    file: Option<(u64, u64)>,
+}
+
+impl SocketPath {
+    /// Notes the file just bound at `path`.
+    fn bound(path: PathBuf) -> SocketPath {
+        let file = file_identity(&path);
+        SocketPath { path, file }
+    }
+
+    /// The path.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+impl Drop for SocketPath {
+    fn drop(&mut self) {
+        if self.file.is_some() && file_identity(&self.path) == self.file {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// The device and inode of the file at `path` (not following a symbolic link).
+fn file_identity(path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|metadata| (metadata.dev(), metadata.ino()))
 }
 
 /// How long a listener waits to learn whether a socket file at its path has a server.
@@ -81,7 +122,9 @@ const STALE_SOCKET_PROBE: std::time::Duration = std::time::Duration::from_secs(1
 /// that a restarted server can bind its path again. Anything else there stays: a socket
 /// with a server (or one this process may not connect to, or that does not answer within
 /// [`STALE_SOCKET_PROBE`]), which binding then reports in use, and a file that is not a
-/// socket, which is an error here: a mistyped path must not cost anyone a file.
+/// socket, which is an error here: a mistyped path must not cost anyone a file. The file
+/// removed is the one probed: if another server replaced it meanwhile (two servers
+/// starting on one stale path), the new socket stays and binding reports it in use.
 async fn remove_stale_socket(path: &std::path::Path) -> io::Result<()> {
     use std::os::unix::fs::FileTypeExt;
     let Ok(metadata) = std::fs::symlink_metadata(path) else {
@@ -96,9 +139,14 @@ async fn remove_stale_socket(path: &std::path::Path) -> io::Result<()> {
             ),
         ));
     }
+    let probed = file_identity(path);
     let probe = tokio::time::timeout(STALE_SOCKET_PROBE, tokio::net::UnixStream::connect(path));
     match probe.await {
-        Ok(Err(e)) if e.kind() == io::ErrorKind::ConnectionRefused => std::fs::remove_file(path),
+        Ok(Err(e))
+            if e.kind() == io::ErrorKind::ConnectionRefused && file_identity(path) == probed =>
+        {
+            std::fs::remove_file(path)
+        }
         _ => Ok(()),
     }
 }
@@ -115,7 +163,8 @@ impl Listener {
             }),
             Endpoint::Unix(path) => {
                 remove_stale_socket(path).await?;
-                Ok(Listener::Unix(UnixListener::bind(path)?, path.clone()))
+                let listener = UnixListener::bind(path)?;
+                Ok(Listener::Unix(listener, SocketPath::bound(path.clone())))
             }
             Endpoint::Shm(name) => Ok(Listener::Shm(ShmListener::bind(name)?)),
             Endpoint::Mem(name) => Ok(Listener::Mem(MemListener::bind(name)?)),
@@ -126,7 +175,7 @@ impl Listener {
     pub fn local_endpoint(&self) -> io::Result<Endpoint> {
         Ok(match self {
             Listener::Tcp { listener, .. } => Endpoint::Tcp(listener.local_addr()?.to_string()),
-            Listener::Unix(_, path) => Endpoint::Unix(path.clone()),
+            Listener::Unix(_, bound) => Endpoint::Unix(bound.path.clone()),
             Listener::Shm(listener) => Endpoint::Shm(listener.name().to_owned()),
             Listener::Mem(listener) => Endpoint::Mem(listener.name().to_owned()),
         })
@@ -177,13 +226,13 @@ impl Listener {
                     Err(error) => tracing::info!(%error, "TCP connection setup failed"),
                 }
             },
-            Listener::Unix(listener, path) => loop {
+            Listener::Unix(listener, bound) => loop {
                 let (stream, _) = listener.accept().await?;
                 match lanner_shm::sys::peer_credentials(stream.as_fd()) {
                     Ok(credentials) => {
                         let peer = format!(
                             "unix://{} (client pid {}, uid {})",
-                            path.display(),
+                            bound.path.display(),
                             credentials.pid,
                             credentials.uid
                         );
@@ -247,14 +296,6 @@ impl std::fmt::Debug for Incoming {
     }
 }
 
-impl Drop for Listener {
-    fn drop(&mut self) {
-        if let Listener::Unix(_, path) = self {
-            let _ = std::fs::remove_file(path);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,5 +335,22 @@ mod tests {
             .await
             .expect("the live server still answers");
         drop(listener);
+        assert!(!path.exists(), "the listener's file stayed");
+    }
+
+    #[tokio::test]
+    async fn dropping_a_listener_leaves_another_servers_socket_at_its_path() {
+        let path = path("replaced");
+        let _ = std::fs::remove_file(&path);
+        let first = Listener::bind(&Endpoint::Unix(path.clone())).await.unwrap();
+        // Someone removes the first server's file, and a second server binds the path.
+        std::fs::remove_file(&path).unwrap();
+        let second = Listener::bind(&Endpoint::Unix(path.clone())).await.unwrap();
+        drop(first);
+        tokio::net::UnixStream::connect(&path)
+            .await
+            .expect("the second server's socket is still there");
+        drop(second);
+        assert!(!path.exists());
     }
 }

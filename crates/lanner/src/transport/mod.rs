@@ -35,7 +35,7 @@ mod recv_buffer;
 mod sys;
 mod watched_socket;
 
-pub use listener::{Incoming, Listener, connect, connect_tls, connect_with};
+pub use listener::{Incoming, Listener, SocketPath, connect, connect_tls, connect_with};
 
 /// Why receiving failed.
 #[derive(Debug, thiserror::Error)]
