@@ -89,6 +89,7 @@ mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 mod handoff;
+mod handshake_slots;
 mod id;
 mod id_hasher;
 pub mod loan;

@@ -1,5 +1,6 @@
 //! Serving objects: publish them under names, listen on endpoints.
 
+use crate::occasional::occasionally;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -239,10 +240,12 @@ impl Server {
     }
 
     /// Sets how many connections each endpoint may have in their handshake at once
-    /// (default 256). Beyond it the server stops accepting until one finishes or times out
-    /// (see [`ConnectionOptions::handshake_timeout`]): clients that connect and say
-    /// nothing cannot make it hold more sockets and tasks than that; the others wait in the
-    /// kernel's backlog.
+    /// (default 256). A connection beyond it makes room by dropping the oldest handshake
+    /// still under way: clients that connect and say nothing cannot make the server hold
+    /// more sockets and tasks than that, nor keep honest clients waiting behind them (an
+    /// honest handshake is over in a round trip or two, long before that many newer
+    /// connections arrive). Each handshake is also bounded by
+    /// [`ConnectionOptions::handshake_timeout`].
     pub fn with_max_pending_handshakes(mut self, max: usize) -> Server {
         self.max_handshakes = max.max(1);
         self
@@ -319,7 +322,7 @@ impl Server {
         let names = self.names.clone();
         let options = self.options.clone();
         let max_connections = self.max_connections;
-        let handshakes = Arc::new(tokio::sync::Semaphore::new(self.max_handshakes));
+        let handshakes = crate::handshake_slots::HandshakeSlots::new(self.max_handshakes);
         let calls = self.calls.clone();
         let auth = self.auth.clone();
         let policy = self.policy.clone();
@@ -327,10 +330,6 @@ impl Server {
         let accepted = connections.clone();
         let task = tokio::spawn(async move {
             loop {
-                // Never closed, so acquiring only waits.
-                let Ok(handshake) = handshakes.clone().acquire_owned().await else {
-                    return;
-                };
                 match listener.accept().await {
                     Ok(incoming) => {
                         let names = names.clone();
@@ -340,7 +339,7 @@ impl Server {
                         let auth = auth.clone();
                         let policy = policy.clone();
                         let open = accepted.count();
-                        tokio::spawn(async move {
+                        let evicted = handshakes.start(|handshake| tokio::spawn(async move {
                             let peer = incoming.peer().to_owned();
                             // One deadline for the TLS handshake and Lanner's together.
                             let deadline = connection::HandshakeDeadline::starting_now(&options);
@@ -381,11 +380,20 @@ impl Server {
                                 }
                                 Err(error) => tracing::info!(%peer, %error, "connection refused"),
                             }
-                        });
+                        }));
+                        if evicted {
+                            occasionally!(
+                                warn,
+                                "every handshake slot was taken: the oldest handshake was dropped"
+                            );
+                        }
                     }
                     Err(error) => {
-                        tracing::warn!(%error, "accept failed");
-                        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                        occasionally!(warn, %error, "accept failed");
+                        if out_of_resources(&error) {
+                            // Retrying at once would fail the same way until some are freed.
+                            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                        }
                     }
                 }
             }
@@ -525,6 +533,15 @@ impl Listening {
             unfinished_calls: unfinished,
         }
     }
+}
+
+/// Whether an accept failed for want of descriptors or memory (which only time frees), not
+/// because of the one connection it was taking (aborted before it was accepted, say).
+fn out_of_resources(error: &std::io::Error) -> bool {
+    matches!(
+        error.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+    )
 }
 
 /// A server's bound on calls suspended in its methods (those that did not finish on their

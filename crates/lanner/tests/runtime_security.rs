@@ -683,9 +683,8 @@ async fn silent_clients_beyond_the_handshake_bound_wait_and_real_ones_get_in() {
     )
     .await;
     let address = listening.endpoint().to_string().replace("tcp://", "");
-    // Four clients that connect and say nothing: two are taken into their handshake, the
-    // other two wait in the backlog until those time out. None of this stops a real
-    // client, which gets in once the silent ones have been dropped.
+    // Four clients that connect and say nothing: each takes a handshake slot, the oldest
+    // dropped to make room for the next. None of this stops a real client.
     let mut silent = Vec::new();
     for _ in 0..4 {
         silent.push(tokio::net::TcpStream::connect(&address).await.unwrap());
@@ -708,6 +707,37 @@ async fn silent_clients_beyond_the_handshake_bound_wait_and_real_ones_get_in() {
         .unwrap();
         assert!(received.is_empty());
     }
+}
+
+#[tokio::test]
+async fn silent_clients_renewing_every_handshake_slot_do_not_keep_a_real_one_waiting() {
+    use std::time::Duration;
+
+    // Silent clients outnumbering the slots, each allowed a long handshake: a server that
+    // stopped accepting while its slots were full would keep the real client in the
+    // backlog behind them for minutes.
+    let options =
+        lanner::ConnectionOptions::default().with_handshake_timeout(Duration::from_secs(60));
+    let (_server, listening) = serve(
+        Server::with_options(options)
+            .with_auth(ServerAuth::psk(key("ops", 7)))
+            .with_max_pending_handshakes(4),
+        "tcp://127.0.0.1:0",
+    )
+    .await;
+    let address = listening.endpoint().to_string().replace("tcp://", "");
+    let mut silent = Vec::new();
+    for _ in 0..32 {
+        silent.push(tokio::net::TcpStream::connect(&address).await.unwrap());
+    }
+    let client = Client::new().with_auth(ClientAuth::psk(key("ops", 7)));
+    let url = listening.endpoint().object_url("vault");
+    let vault: GuardedProxy = tokio::time::timeout(Duration::from_secs(10), client.connect(&url))
+        .await
+        .expect("the real client got in while silent ones held the slots")
+        .unwrap();
+    assert_eq!(vault.read().await, Ok(42));
+    drop(silent);
 }
 
 #[tokio::test]
