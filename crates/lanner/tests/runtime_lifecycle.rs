@@ -484,7 +484,7 @@ async fn a_shutdown_serves_requests_sent_before_the_client_read_its_goaway() {
 }
 
 #[tokio::test]
-async fn a_request_crossing_an_idle_close_is_served() {
+async fn a_request_crossing_an_idle_close_is_served_and_the_socket_let_go_at_once() {
     use lanner_proto::{Event, MessageBuilder};
     use tokio::io::AsyncWriteExt;
 
@@ -532,6 +532,16 @@ async fn a_request_crossing_an_idle_close_is_served() {
         }
     }
     assert_eq!(seen, ["GOAWAY", "PING", "answer", "CLOSE"]);
+    // The CLOSE was read: the server lets go of the socket at once, without lingering.
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(
+        Duration::from_secs(2),
+        tokio::io::AsyncReadExt::read_to_end(&mut socket, &mut rest),
+    );
+    assert!(
+        matches!(read.await, Ok(Ok(0))),
+        "the server kept the closed connection's socket"
+    );
 }
 
 #[tokio::test]

@@ -15,6 +15,9 @@ use crate::occasional::occasionally;
 /// How long a deliberately closed connection keeps writing what it had queued.
 const CLOSE_LINGER: Duration = Duration::from_secs(5);
 
+/// How often a lingering connection looks whether what it queued is written.
+const LINGER_POLL: Duration = Duration::from_millis(10);
+
 /// How long a connection that sent GOAWAY waits, at most, for the peer to answer the PING
 /// after it (see [`Connection::go_away`]) before it takes every request the peer sent as
 /// arrived: a peer does not answer while it waits for this side to read what it sends,
@@ -160,11 +163,18 @@ impl Connection {
 
     /// Ends the connection with `error` after a CLOSE was queued: answers still queued,
     /// and the CLOSE after them, get a while to reach a slow reader before writing stops.
+    /// The connection (its socket, its buffers) is held only until they are written: a
+    /// peer that reads costs the linger nothing.
     pub(super) fn end_lingering(self: &Arc<Self>, error: Error) {
         if self.end(error) {
             let connection = self.clone();
             self.runtime.spawn(async move {
-                tokio::time::sleep(CLOSE_LINGER).await;
+                let started = tokio::time::Instant::now();
+                while connection.flusher_active.load(Ordering::Relaxed)
+                    && started.elapsed() < CLOSE_LINGER
+                {
+                    tokio::time::sleep(LINGER_POLL).await;
+                }
                 connection.abort_writes();
             });
         }
