@@ -782,6 +782,20 @@ impl Connection {
         self.writer().abort();
     }
 
+    /// Lets go of the transport's receiving half once the reader has stopped for good
+    /// (the connection has ended): a proxy that pins the connection no longer pins its
+    /// socket. A caller receiving for itself finds the end (see
+    /// [`crate::transport::Released`]).
+    fn release_receiving(&self) {
+        if self.ended() {
+            let released = std::mem::replace(
+                &mut *self.source.lock().unwrap_or_else(|e| e.into_inner()),
+                Box::new(crate::transport::Released),
+            );
+            drop(released);
+        }
+    }
+
     /// Marks the connection closed with `error` and tells everyone who waits on it;
     /// false if it already was.
     fn end(&self, error: Error) -> bool {

@@ -316,11 +316,13 @@ impl Writer {
         Poll::Ready(result)
     }
 
-    /// The connection failed: drops what is queued, refuses what comes, and wakes a
-    /// waiting flusher so that it ends.
+    /// The connection failed: drops what is queued, refuses what comes, wakes a waiting
+    /// flusher so that it ends, and lets go of the transport's sending half (see
+    /// [`crate::transport::Released`]).
     pub(super) fn abort(&mut self) {
         self.aborted = true;
         self.clear();
+        self.sink = Box::new(crate::transport::Released);
         if let Some(flusher) = self.flusher.take() {
             flusher.wake();
         }

@@ -32,10 +32,12 @@ pub mod unix;
 mod listener;
 mod page_padding;
 mod recv_buffer;
+mod released;
 mod sys;
 mod watched_socket;
 
 pub use listener::{Incoming, Listener, SocketPath, connect, connect_tls, connect_with};
+pub(crate) use released::Released;
 
 /// Why receiving failed.
 #[derive(Debug, thiserror::Error)]
