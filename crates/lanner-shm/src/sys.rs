@@ -201,7 +201,13 @@ pub fn create_sealed_memfd(name: &str, len: usize) -> io::Result<OwnedFd> {
 
 /// Checks that `fd`, received from a peer, is safe to map with `len` bytes: it must be a
 /// memfd sealed against shrinking whose seals are themselves sealed (`F_SEAL_SHRINK` and
-/// `F_SEAL_SEAL`), not sealed against writing, and exactly `len` bytes long.
+/// `F_SEAL_SEAL`), not sealed against writing, on tmpfs (an ordinary memfd, not a
+/// `MFD_HUGETLB` one), and exactly `len` bytes long.
+///
+/// Why tmpfs only: the seals do not stop `fallocate(FALLOC_FL_PUNCH_HOLE)`. A hole punched
+/// in a tmpfs file reads back as zeros, but one punched in a hugetlbfs file faults
+/// (`SIGBUS`) once the huge-page pool has no page left to fill it, and a hugetlbfs mapping
+/// whose length is not a multiple of the huge page size cannot be unmapped with it.
 ///
 /// Fails with `InvalidData` saying which check failed.
 pub fn check_peer_memfd(fd: BorrowedFd<'_>, len: usize) -> io::Result<()> {
@@ -224,6 +230,15 @@ pub fn check_peer_memfd(fd: BorrowedFd<'_>, len: usize) -> io::Result<()> {
         return Err(invalid_data(
             "peer memfd is sealed against writing; it cannot be mapped read-write".to_owned(),
         ));
+    }
+    let file_system = fstatfs(fd)
+        .map_err(|e| annotate(e, format_args!("fstatfs of the peer memfd")))?
+        .f_type;
+    if file_system != libc::TMPFS_MAGIC {
+        return Err(invalid_data(format!(
+            "peer memfd is not on tmpfs (file system magic {file_system:#x}; a hugetlbfs \
+             memfd, say, could fault under the mapping)"
+        )));
     }
     let size = file_size(fd)?;
     if size != len as u64 {
@@ -266,6 +281,15 @@ fn fcntl_int(fd: BorrowedFd<'_>, cmd: c_int, arg: c_int) -> io::Result<c_int> {
     // (F_ADD_SEALS, F_GET_SEALS, F_GETFL, ...), so no memory is read or written through
     // `arg`; `fd` is open for the duration of the call.
     cvt(unsafe { libc::fcntl(fd.as_raw_fd(), cmd, arg) })
+}
+
+fn fstatfs(fd: BorrowedFd<'_>) -> io::Result<libc::statfs> {
+    let mut stat = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    // SAFETY: `stat` is valid for writes of one `struct statfs`, which fstatfs fills on
+    // success; `fd` is open for the duration of the call.
+    cvt(unsafe { libc::fstatfs(fd.as_raw_fd(), stat.as_mut_ptr()) })?;
+    // SAFETY: fstatfs returned 0, so it initialized the whole struct.
+    Ok(unsafe { stat.assume_init() })
 }
 
 fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
@@ -863,6 +887,25 @@ mod tests {
         ftruncate(fd.as_fd(), LEN as libc::off_t).unwrap();
         let err = check_peer_memfd(fd.as_fd(), LEN).unwrap_err();
         assert!(err.to_string().contains("F_SEAL_SHRINK missing"), "{err}");
+    }
+
+    #[test]
+    fn check_peer_memfd_rejects_a_hugetlbfs_memfd() {
+        // Sealed and of the right size, like an honest region; creating it and sizing it
+        // takes no page from the huge-page pool (none is touched).
+        let len = 2 << 20;
+        let flags = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING | libc::MFD_HUGETLB;
+        let fd = match memfd_create(c"huge", flags) {
+            Ok(fd) => fd,
+            // A kernel without hugetlbfs cannot be handed such a memfd either.
+            Err(e) => return eprintln!("no hugetlbfs memfd here ({e}); nothing to refuse"),
+        };
+        ftruncate(fd.as_fd(), len as libc::off_t).unwrap();
+        let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+        fcntl_int(fd.as_fd(), libc::F_ADD_SEALS, seals).unwrap();
+        let err = check_peer_memfd(fd.as_fd(), len).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        assert!(err.to_string().contains("not on tmpfs"), "{err}");
     }
 
     #[test]
