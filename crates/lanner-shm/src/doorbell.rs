@@ -16,17 +16,30 @@
 //! duplicate of. A server that does can ring it, drain its rings first, or shut it down:
 //! lost or spurious wake-ups, or the end of that one connection, nothing worse. The
 //! connection's own socket was never passed, so each of its ends is its owner's alone.
+//!
+//! A peer can also pass descriptors over a doorbell socket, and the one it passes may be
+//! slow to close (a TCP socket lingering with unsent data): whoever ends up closing it
+//! blocks. So a drain reads with room for every descriptor a message can carry (the
+//! kernel would otherwise close them on the draining thread), takes any that came as the
+//! peer breaking the protocol (an error: end the connection), and has them closed on the
+//! closer thread ([`crate::closer`]). A dropped doorbell's socket is closed there too:
+//! descriptors still queued on it are closed with it. Where the kernel has
+//! `SO_PASSRIGHTS` (Linux 6.16), the sockets are set to refuse descriptors outright
+//! ([`sys::refuse_passed_descriptors`]; see [`crate::handoff`]), and a peer's attempt fails
+//! on its side.
 
 use std::fmt;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
+use crate::closer::ClosedLater;
 use crate::ring::Wake;
 use crate::sys;
 
-/// One end of a connected Unix stream socket, used as a doorbell.
+/// One end of a connected Unix stream socket, used as a doorbell. Dropping it hangs up
+/// ([`Doorbell::hang_up`]) and closes the socket on the closer thread.
 pub struct Doorbell {
-    socket: OwnedFd,
+    socket: ClosedLater,
 }
 
 /// What a drain found.
@@ -47,7 +60,17 @@ pub enum Drained {
 impl Doorbell {
     /// Uses `socket` (a connected Unix stream socket) as a doorbell.
     pub fn new(socket: OwnedFd) -> Doorbell {
-        Doorbell { socket }
+        Doorbell {
+            socket: ClosedLater::new(socket),
+        }
+    }
+
+    /// A new descriptor of the doorbell's socket (for a waiter to register, say). Drop it
+    /// with [`crate::closer::close_later`], or wrap it in a [`ClosedLater`]: the last
+    /// descriptor of the socket to be closed closes whatever descriptors the peer queued
+    /// on it.
+    pub fn try_clone_socket(&self) -> io::Result<OwnedFd> {
+        self.socket.as_fd().try_clone_to_owned()
     }
 
     /// Reads whatever rings arrived, without blocking.
@@ -82,6 +105,9 @@ pub const MAX_DRAIN_READS: usize = 16;
 
 /// Reads whatever rings arrived on a doorbell socket (any descriptor of it), without
 /// blocking; at most [`MAX_DRAIN_READS`] reads ([`Drained::Flooded`] if more was there).
+///
+/// Fails with `InvalidData` if the peer passed descriptors with its rings: they are closed
+/// on the closer thread, and the connection must end.
 pub fn drain(socket: BorrowedFd<'_>) -> io::Result<Drained> {
     let mut buf = [0u8; 1024];
     let mut rung = false;
@@ -95,11 +121,22 @@ pub fn drain(socket: BorrowedFd<'_>) -> io::Result<Drained> {
                 }
                 io::ErrorKind::Interrupted => {}
                 io::ErrorKind::ConnectionReset => return Ok(Drained::PeerGone),
+                io::ErrorKind::InvalidData => {
+                    return Err(sys::annotate(e, format_args!("shared-memory doorbell")));
+                }
                 _ => return Err(e),
             },
         }
     }
     Ok(Drained::Flooded)
+}
+
+impl Drop for Doorbell {
+    fn drop(&mut self) {
+        // The peer learns of it now, not when the closer thread gets to the socket (it may
+        // be held up) or when the socket's other descriptors (a waiter's) are closed.
+        self.hang_up();
+    }
 }
 
 impl Wake for Doorbell {
@@ -164,7 +201,7 @@ mod tests {
     fn draining_a_flooded_socket_is_bounded() {
         let (a, b) = pair();
         // A peer writing large chunks to its end for as long as the socket takes them.
-        let mut flood = UnixStream::from(a.socket.try_clone().unwrap());
+        let mut flood = UnixStream::from(a.try_clone_socket().unwrap());
         flood.set_nonblocking(true).unwrap();
         let chunk = vec![1u8; 64 * 1024];
         let mut written = 0;
@@ -199,9 +236,57 @@ mod tests {
     #[test]
     fn hanging_up_is_seen_while_other_descriptors_stay_open() {
         let (a, b) = pair();
-        let duplicate = a.socket.try_clone().unwrap();
+        let duplicate = a.try_clone_socket().unwrap();
         a.hang_up();
         assert_eq!(b.drain().unwrap(), Drained::PeerGone);
         drop(duplicate);
+    }
+
+    #[test]
+    fn a_descriptor_passed_with_a_ring_fails_the_drain_and_is_closed_elsewhere() {
+        let (a, b) = pair();
+        let (passed, witness) = UnixStream::pair().unwrap();
+        sys::send_with_fds(a.as_fd(), &[1], &[passed.as_fd()]).unwrap();
+        drop(passed);
+        let paused = crate::closer::pause();
+        let error = b.drain().unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+        assert!(error.to_string().contains("doorbell"), "{error}");
+        assert!(error.to_string().contains("file descriptor"), "{error}");
+        // Still open when the drain has returned: the kernel did not close it on this
+        // thread...
+        assert!(!crate::tests::closed_soon_within(&witness, 20));
+        drop(paused);
+        // ... the closer thread did, afterwards.
+        assert!(crate::tests::closed_soon(&witness), "the descriptor leaked");
+    }
+
+    #[test]
+    fn a_lingering_socket_passed_with_a_ring_does_not_hold_the_drain() {
+        let (a, b) = pair();
+        let linger = std::time::Duration::from_secs(2);
+        let (lingering, _reader) = sys::testing::lingering_tcp_socket(linger);
+        sys::send_with_fds(a.as_fd(), &[1], &[lingering.as_fd()]).unwrap();
+        drop(lingering);
+        let started = std::time::Instant::now();
+        assert!(b.drain().is_err());
+        let took = started.elapsed();
+        assert!(took < linger / 4, "the drain took {took:?}");
+    }
+
+    #[test]
+    fn a_dropped_doorbell_hangs_up_at_once_and_closes_queued_descriptors_elsewhere() {
+        let (a, b) = pair();
+        let (passed, witness) = UnixStream::pair().unwrap();
+        sys::send_with_fds(a.as_fd(), &[1], &[passed.as_fd()]).unwrap();
+        drop(passed);
+        let paused = crate::closer::pause();
+        drop(b);
+        // The peer sees the hang-up while the socket waits for the closer thread...
+        assert_eq!(a.drain().unwrap(), Drained::PeerGone);
+        assert!(!crate::tests::closed_soon_within(&witness, 20));
+        drop(paused);
+        // ... which closes the socket, and the descriptor queued on it with it.
+        assert!(crate::tests::closed_soon(&witness), "the descriptor leaked");
     }
 }

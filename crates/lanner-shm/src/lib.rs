@@ -8,8 +8,9 @@
 //!
 //! This crate has no async runtime: it provides the rings ([`ring`]), the loans
 //! ([`loans`]), the region layout ([`region`]), doorbells ([`doorbell`]), the offer that
-//! hands a region to the peer ([`handoff`]) and the operating-system plumbing beneath
-//! ([`sys`]). The `lanner` runtime builds its `shm://` transport on them.
+//! hands a region to the peer ([`handoff`]), the operating-system plumbing beneath
+//! ([`sys`]) and the thread that closes what a peer may have made slow to close
+//! ([`closer`]). The `lanner` runtime builds its `shm://` transport on them.
 //!
 //! ## Trust
 //!
@@ -24,6 +25,8 @@
 #[cfg(not(target_pointer_width = "64"))]
 compile_error!("lanner-shm supports 64-bit targets only (see the comment above this line)");
 
+#[cfg(not(loom))]
+pub mod closer;
 #[cfg(not(loom))]
 pub mod doorbell;
 /// The fuzz drivers of the ring's consumer and the loan area's returns (`fuzz/`, and

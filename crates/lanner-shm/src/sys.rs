@@ -8,6 +8,12 @@
 //! * the peer: [`recv_with_fds`], [`check_peer_memfd`] on the received memfd, then
 //!   [`Mapping::map_shared`].
 //!
+//! Every receive on a Unix socket here has room for as many descriptors as the kernel
+//! passes with one message ([`SCM_MAX_FD`]): a descriptor that finds no room is closed by
+//! the kernel on the receiving thread as the call returns, and a peer can pass one whose
+//! close blocks (a TCP socket lingering with unsent data). Descriptors received where
+//! none belong are closed on the closer thread ([`crate::closer`]).
+//!
 //! The seals matter: a mapping of a file that shrinks under it raises `SIGBUS` on access, so
 //! a memfd is only mapped once the kernel guarantees that nobody can shrink it.
 //!
@@ -23,8 +29,24 @@ use std::mem::size_of;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::{self, NonNull};
 
-/// The most descriptors [`send_with_fds`] sends, and [`recv_with_fds`] accepts, in one message.
+/// The most descriptors [`send_with_fds`] sends in one message.
 pub const MAX_PASSED_FDS: usize = 8;
+
+/// The most descriptors the kernel passes with one message (Linux's `SCM_MAX_FD`); every
+/// receive here has room for them all.
+pub const SCM_MAX_FD: usize = 253;
+
+/// `SO_PASSRIGHTS` (Linux 6.16; not in `libc` yet): set to 0, the socket refuses
+/// descriptors (a sender's `sendmsg` with `SCM_RIGHTS` fails with `EPERM`).
+#[cfg(not(target_arch = "sparc64"))]
+const SO_PASSRIGHTS: c_int = 83;
+/// `SO_PASSRIGHTS` (Linux 6.16; not in `libc` yet), whose number differs on SPARC.
+#[cfg(target_arch = "sparc64")]
+const SO_PASSRIGHTS: c_int = 0x5c;
+
+/// `SCM_PIDFD` (Linux 6.5): a control message carrying a pidfd, installed in the
+/// receiver's table like a passed descriptor.
+const SCM_PIDFD: c_int = 4;
 
 // ---------------------------------------------------------------------------------------------
 // Mapping
@@ -319,17 +341,28 @@ pub fn send_with_fds(
     data: &[u8],
     fds: &[BorrowedFd<'_>],
 ) -> io::Result<usize> {
+    send_with_fd_limit(socket, data, fds, MAX_PASSED_FDS)
+}
+
+/// [`send_with_fds`] passing up to `max_fds` (≤ [`SCM_MAX_FD`]) descriptors: the tests
+/// send as many as a peer can.
+fn send_with_fd_limit(
+    socket: BorrowedFd<'_>,
+    data: &[u8],
+    fds: &[BorrowedFd<'_>],
+    max_fds: usize,
+) -> io::Result<usize> {
     if data.is_empty() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "send_with_fds needs at least one byte of data to carry the descriptors",
         ));
     }
-    if fds.len() > MAX_PASSED_FDS {
+    if fds.len() > max_fds.min(SCM_MAX_FD) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!(
-                "cannot pass {} descriptors in one message (at most {MAX_PASSED_FDS})",
+                "cannot pass {} descriptors in one message (at most {max_fds})",
                 fds.len()
             ),
         ));
@@ -365,27 +398,51 @@ pub fn send_with_fds(
 }
 
 /// Receives into `buf` and collects any descriptors passed with the bytes (`recvmsg` with
-/// `MSG_CMSG_CLOEXEC`, room for [`MAX_PASSED_FDS`] descriptors).
+/// `MSG_CMSG_CLOEXEC`, room for [`SCM_MAX_FD`] descriptors).
 ///
 /// Returns the number of bytes read and the descriptors; 0 bytes means end of file.
 /// `WouldBlock` comes back untouched; `EINTR` is retried. If the control data was truncated
-/// (the peer passed more than [`MAX_PASSED_FDS`]) or holds anything but `SCM_RIGHTS`, the
-/// descriptors that did arrive are closed and the call fails with `InvalidData`; the bytes
-/// read with them are lost, so treat the connection as broken.
+/// (the kernel could not install every descriptor: this process's table is full) or holds
+/// anything but `SCM_RIGHTS` (a socket option such as `SO_PASSCRED` is on), the descriptors
+/// that did arrive are closed on the closer thread and the call fails with `InvalidData`;
+/// the bytes read with them are lost, so treat the connection as broken.
 ///
 /// Fails with `InvalidInput` if `buf` is empty (a 0-byte read would look like end of file).
 pub fn recv_with_fds(socket: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
-    recv_with_fd_room(socket, buf, MAX_PASSED_FDS)
+    recv_with_fd_room(socket, buf, SCM_MAX_FD, 0)
 }
 
-/// [`recv_with_fds`] with room for only `max_fds` (≤ [`MAX_PASSED_FDS`]) descriptors; the
-/// tests use a small room to provoke truncation.
+/// Receives into `buf` without ever blocking, whatever the socket's flags
+/// (`MSG_DONTWAIT`), on a socket over which the peer must pass no descriptor. `Ok(0)` is
+/// end of file.
+///
+/// It is a `recvmsg` with room for [`SCM_MAX_FD`] descriptors, not a plain `recv`: a
+/// descriptor the peer passed anyway lands in this process's table (a plain `recv` would
+/// have the kernel close it on this thread, which blocks for as long as the peer made its
+/// close linger). Any that came are closed on the closer thread and the call fails with
+/// `InvalidData`: the peer broke the protocol, so end the connection.
+pub fn recv_nonblocking(socket: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    let (read, fds) = recv_with_fd_room(socket, buf, SCM_MAX_FD, libc::MSG_DONTWAIT)?;
+    if fds.is_empty() {
+        return Ok(read);
+    }
+    let count = fds.len();
+    crate::closer::close_later(fds);
+    Err(invalid_data(format!(
+        "the peer passed {count} file descriptor(s) over a socket that takes none \
+         (a protocol violation; closed on the closer thread)"
+    )))
+}
+
+/// [`recv_with_fds`] with room for only `max_fds` (≤ [`SCM_MAX_FD`]) descriptors (the tests
+/// use a small room to provoke truncation), and `flags` added to `MSG_CMSG_CLOEXEC`.
 fn recv_with_fd_room(
     socket: BorrowedFd<'_>,
     buf: &mut [u8],
     max_fds: usize,
+    flags: c_int,
 ) -> io::Result<(usize, Vec<OwnedFd>)> {
-    assert!(max_fds <= MAX_PASSED_FDS, "control buffer too small");
+    assert!(max_fds <= SCM_MAX_FD, "control buffer too small");
     if buf.is_empty() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -401,12 +458,20 @@ fn recv_with_fd_room(
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
     msg.msg_control = control.as_mut_ptr();
-    msg.msg_controllen = cmsg_space(max_fds * size_of::<RawFd>()) as _;
+    // Room for other control messages too (credentials, a security label, a pidfd: a
+    // peer sharing the socket can turn on the options that add them), so that they do
+    // not crowd the descriptors out; the tests' small rooms leave none.
+    msg.msg_controllen = if max_fds == SCM_MAX_FD {
+        CONTROL_SPACE
+    } else {
+        cmsg_space(max_fds * size_of::<RawFd>())
+    } as _;
     let read = loop {
         // SAFETY: `msg` points at one iovec covering exactly `buf` (valid for writes) and at
         // the first `msg_controllen` (≤ its size) bytes of `control`; all live until the call
         // returns. The kernel writes at most those lengths and updates `msg`'s lengths.
-        let ret = unsafe { libc::recvmsg(socket.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        let ret =
+            unsafe { libc::recvmsg(socket.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC | flags) };
         match cvt_size(ret) {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(annotate_socket(e, "recvmsg with descriptors")),
@@ -419,15 +484,15 @@ fn recv_with_fd_room(
     let (fds, foreign) = unsafe { take_received_fds(&msg) };
     if msg.msg_flags & libc::MSG_CTRUNC != 0 {
         let closed = fds.len();
-        drop(fds);
+        crate::closer::close_later(fds);
         return Err(invalid_data(format!(
-            "received descriptors were truncated (the peer passed more than {max_fds}); \
-             closed the {closed} that arrived"
+            "received descriptors were truncated (room for {max_fds}, or this process's \
+             descriptor table is full); closed the {closed} that arrived"
         )));
     }
     if foreign {
         let closed = fds.len();
-        drop(fds);
+        crate::closer::close_later(fds);
         return Err(invalid_data(format!(
             "received a control message other than SCM_RIGHTS; closed the {closed} \
              descriptors that arrived"
@@ -436,8 +501,9 @@ fn recv_with_fd_room(
     Ok((read, fds))
 }
 
-/// Takes ownership of every descriptor in the `SCM_RIGHTS` messages of `msg`; the flag says
-/// whether any other kind of control message was present.
+/// Takes ownership of every descriptor in the `SCM_RIGHTS` (and `SCM_PIDFD`) messages of
+/// `msg`; the flag says whether any other kind of control message (a pidfd included) was
+/// present.
 ///
 /// # Safety
 ///
@@ -459,7 +525,9 @@ unsafe fn take_received_fds(msg: &libc::msghdr) -> (Vec<OwnedFd>, bool) {
         // SAFETY: CMSG_FIRSTHDR/CMSG_NXTHDR return only aligned headers that lie entirely
         // inside the buffer, which the kernel initialized.
         let header = unsafe { *cmsg };
-        if header.cmsg_level == libc::SOL_SOCKET && header.cmsg_type == libc::SCM_RIGHTS {
+        let rights = header.cmsg_type == libc::SCM_RIGHTS;
+        if header.cmsg_level == libc::SOL_SOCKET && (rights || header.cmsg_type == SCM_PIDFD) {
+            foreign |= !rights;
             // SAFETY: `cmsg` is a valid header, so its data starts inside the buffer.
             let data = unsafe { libc::CMSG_DATA(cmsg) };
             let payload = (header.cmsg_len as usize).saturating_sub(cmsg_len(0));
@@ -484,15 +552,19 @@ unsafe fn take_received_fds(msg: &libc::msghdr) -> (Vec<OwnedFd>, bool) {
     (fds, foreign)
 }
 
-/// Room for one `SCM_RIGHTS` message of [`MAX_PASSED_FDS`] descriptors, aligned for
-/// `cmsghdr` as `CMSG_FIRSTHDR` requires.
+/// Room for one `SCM_RIGHTS` message of [`SCM_MAX_FD`] descriptors and other control
+/// messages besides (see [`CONTROL_SPACE`]), aligned for `cmsghdr` as `CMSG_FIRSTHDR`
+/// requires.
 #[repr(C)]
 union ControlBuffer {
     header: libc::cmsghdr,
     bytes: [u8; CONTROL_SPACE],
 }
 
-const CONTROL_SPACE: usize = cmsg_space(MAX_PASSED_FDS * size_of::<RawFd>());
+/// The control room of a receive: [`SCM_MAX_FD`] descriptors, and 512 bytes for the
+/// messages a socket option adds before them (credentials take 32, a pidfd 24, a
+/// security label what its name needs).
+const CONTROL_SPACE: usize = cmsg_space(SCM_MAX_FD * size_of::<RawFd>()) + 512;
 
 impl ControlBuffer {
     fn new() -> ControlBuffer {
@@ -505,23 +577,22 @@ impl ControlBuffer {
         ptr::from_mut(self).cast::<c_void>()
     }
 
-    /// Writes one `SCM_RIGHTS` message carrying `fds` (at most [`MAX_PASSED_FDS`]) at the
+    /// Writes one `SCM_RIGHTS` message carrying `fds` (at most [`SCM_MAX_FD`]) at the
     /// start of the buffer; returns the control length to send.
     fn encode_rights(&mut self, fds: &[BorrowedFd<'_>]) -> usize {
-        assert!(fds.len() <= MAX_PASSED_FDS, "too many descriptors");
+        assert!(fds.len() <= SCM_MAX_FD, "too many descriptors");
         let payload = fds.len() * size_of::<RawFd>();
         self.header.cmsg_len = cmsg_len(payload) as _;
         self.header.cmsg_level = libc::SOL_SOCKET;
         self.header.cmsg_type = libc::SCM_RIGHTS;
         let data = cmsg_len(0);
-        let mut raw = [0u8; MAX_PASSED_FDS * size_of::<RawFd>()];
-        for (chunk, fd) in raw.chunks_exact_mut(size_of::<RawFd>()).zip(fds) {
+        // SAFETY: every bit pattern is a valid `[u8; CONTROL_SPACE]`, so viewing the union
+        // as bytes is sound; the header written above stays in place, before `data`.
+        let bytes = unsafe { &mut self.bytes };
+        let room = bytes[data..data + payload].chunks_exact_mut(size_of::<RawFd>());
+        for (chunk, fd) in room.zip(fds) {
             chunk.copy_from_slice(&fd.as_raw_fd().to_ne_bytes());
         }
-        // SAFETY: every bit pattern is a valid `[u8; CONTROL_SPACE]`, so viewing the union
-        // as bytes is sound; the header written above stays in place.
-        let bytes = unsafe { &mut self.bytes };
-        bytes[data..data + payload].copy_from_slice(&raw[..payload]);
         cmsg_space(payload)
     }
 }
@@ -620,19 +691,64 @@ pub fn send_nonblocking(socket: BorrowedFd<'_>, data: &[u8]) -> io::Result<usize
     cvt_size(ret)
 }
 
-/// Receives into `buf` without ever blocking, whatever the socket's flags
-/// (`MSG_DONTWAIT`). `Ok(0)` is end of file.
-pub fn recv_nonblocking(socket: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
-    // SAFETY: `buf` is valid for writes of `buf.len()` bytes for the duration of the call.
+/// Makes the kernel refuse descriptors passed to `socket` (`SO_PASSRIGHTS` set to 0,
+/// Linux 6.16): a peer's `sendmsg` with `SCM_RIGHTS` then fails with `EPERM`, and none can
+/// reach the socket's queue any more (those queued before stay). Sockets accepted from a
+/// listener that refuses them refuse them too. Returns `false`, having changed nothing, on
+/// a kernel without the option; every receive here copes with descriptors anyway (see the
+/// module's docs).
+pub fn refuse_passed_descriptors(socket: BorrowedFd<'_>) -> io::Result<bool> {
+    let off: c_int = 0;
+    // SAFETY: `off` is a live c_int and its size is passed as the option length;
+    // setsockopt only reads it.
     let ret = unsafe {
-        libc::recv(
+        libc::setsockopt(
             socket.as_raw_fd(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            libc::MSG_DONTWAIT,
+            libc::SOL_SOCKET,
+            SO_PASSRIGHTS,
+            ptr::from_ref(&off).cast::<c_void>(),
+            size_of::<c_int>() as libc::socklen_t,
         )
     };
-    cvt_size(ret)
+    match cvt(ret) {
+        Ok(_) => Ok(true),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOPROTOOPT | libc::EINVAL)) => Ok(false),
+        Err(e) => Err(annotate(e, format_args!("setsockopt(SO_PASSRIGHTS, 0)"))),
+    }
+}
+
+/// The domain (`SO_DOMAIN`, e.g. `libc::AF_UNIX`) and type (`SO_TYPE`, e.g.
+/// `libc::SOCK_STREAM`) of the socket `socket`. Fails with the system's error as is:
+/// `ENOTSOCK` ("not a socket") on a descriptor that is not one.
+pub fn socket_domain_and_type(socket: BorrowedFd<'_>) -> io::Result<(c_int, c_int)> {
+    let domain = getsockopt_int(socket, libc::SO_DOMAIN)?;
+    let kind = getsockopt_int(socket, libc::SO_TYPE)?;
+    Ok((domain, kind))
+}
+
+/// An integer socket option at level `SOL_SOCKET`.
+fn getsockopt_int(socket: BorrowedFd<'_>, option: c_int) -> io::Result<c_int> {
+    let mut value: c_int = 0;
+    let mut len = size_of::<c_int>() as libc::socklen_t;
+    // SAFETY: `value` is valid for writes of `len` bytes and `len` for a read and write;
+    // getsockopt writes at most `len` bytes and stores the length it wrote.
+    let ret = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            option,
+            ptr::from_mut(&mut value).cast::<c_void>(),
+            &mut len,
+        )
+    };
+    cvt(ret)?;
+    if len as usize != size_of::<c_int>() {
+        return Err(invalid_data(format!(
+            "the socket option returned {len} bytes, expected {}",
+            size_of::<c_int>()
+        )));
+    }
+    Ok(value)
 }
 
 /// Shuts both directions of a socket down, for every descriptor of it: the peer sees end
@@ -695,6 +811,44 @@ fn invalid_data(message: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, message)
 }
 
+/// Helpers for the tests of other modules that need a system call.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::io::Write;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// A TCP socket whose final close blocks for about `linger` (`SO_LINGER` set, and data
+    /// queued for a peer that reads nothing), with that peer, which must stay open meanwhile.
+    /// A hostile peer can pass us such a socket.
+    pub(crate) fn lingering_tcp_socket(linger: Duration) -> (OwnedFd, std::net::TcpStream) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut sender = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (reader, _) = listener.accept().unwrap();
+        sender.set_nonblocking(true).unwrap();
+        let chunk = vec![0u8; 1 << 16];
+        while sender.write(&chunk).is_ok() {}
+        let option = libc::linger {
+            l_onoff: 1,
+            l_linger: linger.as_secs() as libc::c_int,
+        };
+        // SAFETY: `option` is a live `struct linger` and its size is passed as the length;
+        // setsockopt only reads it.
+        let ret = unsafe {
+            libc::setsockopt(
+                sender.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_LINGER,
+                ptr::from_ref(&option).cast(),
+                size_of::<libc::linger>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(ret, 0, "SO_LINGER: {}", io::Error::last_os_error());
+        (sender.into(), reader)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::fs::File;
@@ -745,6 +899,18 @@ mod tests {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => false,
             other => panic!("unexpected pipe read result {other:?}"),
         }
+    }
+
+    /// [`all_writers_closed`], waiting up to 5 s for the closer thread to close them.
+    fn all_writers_closed_soon(read_end: &mut File) -> bool {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !all_writers_closed(read_end) {
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        true
     }
 
     fn is_cloexec(fd: BorrowedFd<'_>) -> bool {
@@ -1012,20 +1178,23 @@ mod tests {
         send_with_fds(a.as_fd(), b"x", &fds).unwrap();
         drop(write_end);
         assert!(!all_writers_closed(&mut read_end), "copies are in flight");
-        let err = recv_with_fd_room(b.as_fd(), &mut [0u8; 4], 1).unwrap_err();
+        let err = recv_with_fd_room(b.as_fd(), &mut [0u8; 4], 1, 0).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
         assert!(err.to_string().contains("truncated"), "{err}");
         assert!(
             err.to_string().contains("closed the 2 that arrived"),
             "{err}"
         );
-        assert!(all_writers_closed(&mut read_end), "a received copy leaked");
+        assert!(
+            all_writers_closed_soon(&mut read_end),
+            "a received copy leaked"
+        );
     }
 
     #[test]
     fn credentials_messages_are_rejected_and_descriptors_closed() {
-        // With SO_PASSCRED the kernel adds an SCM_CREDENTIALS message, which also leaves too
-        // little room for the descriptor: the call must fail and nothing may stay open.
+        // With SO_PASSCRED the kernel adds an SCM_CREDENTIALS message (a peer sharing the
+        // socket could turn it on): the call must fail and nothing may stay open.
         let (a, b) = UnixStream::pair().unwrap();
         let on: c_int = 1;
         // SAFETY: `on` is a live c_int and its size is passed as the option length.
@@ -1044,7 +1213,103 @@ mod tests {
         drop(write_end);
         let err = recv_with_fds(b.as_fd(), &mut [0u8; 4]).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        assert!(err.to_string().contains("other than SCM_RIGHTS"), "{err}");
+        assert!(
+            all_writers_closed_soon(&mut read_end),
+            "a received copy leaked"
+        );
+    }
+
+    #[test]
+    fn as_many_descriptors_as_the_kernel_passes_are_received() {
+        // The kernel passes up to SCM_MAX_FD with one message; every one must land in our
+        // table (one that finds no room is closed inside the kernel, on this thread).
+        let (a, b) = UnixStream::pair().unwrap();
+        let (mut read_end, write_end) = pipe();
+        let fds = [write_end.as_fd(); SCM_MAX_FD];
+        send_with_fd_limit(a.as_fd(), b"x", &fds, SCM_MAX_FD).unwrap();
+        drop(write_end);
+        let (read, fds) = recv_with_fds(b.as_fd(), &mut [0u8; 4]).unwrap();
+        assert_eq!((read, fds.len()), (1, SCM_MAX_FD));
+        drop(fds);
         assert!(all_writers_closed(&mut read_end), "a received copy leaked");
+    }
+
+    #[test]
+    fn recv_nonblocking_refuses_descriptors_and_closes_them_on_the_closer_thread() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let (passed, witness) = UnixStream::pair().unwrap();
+        send_with_fds(a.as_fd(), b"x", &[passed.as_fd()]).unwrap();
+        drop(passed);
+        let paused = crate::closer::pause();
+        let err = recv_nonblocking(b.as_fd(), &mut [0u8; 4]).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        assert!(err.to_string().contains("1 file descriptor(s)"), "{err}");
+        // Not closed on this thread (a plain recv has the kernel close it as it returns)...
+        assert!(
+            !crate::tests::closed_soon_within(&witness, 20),
+            "the passed descriptor was closed by the receive"
+        );
+        drop(paused);
+        // ... but on the closer thread.
+        assert!(
+            crate::tests::closed_soon(&witness),
+            "the passed descriptor leaked"
+        );
+        // Bytes alone still come through.
+        (&a).write_all(b"yz").unwrap();
+        assert_eq!(recv_nonblocking(b.as_fd(), &mut [0u8; 4]).unwrap(), 2);
+        let err = recv_nonblocking(b.as_fd(), &mut [0u8; 4]).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+    }
+
+    #[test]
+    fn recv_nonblocking_returns_at_once_when_passed_a_lingering_socket() {
+        // The close of this socket blocks for about 2 s; a plain recv would take that long.
+        let (a, b) = UnixStream::pair().unwrap();
+        let (lingering, _reader) = testing::lingering_tcp_socket(std::time::Duration::from_secs(2));
+        send_with_fds(a.as_fd(), b"x", &[lingering.as_fd()]).unwrap();
+        drop(lingering);
+        let started = std::time::Instant::now();
+        let err = recv_nonblocking(b.as_fd(), &mut [0u8; 4]).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        let took = started.elapsed();
+        assert!(
+            took < std::time::Duration::from_millis(500),
+            "the receive took {took:?}"
+        );
+    }
+
+    #[test]
+    fn refusing_descriptors_makes_the_sender_fail_with_eperm() {
+        let (a, b) = UnixStream::pair().unwrap();
+        if !refuse_passed_descriptors(b.as_fd()).unwrap() {
+            return eprintln!("no SO_PASSRIGHTS on this kernel (before Linux 6.16)");
+        }
+        let err = send_with_fds(a.as_fd(), b"x", &[a.as_fd()]).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::PermissionDenied, "{err}");
+        // Bytes alone still pass, and the other direction still takes descriptors.
+        send_with_fds(a.as_fd(), b"x", &[]).unwrap();
+        assert_eq!(recv_nonblocking(b.as_fd(), &mut [0u8; 4]).unwrap(), 1);
+        send_with_fds(b.as_fd(), b"x", &[b.as_fd()]).unwrap();
+        assert_eq!(recv_with_fds(a.as_fd(), &mut [0u8; 4]).unwrap().1.len(), 1);
+    }
+
+    #[test]
+    fn socket_domain_and_type_tell_unix_streams_from_others() {
+        let (a, _b) = UnixStream::pair().unwrap();
+        assert_eq!(
+            socket_domain_and_type(a.as_fd()).unwrap(),
+            (libc::AF_UNIX, libc::SOCK_STREAM)
+        );
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert_eq!(
+            socket_domain_and_type(udp.as_fd()).unwrap(),
+            (libc::AF_INET, libc::SOCK_DGRAM)
+        );
+        let fd = create_sealed_memfd("lanner-test", LEN).unwrap();
+        let err = socket_domain_and_type(fd.as_fd()).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOTSOCK), "{err}");
     }
 
     #[test]

@@ -5,8 +5,11 @@ mod loans;
 mod ring;
 mod ring_model;
 
+use std::io::{self, Read};
+use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use crate::ring::Wake;
 use crate::ring::{Consumer, Producer, heap_ring};
@@ -74,4 +77,34 @@ pub(crate) fn send_to_idle(
         );
     }
     send(producer, payload, more);
+}
+
+/// Waits (up to 5 s: another test may hold the closer thread up for a while) until
+/// `peer`'s other end is closed, reading away whatever arrives; true once a read sees end
+/// of file.
+pub(crate) fn closed_soon(peer: &UnixStream) -> bool {
+    closed_soon_within(peer, 5000)
+}
+
+/// [`closed_soon`], waiting up to `millis` milliseconds.
+pub(crate) fn closed_soon_within(peer: &UnixStream, millis: u64) -> bool {
+    peer.set_read_timeout(Some(Duration::from_millis(5)))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_millis(millis);
+    loop {
+        match (&*peer).read(&mut [0u8; 64]) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return true,
+            Err(e) => panic!("reading the peer: {e}"),
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+    }
 }
