@@ -74,7 +74,7 @@ fn start() -> Option<mpsc::Sender<OwnedFd>> {
 /// An owned descriptor closed on the closer thread ([`close_later`]) when dropped: for the
 /// sockets a peer could have queued descriptors on.
 pub struct ClosedLater {
-    /// Always `Some` until the drop takes it.
+    /// Always `Some` until the drop (or [`ClosedLater::into_inner`]) takes it.
     fd: Option<OwnedFd>,
 }
 
@@ -83,11 +83,20 @@ impl ClosedLater {
     pub fn new(fd: OwnedFd) -> ClosedLater {
         ClosedLater { fd: Some(fd) }
     }
+
+    /// Gives the descriptor back, to be closed as its new owner decides.
+    pub fn into_inner(mut self) -> OwnedFd {
+        self.fd
+            .take()
+            .expect("the descriptor is taken only when dropped")
+    }
 }
 
 impl Drop for ClosedLater {
     fn drop(&mut self) {
-        close_later(self.fd.take());
+        if let Some(fd) = self.fd.take() {
+            close_later([fd]);
+        }
     }
 }
 

@@ -327,3 +327,100 @@ fn a_lone_caller_receives_its_reply_itself() {
     drop(client_runtime);
     server_runtime.shutdown_background();
 }
+
+/// A TCP socket whose final close blocks for about `linger` (data queued for a peer that
+/// reads nothing: `SO_LINGER` makes the close wait for it), and that peer, which must stay
+/// open meanwhile.
+fn lingering_tcp_socket(linger: Duration) -> (std::net::TcpStream, std::net::TcpStream) {
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut sender = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (reader, _) = listener.accept().unwrap();
+    sender.set_nonblocking(true).unwrap();
+    let chunk = vec![0u8; 1 << 16];
+    while sender.write(&chunk).is_ok() {}
+    socket2::SockRef::from(&sender)
+        .set_linger(Some(linger))
+        .unwrap();
+    (sender, reader)
+}
+
+/// A client that passes a descriptor over its setup socket (the data doorbell) breaks the
+/// protocol, and the descriptor is one whose close blocks: a TCP socket lingering for 2 s.
+/// The kernel refuses it (`SO_PASSRIGHTS`, Linux 6.16), or the server takes it, ends that
+/// connection and closes it on a thread of its own: either way an honest client connects
+/// and calls at once, although the server has a single worker thread.
+#[test]
+fn a_descriptor_passed_on_the_setup_socket_holds_nobody_up() {
+    use std::io::Read;
+    use std::os::fd::AsFd;
+    use std::os::linux::net::SocketAddrExt;
+
+    let server_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (_server, _listening, url) = server_runtime.block_on(serve_shm("passes-fds"));
+    let name = format!("lanner-shm/lanner-test-{}-passes-fds", std::process::id());
+    let address = std::os::unix::net::SocketAddr::from_abstract_name(name).unwrap();
+    let raw = std::os::unix::net::UnixStream::connect_addr(&address).unwrap();
+    let mut offer = [0u8; 16];
+    let (len, _region_and_bell) = lanner_shm::sys::recv_with_fds(raw.as_fd(), &mut offer).unwrap();
+    assert_eq!(len, 16, "the server's offer");
+
+    let linger = Duration::from_secs(2);
+    let (lingering, reader) = lingering_tcp_socket(linger);
+    let passed = lanner_shm::sys::send_with_fds(raw.as_fd(), &[1], &[lingering.as_fd()]);
+    match &passed {
+        // The copy on its way is the socket's only descriptor now: its close is the one
+        // that lingers (unless the reader goes first).
+        Ok(_) => drop(lingering),
+        Err(error) => {
+            assert_eq!(
+                error.kind(),
+                std::io::ErrorKind::PermissionDenied,
+                "{error}"
+            );
+            // The reader first: its close resets the connection, and the close of the
+            // lingering socket returns at once.
+            drop(reader);
+            drop(lingering);
+        }
+    }
+    // Time for the server to take the ring (and the descriptor, if it came through).
+    std::thread::sleep(Duration::from_millis(100));
+
+    let started = std::time::Instant::now();
+    let client_runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    client_runtime.block_on(async {
+        let calc: CalculatorProxy = tokio::time::timeout(linger / 2, Client::new().connect(&url))
+            .await
+            .expect("an honest client connects at once")
+            .unwrap();
+        assert_eq!(calc.add(40, 2).await, Ok(42));
+    });
+    let took = started.elapsed();
+    assert!(took < linger / 2, "the honest client took {took:?}");
+
+    if passed.is_ok() {
+        // A kernel that let the descriptor through: the server ended that connection.
+        raw.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        let ended = loop {
+            match (&raw).read(&mut [0u8; 256]) {
+                Ok(0) => break true,
+                Ok(_) => {}
+                Err(e) => break e.kind() == std::io::ErrorKind::ConnectionReset,
+            }
+        };
+        assert!(
+            ended,
+            "the server kept the connection that passed a descriptor"
+        );
+    }
+    drop(client_runtime);
+    server_runtime.shutdown_background();
+}

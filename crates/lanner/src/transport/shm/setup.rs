@@ -2,14 +2,24 @@
 //! (see [`lanner_shm::handoff`]). The client gives up after [`SETUP_TIMEOUT`]. The server
 //! reads nothing from the client during setup, so a client that connects and stalls
 //! costs it nothing but the socket.
+//!
+//! No descriptor may travel over a connection's sockets but the offer's, and one that
+//! does may be slow to close (see [`lanner_shm::doorbell`]). The listener refuses them
+//! where the kernel can (`SO_PASSRIGHTS`, Linux 6.16; accepted sockets inherit it), and so
+//! does the client once it has the offer. Wherever one could still be queued, the socket
+//! is closed on the closer thread ([`lanner_shm::closer`]), never on a runtime thread:
+//! the doorbells and waiters do so, and so does the client's setup socket until it
+//! becomes the data doorbell.
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::SocketAddr;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use lanner_shm::closer;
 use lanner_shm::doorbell::Doorbell;
 use lanner_shm::handoff;
 use lanner_shm::region::{Region, Side};
@@ -19,7 +29,7 @@ use tokio::net::{UnixListener, UnixStream};
 
 use super::sink::ShmSink;
 use super::source::ShmSource;
-use super::waiter::Waiter;
+use super::waiter::{ClosedApart, Waiter};
 use super::{DEFAULT_RING_CAPACITY, IN_PLACE_MIN, socket_name};
 use crate::transport::Transport;
 
@@ -43,6 +53,13 @@ impl ShmListener {
     /// holds the name; the name is released when the listener is dropped.
     pub fn bind(name: &str) -> io::Result<ShmListener> {
         let listener = std::os::unix::net::UnixListener::bind_addr(&address(name)?)?;
+        if !sys::refuse_passed_descriptors(listener.as_fd())? {
+            tracing::debug!(
+                name,
+                "this kernel cannot refuse descriptors on shm:// sockets (SO_PASSRIGHTS, \
+                 Linux 6.16): any a client passes are closed on a thread of their own"
+            );
+        }
         listener.set_nonblocking(true)?;
         Ok(ShmListener {
             listener: UnixListener::from_std(listener)?,
@@ -81,9 +98,13 @@ impl ShmListener {
     }
 
     fn set_up(&self, stream: UnixStream) -> io::Result<Transport> {
-        let socket = OwnedFd::from(stream.into_std()?);
-        let credentials = sys::peer_credentials(socket.as_fd())?;
-        let (region, space) = handoff::offer_region(socket.as_fd(), self.ring_capacity)?;
+        let data = Doorbell::new(OwnedFd::from(stream.into_std()?));
+        // Inherited from the listener, except by a connection made before the listener
+        // refused descriptors: whatever that one queued meanwhile, the drains catch.
+        sys::refuse_passed_descriptors(data.as_fd())?;
+        let credentials = sys::peer_credentials(data.as_fd())?;
+        let (region, space) = handoff::offer_region(data.as_fd(), self.ring_capacity)?;
+        let space = Doorbell::new(space);
         let peer = format!(
             "shm://{} (client pid {}, uid {})",
             self.name, credentials.pid, credentials.uid
@@ -91,16 +112,35 @@ impl ShmListener {
         transport(
             Side::Server,
             region,
-            Bells {
-                data: socket,
-                space,
-            },
+            Bells { data, space },
             peer,
             Some(credentials),
             usize::MAX,
         )
     }
 }
+
+impl Drop for ShmListener {
+    /// Connections not accepted yet are closed with the listener, and so are the
+    /// descriptors a client queued on one (on a kernel that does not refuse them): they
+    /// are accepted first and closed on the closer thread. The listener itself is closed
+    /// here, so that its name is free again when the drop returns.
+    fn drop(&mut self) {
+        let mut cx = Context::from_waker(Waker::noop());
+        // Bounded: clients may keep connecting meanwhile.
+        for _ in 0..MAX_PENDING_ON_DROP {
+            let Poll::Ready(Ok((stream, _))) = self.listener.poll_accept(&mut cx) else {
+                break;
+            };
+            if let Ok(stream) = stream.into_std() {
+                closer::close_later([OwnedFd::from(stream)]);
+            }
+        }
+    }
+}
+
+/// Pending connections a dropped [`ShmListener`] accepts, at most, to close them apart.
+const MAX_PENDING_ON_DROP: usize = 1024;
 
 /// Connects to the listener of `shm://name` on this host. The server's rings are faulted in
 /// ahead of use if they are no larger than [`DEFAULT_RING_CAPACITY`] (see
@@ -129,9 +169,12 @@ pub async fn connect_populating(name: &str, populate_up_to: usize) -> io::Result
             ),
             _ => e,
         })?;
+    // The server may queue descriptors on it: if the setup fails, it is closed on the
+    // closer thread.
+    let stream = ClosedApart::new(stream);
     // Who serves there, as the kernel says: the client checks it (see `ClientAuth`).
-    let server = sys::peer_credentials(stream.as_fd())?;
-    let (region, space) = tokio::time::timeout(SETUP_TIMEOUT, receive_region(&stream))
+    let server = sys::peer_credentials(stream.get().as_fd())?;
+    let (region, space) = tokio::time::timeout(SETUP_TIMEOUT, receive_region(stream.get()))
         .await
         .map_err(|_| {
             io::Error::new(
@@ -139,7 +182,7 @@ pub async fn connect_populating(name: &str, populate_up_to: usize) -> io::Result
                 format!("shm://{name} sent no setup message within {SETUP_TIMEOUT:?}"),
             )
         })??;
-    let data = OwnedFd::from(stream.into_std()?);
+    let data = Doorbell::new(OwnedFd::from(stream.into_inner().into_std()?));
     transport(
         Side::Client,
         region,
@@ -150,14 +193,15 @@ pub async fn connect_populating(name: &str, populate_up_to: usize) -> io::Result
     )
 }
 
-async fn receive_region(stream: &UnixStream) -> io::Result<(Region, OwnedFd)> {
+/// The server's offer on `stream`: the region and the client's end of the space doorbell.
+async fn receive_region(stream: &UnixStream) -> io::Result<(Region, Doorbell)> {
     loop {
         stream.readable().await?;
         match stream.try_io(Interest::READABLE, || {
             handoff::accept_region(stream.as_fd())
         }) {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            result => return result,
+            result => return result.map(|(region, space)| (region, Doorbell::new(space))),
         }
     }
 }
@@ -179,12 +223,12 @@ pub(super) fn populate_in_background(populator: lanner_shm::Populator, peer: &st
     }
 }
 
-/// A connection's two doorbell sockets (see [`lanner_shm::handoff`]): `data` carries
-/// "a record was published" rings, on which the receiving half sleeps; `space` carries
-/// "ring space was released" rings, on which the sending half waits.
+/// A connection's two doorbells (see [`lanner_shm::handoff`]): `data` carries "a record
+/// was published" rings, on which the receiving half sleeps; `space` carries "ring space
+/// was released" rings, on which the sending half waits.
 struct Bells {
-    data: OwnedFd,
-    space: OwnedFd,
+    data: Doorbell,
+    space: Doorbell,
 }
 
 /// The transport over `region`; its rings are faulted in ahead of use if they are no
@@ -197,10 +241,10 @@ fn transport(
     credentials: Option<PeerCredentials>,
     populate_up_to: usize,
 ) -> io::Result<Transport> {
-    let source_waiter = Waiter::new(bells.data.try_clone()?)?;
-    let sink_waiter = Waiter::new(bells.space.try_clone()?)?;
-    let data = Arc::new(Doorbell::new(bells.data));
-    let space = Arc::new(Doorbell::new(bells.space));
+    let source_waiter = Waiter::new(bells.data.try_clone_socket()?)?;
+    let sink_waiter = Waiter::new(bells.space.try_clone_socket()?)?;
+    let data = Arc::new(bells.data);
+    let space = Arc::new(bells.space);
     // A server faults its rings in only once the client is authenticated: before that,
     // anyone able to connect could make it commit a region's memory for each connection
     // they open and drop (while keeping the region's descriptor).
@@ -260,5 +304,27 @@ mod tests {
         assert_eq!(error.kind(), io::ErrorKind::ConnectionRefused, "{error}");
         assert!(error.to_string().contains("backlog is full"), "{error}");
         drop(squatter);
+    }
+
+    #[tokio::test]
+    async fn a_dropped_listener_frees_its_name_at_once_and_closes_pending_connections() {
+        use std::io::Read;
+        let name = format!("dropped-listener-{}", std::process::id());
+        let listener = ShmListener::bind(&name).unwrap();
+        // Connected, never accepted: it goes with the listener (on the closer thread).
+        let mut pending =
+            std::os::unix::net::UnixStream::connect_addr(&address(&name).unwrap()).unwrap();
+        drop(listener);
+        let again = ShmListener::bind(&name).expect("the name is free once the drop returns");
+        pending
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let read = pending.read(&mut [0u8; 16]);
+        assert!(
+            matches!(&read, Ok(0))
+                || matches!(&read, Err(e) if e.kind() == io::ErrorKind::ConnectionReset),
+            "{read:?}"
+        );
+        drop(again);
     }
 }

@@ -10,7 +10,7 @@ use lanner_shm::{LoanArea, Producer, Reservation};
 
 use super::lent;
 use super::ring_error;
-use super::waiter::Waiter;
+use super::waiter::{Ended, Waiter};
 use crate::phase_marks::{self, Mark};
 use crate::transport::FrameSink;
 
@@ -305,12 +305,13 @@ impl ShmSink {
                     }
                     match self.waiter.poll_rung(cx) {
                         Poll::Ready(Ok(())) => continue,
-                        Poll::Ready(Err(_gone)) => {
+                        Poll::Ready(Err(Ended::PeerGone)) => {
                             return Poll::Ready(Err(io::Error::new(
                                 io::ErrorKind::BrokenPipe,
                                 "the shared-memory peer is gone",
                             )));
                         }
+                        Poll::Ready(Err(Ended::Failed(error))) => return Poll::Ready(Err(error)),
                         Poll::Pending => return Poll::Pending,
                     }
                 }

@@ -9,7 +9,7 @@ use lanner_proto::{ExternalSegments, FrameError, HANDSHAKE_MAX_FRAME_SIZE};
 use lanner_shm::doorbell::Doorbell;
 use lanner_shm::{Consumer, LoanReceiver, Record};
 
-use super::waiter::Waiter;
+use super::waiter::{Ended, Waiter};
 use super::{lent, ring_error};
 use crate::transport::{FrameSource, Received, RecvError, SharedFrame};
 
@@ -207,8 +207,12 @@ impl FrameSource for ShmSource {
             return Ok(received);
         }
         self.empty_polls = self.empty_polls.wrapping_add(1);
-        if self.empty_polls % CHECK_PEER_EVERY == 0 && self.waiter.peer_gone() {
-            return self.closed();
+        if self.empty_polls % CHECK_PEER_EVERY == 0 {
+            match self.waiter.check() {
+                Ok(()) => {}
+                Err(Ended::PeerGone) => return self.closed(),
+                Err(Ended::Failed(error)) => return Err(RecvError::Io(error)),
+            }
         }
         Ok(Received::Empty)
     }
@@ -223,7 +227,10 @@ impl FrameSource for ShmSource {
             }
             match self.waiter.poll_rung(cx) {
                 Poll::Ready(Ok(())) => continue,
-                Poll::Ready(Err(_gone)) => return Poll::Ready(self.closed()),
+                Poll::Ready(Err(Ended::PeerGone)) => return Poll::Ready(self.closed()),
+                Poll::Ready(Err(Ended::Failed(error))) => {
+                    return Poll::Ready(Err(RecvError::Io(error)));
+                }
                 Poll::Pending => return Poll::Pending,
             }
         }
