@@ -1267,9 +1267,12 @@ mod tests {
     fn recv_nonblocking_returns_at_once_when_passed_a_lingering_socket() {
         // The close of this socket blocks for about 2 s; a plain recv would take that long.
         let (a, b) = UnixStream::pair().unwrap();
-        let (lingering, _reader) = testing::lingering_tcp_socket(std::time::Duration::from_secs(2));
+        let (lingering, reader) = testing::lingering_tcp_socket(std::time::Duration::from_secs(2));
         send_with_fds(a.as_fd(), b"x", &[lingering.as_fd()]).unwrap();
         drop(lingering);
+        // Kept from the closer thread until the close no longer lingers: under valgrind,
+        // which runs one thread at a time, its blocked close would stall this one too.
+        let paused = crate::closer::pause();
         let started = std::time::Instant::now();
         let err = recv_nonblocking(b.as_fd(), &mut [0u8; 4]).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
@@ -1278,6 +1281,9 @@ mod tests {
             took < std::time::Duration::from_millis(500),
             "the receive took {took:?}"
         );
+        // The reader's close resets the connection: the lingering close returns at once.
+        drop(reader);
+        drop(paused);
     }
 
     #[test]

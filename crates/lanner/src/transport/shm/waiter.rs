@@ -169,6 +169,14 @@ mod tests {
         drop(flood);
     }
 
+    /// Whether the tests run under valgrind, which runs one thread at a time and holds the
+    /// turn through a close that blocks: the closer thread's lingering close then stalls
+    /// the test's thread too, and timings say nothing.
+    fn under_valgrind() -> bool {
+        std::env::var_os("LD_PRELOAD")
+            .is_some_and(|preload| preload.to_string_lossy().contains("vgpreload"))
+    }
+
     /// A TCP socket whose final close blocks for about `linger` (data queued for a peer
     /// that reads nothing), and that peer, which must stay open meanwhile.
     fn lingering_tcp_socket(linger: Duration) -> (std::net::TcpStream, std::net::TcpStream) {
@@ -190,15 +198,20 @@ mod tests {
         let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
         let waiter = Waiter::new(ours.into()).unwrap();
         let linger = Duration::from_secs(2);
-        let (lingering, _reader) = lingering_tcp_socket(linger);
+        let (lingering, reader) = lingering_tcp_socket(linger);
         lanner_shm::sys::send_with_fds(theirs.as_fd(), &[1], &[lingering.as_fd()]).unwrap();
         drop(lingering);
         waiter.socket.get().readable().await.unwrap();
         let started = Instant::now();
         let ended = std::future::poll_fn(|cx| Poll::Ready(waiter.poll_rung(cx))).await;
         let took = started.elapsed();
+        // The reader's close resets the connection: the lingering close returns at once.
+        drop(reader);
         // The lingering close went to the closer thread, not this one.
-        assert!(took < linger / 4, "the wake-up took {took:?}");
+        assert!(
+            took < linger / 4 || under_valgrind(),
+            "the wake-up took {took:?}"
+        );
         match ended {
             Poll::Ready(Err(Ended::Failed(error))) => {
                 assert_eq!(error.kind(), io::ErrorKind::InvalidData, "{error}");
@@ -219,12 +232,17 @@ mod tests {
         let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
         let waiter = Waiter::new(ours.into()).unwrap();
         let linger = Duration::from_secs(2);
-        let (lingering, _reader) = lingering_tcp_socket(linger);
+        let (lingering, reader) = lingering_tcp_socket(linger);
         lanner_shm::sys::send_with_fds(theirs.as_fd(), &[1], &[lingering.as_fd()]).unwrap();
         drop(lingering);
         let started = Instant::now();
         drop(waiter);
         let took = started.elapsed();
-        assert!(took < linger / 4, "the drop took {took:?}");
+        // The reader's close resets the connection: the lingering close returns at once.
+        drop(reader);
+        assert!(
+            took < linger / 4 || under_valgrind(),
+            "the drop took {took:?}"
+        );
     }
 }
