@@ -18,24 +18,50 @@ use crate::error::{Error, ErrorKind};
 
 /// State of an apartment object, reachable only from the call its apartment is running.
 ///
-/// ```ignore
+/// ```
+/// use std::sync::Arc;
+///
+/// use lanner::{ApartmentCell, Object};
+///
+/// #[lanner::interface]
+/// pub trait Log {
+///     async fn append(&self, line: String) -> Result<u64, lanner::Error>;
+/// }
+///
+/// #[derive(Default)]
 /// struct Journal {
 ///     lines: ApartmentCell<Vec<String>>, // no Mutex: calls run one at a time
 /// }
+///
 /// impl Log for Journal {
 ///     async fn append(&self, line: String) -> Result<u64, lanner::Error> {
-///         Ok(self.lines.with(|lines| { lines.push(line); lines.len() as u64 }))
+///         Ok(self.lines.with(|lines| {
+///             lines.push(line);
+///             lines.len() as u64
+///         }))
 ///     }
 /// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), lanner::Error> {
+/// let server = lanner::Server::new();
+/// let journal = Journal::default();
 /// server.publish("journal", Object::new(LogStub::new(Arc::new(journal))).in_apartment());
+/// # let _listening = server.listen("mem://apartment-cell-doc").await?;
+/// # let log: LogProxy = lanner::connect("mem://apartment-cell-doc/journal").await?;
+/// # assert_eq!(log.append("first".to_owned()).await?, 1);
+/// # assert_eq!(log.append("second".to_owned()).await?, 2);
+/// # Ok(())
+/// # }
 /// ```
 ///
 /// The cell belongs to the first apartment that opens it, until that apartment is gone
 /// (its object dropped): then the next apartment to open it takes it (the same state
 /// published again in an apartment of its own). Opening it anywhere else (a
 /// free-threaded object, another apartment that exists, a task the method spawned,
-/// outside any call) is an error, and so is opening it again inside [`ApartmentCell::with`]; the closure
-/// cannot hold the state across an `.await`, so every opening sees a consistent state.
+/// outside any call) is an error, and so is opening it again inside
+/// [`ApartmentCell::with`]; the closure cannot hold the state across an `.await`, so every
+/// opening sees a consistent state.
 /// Outside calls, [`ApartmentCell::get_mut`] and [`ApartmentCell::into_inner`] give it
 /// back to whoever owns the cell exclusively.
 pub struct ApartmentCell<T> {

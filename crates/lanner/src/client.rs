@@ -390,8 +390,35 @@ fn lock(
 /// Resolves an object URL with the process-wide [`Client`] and returns a proxy for
 /// interface `P`:
 ///
-/// ```ignore
-/// let calc: CalculatorProxy = lanner::connect("tcp://127.0.0.1:7000/calc").await?;
+/// ```no_run
+/// # #[lanner::interface]
+/// # pub trait Calculator {
+/// #     async fn add(&self, a: i64, b: i64) -> Result<i64, lanner::Error>;
+/// # }
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), lanner::Error> {
+/// let calc: CalculatorProxy = lanner::connect("unix:///tmp/calc.sock/calc").await?;
+/// # Ok(())
+/// # }
+/// ```
+///
+/// The process-wide client authenticates with peer credentials, which work on `unix://`,
+/// `shm://` and `mem://` only. For `tcp://`, make a client that says how to authenticate
+/// and connect through it:
+///
+/// ```no_run
+/// # #[lanner::interface]
+/// # pub trait Calculator {
+/// #     async fn add(&self, a: i64, b: i64) -> Result<i64, lanner::Error>;
+/// # }
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), lanner::Error> {
+/// # let secret = [0u8; 32];
+/// let key = lanner::PreSharedKey::new("calc", secret)?; // the server's key
+/// let client = lanner::Client::new().with_auth(lanner::ClientAuth::psk(key));
+/// let calc: CalculatorProxy = client.connect("tcp://127.0.0.1:7000/calc").await?;
+/// # Ok(())
+/// # }
 /// ```
 pub async fn connect<P: Proxy>(url: &str) -> Result<P, Error> {
     Client::global().connect::<P>(url).await

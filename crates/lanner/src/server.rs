@@ -139,12 +139,32 @@ impl Names {
 
 /// A Lanner server: a set of published objects, reachable on any number of endpoints.
 ///
-/// ```ignore
+/// ```no_run
+/// # use std::sync::Arc;
+/// # use lanner::{Object, Server};
+/// # #[lanner::interface]
+/// # pub trait Calculator {
+/// #     async fn add(&self, a: i64, b: i64) -> Result<i64, lanner::Error>;
+/// # }
+/// # struct MyCalc;
+/// # impl Calculator for MyCalc {
+/// #     async fn add(&self, a: i64, b: i64) -> Result<i64, lanner::Error> { Ok(a + b) }
+/// # }
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), lanner::Error> {
 /// let server = Server::new();
 /// server.publish("calc", Object::new(CalculatorStub::new(Arc::new(MyCalc))));
-/// let listening = server.listen("tcp://127.0.0.1:0").await?;
+/// // Serves until `listening` is dropped.
+/// let listening = server.listen("unix:///tmp/calc.sock").await?;
 /// println!("serving at {}", listening.endpoint().object_url("calc"));
+/// # Ok(())
+/// # }
 /// ```
+///
+/// The default authentication, peer credentials, works on `unix://`, `shm://` and
+/// `mem://` only; to listen on `tcp://`, say how clients authenticate first
+/// (`Server::new().with_auth(ServerAuth::psk(key))`, see [`Server::with_auth`] and
+/// [`ServerAuth`]).
 #[derive(Clone)]
 pub struct Server {
     names: Arc<NameRegistry>,
@@ -290,8 +310,10 @@ impl Server {
 
     /// Starts accepting connections on `endpoint` (`tcp://host:port`, `unix:///path`,
     /// `shm://name`, `mem://name`). Runs until the returned [`Listening`] is dropped or
-    /// closed. Fails with `Unauthenticated` if no client could authenticate there with
-    /// this server's [`ServerAuth`].
+    /// closed: keep it (`let _listening = server.listen(…).await?;`) for as long as the
+    /// server should accept connections. Fails with `Unauthenticated` if no client could
+    /// authenticate there with this server's [`ServerAuth`].
+    #[must_use = "the listener stops when the returned `Listening` is dropped: keep it (`let _listening = ...`) for as long as the server should accept connections"]
     pub async fn listen(&self, endpoint: &str) -> Result<Listening, Error> {
         let endpoint = Endpoint::parse(endpoint)?;
         self.auth.check_endpoint(&endpoint)?;
@@ -457,7 +479,9 @@ pub struct ShutdownReport {
 }
 
 /// A running listener. Dropping it (or [`Listening::close`]) stops accepting new
-/// connections; connections already open keep working.
+/// connections; connections already open keep working. Bind it to a name that lives as
+/// long as the server should accept (`let _listening = …`; `let _ = …` drops it at once).
+#[must_use = "dropping a `Listening` stops accepting connections at once: keep it (`let _listening = ...`) for as long as the server should accept connections"]
 pub struct Listening {
     endpoint: Endpoint,
     task: JoinHandle<()>,
