@@ -9,10 +9,12 @@
 //!
 //! - **Interface**: a trait with `async fn` methods returning `Result<T, E>`. The macro
 //!   derives a stable 128-bit [`InterfaceId`] from the trait's path and every method's
-//!   signature, and generates `<Trait>Proxy` (client) and `<Trait>Stub<T>` (server). Any
-//!   serde type can be an argument or result; a parameter or result declared as
-//!   [`Bytes`] is a bulk payload that is never copied. `E` must be serde and implement
-//!   `From<lanner::Error>`: transport failures reach the caller through it.
+//!   signature, and generates `<Trait>Proxy` (client) and `<Trait>Stub<T>` (server); see
+//!   [`interface`](macro@interface) for the rules and options. Any serde type can be an
+//!   argument or result; a parameter or result declared as [`Bytes`] is a bulk payload,
+//!   kept out of the encoded arguments (see [Bulk payloads](#bulk-payloads)). `E` must be
+//!   serde and implement `From<lanner::Error>`: transport failures reach the caller
+//!   through it.
 //! - **Object**: [`Object::new(stub)`](Object::new)`.with(other_stub)` bundles the stubs
 //!   of one implementation. [`Server::publish`] gives it a well-known name.
 //! - **Reference**: an [`ObjectRef`] names an object on a connection and carries the list
@@ -21,11 +23,43 @@
 //! - **Connection**: one per endpoint per [`Client`], shared by every proxy behind it, with
 //!   many calls outstanding at once. The wire carries only (object handle, interface slot,
 //!   method ordinal + fingerprint) per call; dispatch is O(1).
-//! - **Transport**: TCP, Unix sockets, in-memory channels ([`transport`]).
+//! - **Transport**: TCP (`tcp://`), Unix sockets (`unix://`), shared memory between
+//!   processes on one host (`shm://`), in-process channels (`mem://`); see [`transport`].
+//!
+//! ## Authentication
+//!
+//! A connection is authenticated once, in its handshake. The default on both sides
+//! ([`ServerAuth::peer_credentials`], [`ClientAuth::peer_credentials`]) is the kernel's
+//! word for who the local peer is (uid, gid, pid), on `unix://`, `shm://` and `mem://`.
+//! Over TCP nobody vouches for a peer, so a server with the default refuses to listen on
+//! `tcp://` and the default client refuses `tcp://` URLs: give both sides a pre-shared
+//! key ([`ServerAuth::psk`], [`ClientAuth::psk`]), TLS ([`ServerAuth::tls`],
+//! [`ClientAuth::tls`]), or, explicitly, none ([`ServerAuth::none`], [`ClientAuth::none`])
+//! with [`Server::with_auth`] and [`Client::with_auth`]. Who may call what is an
+//! [`AccessPolicy`]. The threat model of each mechanism is in the "Security" section of
+//! the repository's `README.md`.
+//!
+//! ## Bulk payloads
+//!
+//! A [`Bytes`] argument or result is not encoded with the other values; what happens to
+//! its bytes depends on the transport:
+//!
+//! - TCP and Unix sockets: it is written from the caller's buffer (one vectored write),
+//!   and the callee gets a slice of the connection's receive buffer. Lanner copies
+//!   nothing (the kernel copies into and out of the socket, as for any socket I/O).
+//! - Shared memory: it is copied once into the ring (payloads of 256 KiB or more into the
+//!   sender's loan area instead), unless it was built in a [`Loan`] of 1 KiB or more,
+//!   which is sent by reference and not copied at all. A received message of 16 KiB or
+//!   more is read in place, in the shared memory; smaller ones are copied out.
+//! - TLS: copied on both sides (encrypted into the record buffer, decrypted into the
+//!   receive buffer).
+//! - `mem://`: copied once (each message travels as one buffer).
 //!
 //! ## Waiting and threads
 //!
-//! Lanner trades a little CPU for latency, as the seed papers did:
+//! Lanner trades a little CPU for latency. Waking a sleeping thread on another core
+//! costs microseconds, and tens of them on virtual machines: often more than the call
+//! itself. So:
 //!
 //! - After each message a connection polls its socket for a short spin budget
 //!   ([`ConnectionOptions::spin`], 50 µs by default) before it sleeps; an idle connection
