@@ -1,4 +1,4 @@
-//! The JSON report: the shape of `lanner bench --json` (see `shared/BENCH.md`) plus the
+//! The JSON report: the shape of `lanner bench --json` (see `docs/BENCH.md`) plus the
 //! framework's name.
 
 use serde::Serialize;

@@ -19,7 +19,7 @@ enum Command {
     /// Start a server process and call an object with two interfaces from this one, then
     /// show Lanner's latency next to the raw socket's.
     Demo(demo::DemoArgs),
-    /// Measure Lanner against the raw medium (see BENCH.md).
+    /// Measure Lanner against the raw medium (see docs/BENCH.md).
     Bench(bench::BenchArgs),
     /// Calls from many clients while the server is killed and restarted at random;
     /// checks that every call succeeded with the right answer or failed with an error,

@@ -1,5 +1,5 @@
 //! `lanner bench`: the public API measured against the raw medium in the same run, client
-//! and server in separate processes (see `shared/BENCH.md`).
+//! and server in separate processes (see `docs/BENCH.md`).
 
 use std::time::Duration;
 
