@@ -9,17 +9,25 @@ use calculator::{CalcError, Calculator, CalculatorProxy, CalculatorV2, Calculato
 use calculator::{Memory, MemoryProxy};
 use lanner::Proxy;
 
+fn main() {
+    if let Err(error) = run() {
+        eprintln!("error: {error}");
+        std::process::exit(1);
+    }
+}
+
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let url = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "unix:///tmp/lanner-calc.sock/calc".to_owned());
     let client = lanner::Client::new().with_auth(key::client_auth()?);
     let calc: CalculatorProxy = client.connect(&url).await?;
-    println!("2 + 40 = {:?}", calc.add(2, 40).await);
+    println!("2 + 40 = {}", calc.add(2, 40).await?);
     match calc.divide(1, 0).await {
         Err(CalcError::DivisionByZero) => println!("1 / 0 = division by zero, as typed"),
-        other => println!("1 / 0 = {other:?}"),
+        Err(other) => return Err(other.into()),
+        Ok(value) => println!("1 / 0 = {value} (unexpected)"),
     }
     // The reference knows the object's interfaces: no round trip here.
     let memory: MemoryProxy = calc.query()?;
@@ -27,7 +35,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("recall = {}", memory.recall().await?);
     // A newer server may serve version 2 of the calculator: use it if it is there.
     match calc.query::<CalculatorV2Proxy>() {
-        Ok(v2) => println!("2 ^ 10 = {:?} (version 2)", v2.power(2, 10).await),
+        Ok(v2) => println!("2 ^ 10 = {} (version 2)", v2.power(2, 10).await?),
         Err(_) => println!("the server serves version 1 only"),
     }
     Ok(())

@@ -1,17 +1,21 @@
-//! Serves a calculator object with two interfaces.
+//! Serves a calculator object with three interfaces: `CalculatorV2`, the `Calculator` it
+//! extends (so version-1 clients keep working), and `Memory`.
 //!
 //! ```text
 //! cargo run -p lanner --example calculator_server -- unix:///tmp/lanner-calc.sock
 //! cargo run -p lanner --example calculator_client -- unix:///tmp/lanner-calc.sock/calc
 //! ```
 //!
-//! Over TCP both sides need a key (`LANNER_KEY`, at least 16 bytes, the same on both):
+//! Over TCP both sides need a key: `LANNER_PSK`, as `<key id>:<secret in hex>` (at least
+//! 16 bytes), the same on both, as for the `lanner` command:
 //!
 //! ```text
-//! export LANNER_KEY=$(head -c 32 /dev/urandom | base64)
+//! export LANNER_PSK=example:$(openssl rand -hex 32)
 //! cargo run -p lanner --example calculator_server -- tcp://127.0.0.1:7000
 //! cargo run -p lanner --example calculator_client -- tcp://127.0.0.1:7000/calc
 //! ```
+//!
+//! Lanner's log goes to stderr, at `info` and above unless `RUST_LOG` says otherwise.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -20,6 +24,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 mod calculator;
 #[path = "shared/key.rs"]
 mod key;
+#[path = "shared/logging.rs"]
+mod logging;
 
 use calculator::{CalcError, Calculator, CalculatorV2, CalculatorV2Stub, Memory, MemoryStub};
 
@@ -54,8 +60,16 @@ impl Memory for Desk {
     }
 }
 
+fn main() {
+    logging::init();
+    if let Err(error) = run() {
+        eprintln!("error: {error}");
+        std::process::exit(1);
+    }
+}
+
 #[tokio::main]
-async fn main() -> Result<(), lanner::Error> {
+async fn run() -> Result<(), lanner::Error> {
     let endpoint = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "unix:///tmp/lanner-calc.sock".to_owned());

@@ -20,8 +20,15 @@ impl Listener for Printer {
     }
 }
 
+fn main() {
+    if let Err(error) = run() {
+        eprintln!("error: {error}");
+        std::process::exit(1);
+    }
+}
+
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let endpoint = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "unix:///tmp/lanner-factory.sock".to_owned());

@@ -13,8 +13,15 @@ mod keeper;
 use factory::{Counter, Factory, FactoryProxy};
 use keeper::{Keeper, KeeperProxy};
 
+fn main() {
+    if let Err(error) = run() {
+        eprintln!("error: {error}");
+        std::process::exit(1);
+    }
+}
+
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let factory_at = args
         .next()

@@ -18,6 +18,8 @@ use tokio::sync::Mutex;
 mod factory;
 #[path = "shared/keeper.rs"]
 mod keeper;
+#[path = "shared/logging.rs"]
+mod logging;
 
 use factory::{Counter, CounterProxy};
 use keeper::{Keeper, KeeperStub};
@@ -46,8 +48,16 @@ impl Keeper for Holder {
     }
 }
 
+fn main() {
+    logging::init();
+    if let Err(error) = run() {
+        eprintln!("error: {error}");
+        std::process::exit(1);
+    }
+}
+
 #[tokio::main]
-async fn main() -> Result<(), lanner::Error> {
+async fn run() -> Result<(), lanner::Error> {
     let endpoint = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "unix:///tmp/lanner-keeper.sock".to_owned());

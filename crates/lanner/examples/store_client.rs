@@ -9,8 +9,15 @@ mod store;
 
 use store::{Store, StoreProxy, checksum};
 
+fn main() {
+    if let Err(error) = run() {
+        eprintln!("error: {error}");
+        std::process::exit(1);
+    }
+}
+
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let endpoint = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "shm://lanner-store".to_owned());

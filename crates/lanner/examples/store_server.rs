@@ -10,6 +10,8 @@ use std::sync::Arc;
 
 use lanner::Object;
 
+#[path = "shared/logging.rs"]
+mod logging;
 #[path = "shared/store.rs"]
 mod store;
 
@@ -29,8 +31,16 @@ impl Store for Summing {
     }
 }
 
+fn main() {
+    logging::init();
+    if let Err(error) = run() {
+        eprintln!("error: {error}");
+        std::process::exit(1);
+    }
+}
+
 #[tokio::main]
-async fn main() -> Result<(), lanner::Error> {
+async fn run() -> Result<(), lanner::Error> {
     let endpoint = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "shm://lanner-store".to_owned());

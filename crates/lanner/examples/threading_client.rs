@@ -12,8 +12,15 @@ mod threading;
 
 use threading::{Journal, JournalProxy, Pool, PoolProxy};
 
+fn main() {
+    if let Err(error) = run() {
+        eprintln!("error: {error}");
+        std::process::exit(1);
+    }
+}
+
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let endpoint = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "unix:///tmp/lanner-threading.sock".to_owned());
@@ -37,6 +44,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Free-threaded: eight calls of 100 ms each, all at once.
     let pool: PoolProxy = client.connect(&format!("{endpoint}/pool")).await?;
+    // Each answer says how many calls were running at once so far in this batch.
     let clock = Instant::now();
     let most = join_all((0..8).map(|_| pool.work(100)))
         .await
@@ -45,20 +53,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .into_iter()
         .max()
         .unwrap_or(0);
-    println!(
-        "free-threaded: 8 calls of 100 ms took {:?}, with up to {most} running at once",
-        clock.elapsed()
-    );
+    let took = clock.elapsed();
+    println!("free-threaded: 8 calls of 100 ms took {took:?}, with up to {most} running at once");
 
     // Inline: a method that never waits is answered on the thread that received it.
     let clock = Instant::now();
     for _ in 0..1000 {
         pool.ping().await?;
     }
+    let took = clock.elapsed();
     println!(
-        "inline: 1000 sequential pings took {:?} ({:?} each)",
-        clock.elapsed(),
-        clock.elapsed() / 1000
+        "inline: 1000 sequential pings took {took:?} ({:?} each)",
+        took / 1000
     );
     Ok(())
 }

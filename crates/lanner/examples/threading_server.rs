@@ -8,12 +8,13 @@
 //! cargo run -p lanner --example threading_client -- unix:///tmp/lanner-threading.sock
 //! ```
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lanner::{ApartmentCell, Object};
 
+#[path = "shared/logging.rs"]
+mod logging;
 #[path = "shared/threading.rs"]
 mod threading;
 
@@ -49,19 +50,31 @@ impl Journal for Log {
     }
 }
 
+/// How many calls are working now, and the most at once since the pool was last idle.
 #[derive(Default)]
-struct Workers {
-    working: AtomicU32,
-    most: AtomicU32,
+struct Busy {
+    working: u32,
+    most: u32,
 }
+
+#[derive(Default)]
+struct Workers(Mutex<Busy>);
 
 impl Pool for Workers {
     async fn work(&self, ms: u64) -> Result<u32, lanner::Error> {
-        let now = self.working.fetch_add(1, Ordering::SeqCst) + 1;
-        self.most.fetch_max(now, Ordering::SeqCst);
+        {
+            let mut busy = self.0.lock().expect("not poisoned");
+            if busy.working == 0 {
+                // The pool was idle: a new batch of work starts counting afresh.
+                busy.most = 0;
+            }
+            busy.working += 1;
+            busy.most = busy.most.max(busy.working);
+        }
         tokio::time::sleep(Duration::from_millis(ms)).await;
-        self.working.fetch_sub(1, Ordering::SeqCst);
-        Ok(self.most.load(Ordering::SeqCst))
+        let mut busy = self.0.lock().expect("not poisoned");
+        busy.working -= 1;
+        Ok(busy.most)
     }
 
     async fn ping(&self) -> Result<(), lanner::Error> {
@@ -69,8 +82,16 @@ impl Pool for Workers {
     }
 }
 
+fn main() {
+    logging::init();
+    if let Err(error) = run() {
+        eprintln!("error: {error}");
+        std::process::exit(1);
+    }
+}
+
 #[tokio::main]
-async fn main() -> Result<(), lanner::Error> {
+async fn run() -> Result<(), lanner::Error> {
     let endpoint = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "unix:///tmp/lanner-threading.sock".to_owned());

@@ -43,3 +43,21 @@ impl From<lanner::Error> for CalcError {
         CalcError::Rpc(error)
     }
 }
+
+impl std::fmt::Display for CalcError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CalcError::DivisionByZero => f.write_str("division by zero"),
+            CalcError::Rpc(error) => write!(f, "{error}"),
+        }
+    }
+}
+
+impl std::error::Error for CalcError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CalcError::DivisionByZero => None,
+            CalcError::Rpc(error) => Some(error),
+        }
+    }
+}

@@ -16,7 +16,9 @@ pub trait Counter {
 /// Hears about events (implemented by the client, called by the server).
 #[lanner::interface(name = "lanner.examples.Listener")]
 pub trait Listener {
-    /// Something happened.
+    /// Something happened. One-way: the server does not wait for the listener to run it,
+    /// so a slow listener does not hold up the server's caller.
+    #[oneway]
     async fn notify(&self, event: String) -> Result<(), lanner::Error>;
 }
 
@@ -26,6 +28,6 @@ pub trait Factory {
     /// A new counter starting at `start`, handed out as a reference.
     async fn counter(&self, start: u64) -> Result<ObjRef<CounterProxy>, lanner::Error>;
     /// Calls `listener` back (over the caller's own connection) once per counter made
-    /// from now on.
+    /// from now on, for as long as the caller's connection lasts.
     async fn subscribe(&self, listener: ObjRef<ListenerProxy>) -> Result<(), lanner::Error>;
 }

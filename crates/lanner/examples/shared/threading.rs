@@ -14,7 +14,8 @@ pub trait Journal {
 /// A free-threaded worker pool: its calls run concurrently.
 #[lanner::interface(name = "lanner.examples.Pool")]
 pub trait Pool {
-    /// Works for `ms` milliseconds; returns how many calls were working at once at most.
+    /// Works for `ms` milliseconds; returns the most calls that were working at once
+    /// since the pool was last idle (so far in the batch this call is part of).
     async fn work(&self, ms: u64) -> Result<u32, lanner::Error>;
     /// Answers without waiting: served inline, run to completion on the thread that
     /// received the request.
