@@ -164,7 +164,9 @@ impl Listener {
             Endpoint::Unix(path) => {
                 remove_stale_socket(path).await?;
                 let listener = UnixListener::bind(path)?;
-                Ok(Listener::Unix(listener, SocketPath::bound(path.clone())))
+                let bound = SocketPath::bound(path.clone());
+                unix::refuse_passed_descriptors(&listener);
+                Ok(Listener::Unix(listener, bound))
             }
             Endpoint::Shm(name) => Ok(Listener::Shm(ShmListener::bind(name)?)),
             Endpoint::Mem(name) => Ok(Listener::Mem(MemListener::bind(name)?)),

@@ -15,6 +15,7 @@ pub async fn connect(path: &Path) -> io::Result<Transport> {
     let stream = UnixStream::connect(path)
         .await
         .map_err(|error| with_url_hint(path, error))?;
+    refuse_passed_descriptors(&stream);
     let server = lanner_shm::sys::peer_credentials(std::os::fd::AsFd::as_fd(&stream))?;
     from_stream(stream, format!("unix://{}", path.display()), Some(server))
 }
@@ -35,6 +36,25 @@ pub fn from_stream(
         credentials,
         certificate_subject: None,
     })
+}
+
+/// Has the kernel refuse descriptors passed to `socket` (a listener's setting is inherited
+/// by the sockets it accepts), where it can (`SO_PASSRIGHTS`, Linux 6.16).
+///
+/// Nothing but bytes travels over a Lanner connection, and a descriptor a peer passes
+/// anyway is closed by the kernel on the thread whose read discards it: one whose close
+/// blocks (a TCP socket lingering with unsent data) would hold a runtime worker for as
+/// long as the peer likes. Refused, the peer's `sendmsg` fails instead (see
+/// `lanner_shm::closer` for how `shm://` copes without the option). On an older kernel
+/// this changes nothing, and the hazard stays (docs/decisions.md, twenty-sixth session).
+pub(crate) fn refuse_passed_descriptors(socket: &impl std::os::fd::AsFd) {
+    match lanner_shm::sys::refuse_passed_descriptors(socket.as_fd()) {
+        Ok(true) => {}
+        Ok(false) => tracing::debug!(
+            "this kernel cannot refuse descriptors on unix:// sockets (SO_PASSRIGHTS, Linux 6.16)"
+        ),
+        Err(error) => tracing::debug!(%error, "could not refuse descriptors on a unix:// socket"),
+    }
 }
 
 /// `error`, from connecting to `path`, with a hint when the path is not where a socket
@@ -65,6 +85,45 @@ fn with_url_hint(path: &Path, error: io::Error) -> io::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn neither_end_of_a_unix_connection_takes_descriptors() {
+        use std::os::fd::AsFd;
+        let (probe, _) = std::os::unix::net::UnixStream::pair().unwrap();
+        if !lanner_shm::sys::refuse_passed_descriptors(probe.as_fd()).unwrap() {
+            eprintln!("skipped: this kernel has no SO_PASSRIGHTS (Linux 6.16)");
+            return;
+        }
+        let path =
+            std::env::temp_dir().join(format!("lanner-norights-{}.sock", std::process::id()));
+        let mut listener = crate::transport::Listener::bind(&crate::Endpoint::Unix(path.clone()))
+            .await
+            .unwrap();
+        let (client, accepted) =
+            tokio::join!(tokio::net::UnixStream::connect(&path), listener.accept());
+        let (client, _accepted) = (client.unwrap(), accepted.unwrap());
+        // A client of a Lanner server: its descriptors are refused, its bytes go through.
+        let passed = std::fs::File::open("/dev/null").unwrap();
+        let error =
+            lanner_shm::sys::send_with_fds(client.as_fd(), b"x", &[passed.as_fd()]).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::PermissionDenied, "{error}");
+        assert_eq!(
+            lanner_shm::sys::send_nonblocking(client.as_fd(), b"x").unwrap(),
+            1
+        );
+
+        // A server a Lanner client connected to: the same.
+        let raw_path = path.with_extension("raw");
+        let _ = std::fs::remove_file(&raw_path);
+        let raw_server = std::os::unix::net::UnixListener::bind(&raw_path).unwrap();
+        let transport = connect(&raw_path).await.unwrap();
+        let (server_end, _) = raw_server.accept().unwrap();
+        let error = lanner_shm::sys::send_with_fds(server_end.as_fd(), b"x", &[passed.as_fd()])
+            .unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::PermissionDenied, "{error}");
+        drop(transport);
+        std::fs::remove_file(&raw_path).unwrap();
+    }
 
     #[tokio::test]
     async fn connecting_where_no_socket_can_be_says_how_urls_name_sockets() {
