@@ -520,10 +520,11 @@ impl Listening {
     /// to `grace` for the calls already running to finish and be answered, and for the
     /// requests clients sent before they read the GOAWAY to arrive (each client answers a
     /// PING sent after the GOAWAY; this wait is bounded by 2 s as well, for a client that
-    /// does not answer), and for their answers to be written, then closes the connections. Calls still
-    /// running at the end are cut off: their callers get `Unavailable` (may have
-    /// executed). A `grace` too long to be a date (`Duration::MAX`) waits as long as
-    /// calls run.
+    /// does not answer), and for the answers to be written (a client that reads slowly
+    /// gets the rest of the grace period; one that reads nothing holds the shutdown up
+    /// that long), then closes the connections. Calls still running at the end are cut
+    /// off: their callers get `Unavailable` (may have executed). A `grace` too long to be
+    /// a date (`Duration::MAX`) waits as long as calls run and answers are written.
     pub async fn shutdown(mut self, grace: Duration) -> ShutdownReport {
         self.stop_accepting().await;
         // A client whose handshake is still under way is closed when it completes.
