@@ -14,7 +14,7 @@ use super::{PeerCredentials, Transport};
 pub async fn connect(path: &Path) -> io::Result<Transport> {
     let stream = UnixStream::connect(path)
         .await
-        .map_err(|error| with_url_hint(path, error))?;
+        .map_err(|error| explained(path, error))?;
     refuse_passed_descriptors(&stream);
     let server = lanner_shm::sys::peer_credentials(std::os::fd::AsFd::as_fd(&stream))?;
     from_stream(stream, format!("unix://{}", path.display()), Some(server))
@@ -57,12 +57,22 @@ pub(crate) fn refuse_passed_descriptors(socket: &impl std::os::fd::AsFd) {
     }
 }
 
-/// `error`, from connecting to `path`, with a hint when the path is not where a socket
-/// could be: a directory (an object URL whose object name was left off, so that the
-/// socket's file name was taken for it), or a path below a socket (an object URL given
-/// where an endpoint was expected).
-fn with_url_hint(path: &Path, error: io::Error) -> io::Error {
+/// `error`, from connecting to `path`, with what it means where the system's words do not
+/// say: a full backlog (the kernel's "Resource temporarily unavailable"), or a path where
+/// no socket can be: a directory (an object URL whose object name was left off, so that
+/// the socket's file name was taken for it), or a path below a socket (an object URL
+/// given where an endpoint was expected).
+fn explained(path: &Path, error: io::Error) -> io::Error {
     use std::os::unix::fs::FileTypeExt;
+    if error.kind() == io::ErrorKind::WouldBlock {
+        return io::Error::new(
+            error.kind(),
+            format!(
+                "{error} (the server's backlog of connections is full: it accepts too \
+                 slowly; try again later)"
+            ),
+        );
+    }
     let is_socket = |path: &Path| {
         std::fs::metadata(path).is_ok_and(|metadata| metadata.file_type().is_socket())
     };
@@ -123,6 +133,28 @@ mod tests {
         assert_eq!(error.kind(), io::ErrorKind::PermissionDenied, "{error}");
         drop(transport);
         std::fs::remove_file(&raw_path).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_full_backlog_is_named() {
+        let path = std::env::temp_dir().join(format!("lanner-backlog-{}.sock", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        // A server that accepts nothing: connections pile up until its backlog is full.
+        let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let mut queued = Vec::new();
+        let error = loop {
+            match connect(&path).await {
+                Ok(transport) => queued.push(transport),
+                Err(error) => break error,
+            }
+            assert!(queued.len() < 100_000, "the backlog never filled");
+        };
+        assert_eq!(error.kind(), io::ErrorKind::WouldBlock, "{error}");
+        assert!(
+            error.to_string().contains("backlog of connections is full"),
+            "{error}"
+        );
+        std::fs::remove_file(&path).unwrap();
     }
 
     #[tokio::test]
