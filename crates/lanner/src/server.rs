@@ -1,6 +1,5 @@
 //! Serving objects: publish them under names, listen on endpoints.
 
-use crate::occasional::occasionally;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -18,6 +17,7 @@ use crate::error::{Error, ErrorKind};
 use crate::handoff::Handoffs;
 use crate::id::{ClassId, InterfaceId};
 use crate::object::Object;
+use crate::occasional::occasionally;
 use crate::options::ConnectionOptions;
 use crate::transport::Listener;
 use crate::url::Endpoint;

@@ -60,9 +60,9 @@ pub(super) fn spawn(connection: Weak<Connection>, timeout: Duration) {
 
 /// Closes `connection`, which went away for having been idle for `timeout`, once the
 /// peer has heard the GOAWAY (or did not say so in [`GOAWAY_ANSWER_WAIT`]), no call is
-/// outstanding in either direction and every answer is written. References handed out since (in the answer to a
-/// request that crossed the GOAWAY) do not keep it open: nobody can call through them
-/// once neither side makes new calls.
+/// outstanding in either direction and every answer is written. References handed out
+/// since (in the answer to a request that crossed the GOAWAY) do not keep it open:
+/// nobody can call through them once neither side makes new calls.
 async fn drain(connection: Weak<Connection>, timeout: Duration) {
     let started = Instant::now();
     let reason = format!("the connection was idle for {timeout:?}");
