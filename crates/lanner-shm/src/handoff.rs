@@ -91,9 +91,15 @@ pub fn accept_region(socket: BorrowedFd<'_>) -> io::Result<(Region, OwnedFd)> {
 /// region.
 fn open_offer(offer: &[u8], fds: &[OwnedFd]) -> io::Result<Region> {
     if offer.is_empty() {
+        let uid = sys::process_credentials().uid;
         return Err(io::Error::new(
             io::ErrorKind::ConnectionReset,
-            "the server closed the connection during shared-memory setup",
+            format!(
+                "the server closed the connection without a shared-memory offer: it refused \
+                 the connection or failed to set it up (it refuses one when too many of its \
+                 offers to this user, uid {uid}, are not taken yet: connections that never \
+                 read theirs; its log says which)"
+            ),
         ));
     }
     let invalid = |why: String| io::Error::new(io::ErrorKind::InvalidData, why);
@@ -194,6 +200,12 @@ mod tests {
         drop(server);
         let error = accept_region(client.as_fd()).unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::ConnectionReset);
+        let message = error.to_string();
+        assert!(
+            message.contains("without a shared-memory offer"),
+            "{message}"
+        );
+        assert!(message.contains("offers to this user"), "{message}");
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //!
 //! This crate has no async runtime: it provides the rings ([`ring`]), the loans
 //! ([`loans`]), the region layout ([`region`]), doorbells ([`doorbell`]), the offer that
-//! hands a region to the peer ([`handoff`]), the operating-system plumbing beneath
+//! hands a region to the peer ([`handoff`]) and the bound on offers clients have not taken
+//! yet ([`offers`]), the operating-system plumbing beneath
 //! ([`sys`]) and the thread that closes what a peer may have made slow to close
 //! ([`closer`]). The `lanner` runtime builds its `shm://` transport on them.
 //!
@@ -37,6 +38,8 @@ pub mod fuzzing;
 pub mod handoff;
 #[cfg(not(loom))]
 pub mod loans;
+#[cfg(not(loom))]
+pub mod offers;
 #[cfg(not(loom))]
 pub mod region;
 pub mod ring;

@@ -759,6 +759,46 @@ pub fn shutdown(socket: BorrowedFd<'_>) -> io::Result<()> {
     cvt(ret).map(drop)
 }
 
+/// `SIOCOUTQ` (not in `libc`): Linux defines it as `TIOCOUTQ`.
+const SIOCOUTQ: libc::Ioctl = libc::TIOCOUTQ;
+
+/// How much of what this side sent on the stream socket `socket` its peer has not read
+/// yet (`ioctl(SIOCOUTQ)`); 0 once the peer has read it all or closed its end (its
+/// receive queue is freed with it), even after `socket` was shut down.
+///
+/// On a Unix stream socket the kernel counts the memory charged for the messages in the
+/// peer's receive queue, not their bytes: on Linux 6.18 a 16-byte message with
+/// descriptors attached counts 768, one more byte behind it 1536. Descriptors attached
+/// to messages not read yet are "in flight", charged to the sender's user (see
+/// `docs/decisions.md`, "Offers a client never takes"): 0 here means none of ours are.
+pub fn unread_by_peer(socket: BorrowedFd<'_>) -> io::Result<usize> {
+    let mut queued: c_int = 0;
+    // SAFETY: SIOCOUTQ writes one c_int through its argument, which points at `queued`,
+    // live and writable for the duration of the call.
+    let ret = unsafe { libc::ioctl(socket.as_raw_fd(), SIOCOUTQ, ptr::from_mut(&mut queued)) };
+    cvt(ret).map_err(|e| annotate(e, format_args!("ioctl(SIOCOUTQ)")))?;
+    usize::try_from(queued).map_err(|_| invalid_data(format!("SIOCOUTQ reported {queued} bytes")))
+}
+
+/// This process's soft limit on open descriptors (`RLIMIT_NOFILE`), `u64::MAX` if
+/// unlimited. The kernel also refuses to pass descriptors (`sendmsg` fails with
+/// `ETOOMANYREFS`) once the sending user has more than this many in flight, unless the
+/// sender is privileged (`CAP_SYS_RESOURCE` or `CAP_SYS_ADMIN`).
+pub fn open_files_limit() -> io::Result<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `limit` is a live `struct rlimit`, valid for the one write getrlimit makes.
+    let ret = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, ptr::from_mut(&mut limit)) };
+    cvt(ret).map_err(|e| annotate(e, format_args!("getrlimit(RLIMIT_NOFILE)")))?;
+    Ok(if limit.rlim_cur == libc::RLIM_INFINITY {
+        u64::MAX
+    } else {
+        limit.rlim_cur
+    })
+}
+
 // ---------------------------------------------------------------------------------------------
 // Helpers shared with `doorbell`
 
@@ -1316,6 +1356,41 @@ mod tests {
         let fd = create_sealed_memfd("lanner-test", LEN).unwrap();
         let err = socket_domain_and_type(fd.as_fd()).unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::ENOTSOCK), "{err}");
+    }
+
+    #[test]
+    fn unread_by_peer_counts_until_the_peer_reads_or_closes() {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        assert_eq!(unread_by_peer(ours.as_fd()).unwrap(), 0);
+        let (passed, _writer) = pipe();
+        send_with_fds(ours.as_fd(), b"offer", &[passed.as_fd()]).unwrap();
+        let one = unread_by_peer(ours.as_fd()).unwrap();
+        assert!(one > 0, "an unread message counts");
+        send_with_fds(ours.as_fd(), b"x", &[]).unwrap();
+        assert!(unread_by_peer(ours.as_fd()).unwrap() > one);
+        // Read in turn: not taken until both are.
+        let (len, fds) = recv_with_fds(theirs.as_fd(), &mut [0; 5]).unwrap();
+        assert_eq!((len, fds.len()), (5, 1));
+        assert!(unread_by_peer(ours.as_fd()).unwrap() > 0);
+        recv_with_fds(theirs.as_fd(), &mut [0; 1]).unwrap();
+        assert_eq!(unread_by_peer(ours.as_fd()).unwrap(), 0);
+        // Not read, but the peer closed its end, after ours was shut down.
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        send_with_fds(ours.as_fd(), b"offer", &[passed.as_fd()]).unwrap();
+        shutdown(ours.as_fd()).unwrap();
+        assert!(
+            unread_by_peer(ours.as_fd()).unwrap() > 0,
+            "shutdown releases nothing"
+        );
+        drop(theirs);
+        assert_eq!(unread_by_peer(ours.as_fd()).unwrap(), 0);
+    }
+
+    #[test]
+    fn the_open_files_limit_covers_the_descriptors_open_now() {
+        let limit = open_files_limit().unwrap();
+        let open = std::fs::read_dir("/proc/self/fd").unwrap().count() as u64;
+        assert!(limit >= open, "{limit} < {open}");
     }
 
     #[test]
