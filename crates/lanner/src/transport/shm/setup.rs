@@ -10,6 +10,12 @@
 //! is closed on the closer thread ([`lanner_shm::closer`]), never on a runtime thread:
 //! the doorbells and waiters do so, and so does the client's setup socket until it
 //! becomes the data doorbell.
+//!
+//! The descriptors of an offer the client has not read yet are charged to the server's
+//! user, and enough of them make every later offer fail (`ETOOMANYREFS`): the listener
+//! counts the offers not taken yet per client uid and refuses a connection beyond
+//! [`lanner_shm::offers::MAX_UNTAKEN_OFFERS_PER_UID`], or when its table is full, before
+//! sending any (see [`lanner_shm::offers`]). Such a client sees the server close without an offer.
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -22,6 +28,7 @@ use std::time::Duration;
 use lanner_shm::closer;
 use lanner_shm::doorbell::Doorbell;
 use lanner_shm::handoff;
+use lanner_shm::offers::UntakenOffers;
 use lanner_shm::region::{Region, Side};
 use lanner_shm::sys::{self, PeerCredentials};
 use tokio::io::Interest;
@@ -31,6 +38,7 @@ use super::sink::ShmSink;
 use super::source::ShmSource;
 use super::waiter::{ClosedApart, Waiter};
 use super::{DEFAULT_RING_CAPACITY, IN_PLACE_MIN, socket_name};
+use crate::occasional::occasionally;
 use crate::transport::Transport;
 
 /// How long a client waits for the server's setup message.
@@ -46,6 +54,8 @@ pub struct ShmListener {
     listener: UnixListener,
     name: String,
     ring_capacity: usize,
+    /// The offers sent that their clients have not taken yet.
+    offers: UntakenOffers,
 }
 
 impl ShmListener {
@@ -65,6 +75,7 @@ impl ShmListener {
             listener: UnixListener::from_std(listener)?,
             name: name.to_owned(),
             ring_capacity: DEFAULT_RING_CAPACITY,
+            offers: UntakenOffers::new(),
         })
     }
 
@@ -83,13 +94,30 @@ impl ShmListener {
     }
 
     /// The next connection: creates its region and hands it to the client. A client that
-    /// fails its setup (it hung up already, say) is logged and skipped: only a failure of
-    /// the listener itself is an error.
+    /// fails its setup (it hung up already, say) is logged and skipped, and so is one
+    /// refused because its user's clients hold too many offers not taken yet (see the
+    /// module's docs): only a failure of the listener itself is an error. Waiting, it
+    /// checks every [`lanner_shm::offers::SWEEP_INTERVAL`] which of those offers were
+    /// taken since.
     pub async fn accept(&mut self) -> io::Result<Transport> {
         loop {
-            let (stream, _) = self.listener.accept().await?;
+            let accepted = match self.offers.next_sweep() {
+                None => self.listener.accept().await,
+                Some(at) => {
+                    let at = tokio::time::Instant::from_std(at);
+                    match tokio::time::timeout_at(at, self.listener.accept()).await {
+                        Ok(accepted) => accepted,
+                        Err(_) => {
+                            self.offers.sweep();
+                            continue;
+                        }
+                    }
+                }
+            };
+            let (stream, _) = accepted?;
             match self.set_up(stream) {
-                Ok(transport) => return Ok(transport),
+                Ok(Some(transport)) => return Ok(transport),
+                Ok(None) => {}
                 Err(error) => {
                     tracing::info!(name = %self.name, %error, "shared-memory setup failed")
                 }
@@ -97,13 +125,31 @@ impl ShmListener {
         }
     }
 
-    fn set_up(&self, stream: UnixStream) -> io::Result<Transport> {
+    /// Sets up the connection `stream`; `None` if its client is refused (the socket is then
+    /// shut down and closed on the closer thread, the offer never sent).
+    fn set_up(&mut self, stream: UnixStream) -> io::Result<Option<Transport>> {
         let data = Doorbell::new(OwnedFd::from(stream.into_std()?));
         // Inherited from the listener, except by a connection made before the listener
         // refused descriptors: whatever that one queued meanwhile, the drains catch.
         sys::refuse_passed_descriptors(data.as_fd())?;
         let credentials = sys::peer_credentials(data.as_fd())?;
-        let (region, space) = handoff::offer_region(data.as_fd(), self.ring_capacity)?;
+        if let Err(refusal) = self.offers.admit(credentials.uid) {
+            occasionally!(
+                warn,
+                name = %self.name,
+                pid = credentials.pid,
+                uid = credentials.uid,
+                %refusal,
+                "shared-memory connection refused before its offer"
+            );
+            return Ok(None);
+        }
+        // Kept until the client has read the offer or closed its end, whatever becomes
+        // of the connection meanwhile.
+        let kept = data.try_clone_socket()?;
+        let offered = handoff::offer_region(data.as_fd(), self.ring_capacity);
+        self.offers.record(credentials.uid, kept);
+        let (region, space) = offered?;
         let space = Doorbell::new(space);
         let peer = format!(
             "shm://{} (client pid {}, uid {})",
@@ -117,6 +163,7 @@ impl ShmListener {
             Some(credentials),
             usize::MAX,
         )
+        .map(Some)
     }
 }
 
@@ -124,7 +171,9 @@ impl Drop for ShmListener {
     /// Connections not accepted yet are closed with the listener, and so are the
     /// descriptors a client queued on one (on a kernel that does not refuse them): they
     /// are accepted first and closed on the closer thread. The listener itself is closed
-    /// here, so that its name is free again when the drop returns.
+    /// here, so that its name is free again when the drop returns. The sockets kept for
+    /// offers not taken yet go on the closer thread too (the offers themselves stay with
+    /// their clients until read or closed).
     fn drop(&mut self) {
         let mut cx = Context::from_waker(Waker::noop());
         // Bounded: clients may keep connecting meanwhile.
@@ -304,6 +353,68 @@ mod tests {
         assert_eq!(error.kind(), io::ErrorKind::ConnectionRefused, "{error}");
         assert!(error.to_string().contains("backlog is full"), "{error}");
         drop(squatter);
+    }
+
+    /// A client that connects and reads nothing, keeping its socket open.
+    fn never_reading(name: &str) -> std::os::unix::net::UnixStream {
+        std::os::unix::net::UnixStream::connect_addr(&address(name).unwrap()).unwrap()
+    }
+
+    /// What the server sent `client` first: `Some(descriptors)` for a message, `None` for
+    /// end of file (it closed the connection without an offer). Takes the offer.
+    fn first_message(client: &std::os::unix::net::UnixStream) -> Option<usize> {
+        client
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        match sys::recv_with_fds(client.as_fd(), &mut [0u8; 16]) {
+            Ok((0, _)) => None,
+            Ok((_, fds)) => {
+                let count = fds.len();
+                closer::close_later(fds);
+                Some(count)
+            }
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => None,
+            Err(e) => panic!("reading the offer: {e}"),
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_user_whose_clients_never_read_their_offers_is_refused_until_they_do() {
+        let name = format!("untaken-offers-{}", std::process::id());
+        let mut listener = ShmListener::bind(&name).unwrap();
+        listener.set_ring_capacity(4096).unwrap();
+        // Accepted connections are dropped at once, as when their handshakes time out:
+        // the offers stay in the clients' queues all the same.
+        let accepting = tokio::spawn(async move {
+            loop {
+                drop(listener.accept().await.unwrap());
+            }
+        });
+        let bound = lanner_shm::offers::MAX_UNTAKEN_OFFERS_PER_UID;
+        let mut held: Vec<_> = (0..bound).map(|_| never_reading(&name)).collect();
+        let refused = never_reading(&name);
+        let outcome = tokio::task::spawn_blocking(move || first_message(&refused));
+        assert_eq!(outcome.await.unwrap(), None, "refused without an offer");
+        // The client's error says why it may have been.
+        let error = match connect(&name).await {
+            Ok(_) => panic!("a client of the same user connected at the bound"),
+            Err(error) => error,
+        };
+        assert!(error.to_string().contains("offers to this user"), "{error}");
+        // Half of them read their offers, the rest close their sockets: room again.
+        for client in &held[..bound / 2] {
+            assert_eq!(first_message(client), Some(2));
+        }
+        held.truncate(bound / 2);
+        let transport = connect(&name).await.expect("accepted again");
+        drop(transport);
+        // Those that read keep no entry, however long they stay connected.
+        let more: Vec<_> = (0..bound - 1).map(|_| never_reading(&name)).collect();
+        connect(&name)
+            .await
+            .expect("the readers' offers count no more");
+        drop((held, more));
+        accepting.abort();
     }
 
     #[tokio::test]
