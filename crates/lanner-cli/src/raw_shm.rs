@@ -19,14 +19,15 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use lanner::transport::shm::{DEFAULT_RING_CAPACITY, IN_PLACE_MIN};
 use lanner_shm::doorbell::{self, Doorbell};
-use lanner_shm::handoff;
+use lanner_shm::offers::UntakenOffers;
 use lanner_shm::region::Side;
 use lanner_shm::{Consumer, Producer};
+use lanner_shm::{closer, handoff, sys};
 
 use crate::raw::{
     BATCHED_ONE_WAY_MAX, HEADER_LEN, ONE_WAY, SpinBudget, decode_header, header, poll_fd,
@@ -220,14 +221,44 @@ impl RawShmListener {
         format!("shm://{}", self.name)
     }
 
-    /// Serves echo connections forever, one thread each.
+    /// Serves echo connections forever, one thread each. Offers are sent from this
+    /// thread, bounded as the runtime's listener bounds them ([`UntakenOffers`]; checked
+    /// when clients connect, not on a timer): a connection from a user whose clients hold
+    /// too many offers not taken yet is closed without one. The descriptors of unread
+    /// offers are charged to this process's user, whose other listener (Lanner's) would
+    /// otherwise be locked out with it.
     pub fn serve(self, spin: Duration) {
         let serving = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut offers = UntakenOffers::new();
+        let mut refused: u64 = 0;
         loop {
             match self.listener.accept() {
-                Ok((stream, _)) => crate::raw::spawn_counted(&serving, "raw shm echo", move || {
-                    echo_connection(stream, spin)
-                }),
+                Ok((stream, _)) => {
+                    if offers.next_sweep().is_some_and(|at| at <= Instant::now()) {
+                        offers.sweep();
+                    }
+                    match offer(&mut offers, &stream) {
+                        Ok(offer) => {
+                            let socket = ShutDownWhenDropped(stream);
+                            crate::raw::spawn_counted(&serving, "raw shm echo", move || {
+                                echo_connection(socket.0.try_clone()?, offer, spin)
+                            })
+                        }
+                        Err(error) => {
+                            refused += 1;
+                            // Powers of two: a client cannot flood stderr.
+                            if refused.is_power_of_two() {
+                                eprintln!(
+                                    "raw shm echo: a connection failed its setup ({error}); \
+                                     {refused} so far"
+                                );
+                            }
+                            // It may hold descriptors the client queued.
+                            let _ = sys::shutdown(stream.as_fd());
+                            closer::close_later([OwnedFd::from(stream)]);
+                        }
+                    }
+                }
                 Err(error) => {
                     eprintln!("raw shm accept failed: {error}");
                     std::thread::sleep(Duration::from_millis(10));
@@ -237,8 +268,38 @@ impl RawShmListener {
     }
 }
 
-fn echo_connection(stream: UnixStream, spin: Duration) -> io::Result<()> {
-    let offer = handoff::offer_region(stream.as_fd(), DEFAULT_RING_CAPACITY)?;
+/// A connection's socket, shut down when dropped (with the thread that serves it, or
+/// unserved): the table of offers keeps a duplicate of it, so closing it would not tell the
+/// client that the connection is over.
+struct ShutDownWhenDropped(UnixStream);
+
+impl Drop for ShutDownWhenDropped {
+    fn drop(&mut self) {
+        let _ = self.0.shutdown(std::net::Shutdown::Both);
+    }
+}
+
+/// Sends `stream`'s client a region, if its user may have one more offer not taken yet
+/// (`offers` keeps the socket until it is taken).
+fn offer(
+    offers: &mut UntakenOffers,
+    stream: &UnixStream,
+) -> io::Result<(lanner_shm::Region, OwnedFd)> {
+    let uid = sys::peer_credentials(stream.as_fd())?.uid;
+    offers
+        .admit(uid)
+        .map_err(|refusal| io::Error::other(format!("refused: {refusal}")))?;
+    let kept = stream.as_fd().try_clone_to_owned()?;
+    let offered = handoff::offer_region(stream.as_fd(), DEFAULT_RING_CAPACITY);
+    offers.record(uid, kept);
+    offered
+}
+
+fn echo_connection(
+    stream: UnixStream,
+    offer: (lanner_shm::Region, OwnedFd),
+    spin: Duration,
+) -> io::Result<()> {
     stream.set_nonblocking(true)?;
     let mut end = RawShm::new(Side::Server, offer, stream.into(), spin)?;
     let mut burst = Vec::new();

@@ -14,7 +14,9 @@
 //! never authenticated: it listens on the `--transport`'s medium at a fresh endpoint
 //! (`/tmp/lanner-<pid>-raw.sock`, a free port of 127.0.0.1, or the abstract socket
 //! `lanner-raw-shm/lanner-<pid>`), echoes messages of at most 64 MiB, and serves 64
-//! connections at most. It is a benchmark's instrument, not a service.
+//! connections at most (over shared memory, it bounds the offers clients have not taken
+//! yet as Lanner's listener does: see `lanner_shm::offers`). It is a benchmark's
+//! instrument, not a service.
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
