@@ -98,6 +98,15 @@ fn bench_payload_offset_is_refused_where_no_payload_is_sent_or_past_a_line() {
 }
 
 #[test]
+fn bench_bandwidth_refuses_empty_payloads() {
+    let stderr = bench_refusal(&["bandwidth", "--transport", "shm", "--sizes", "4096,0"]);
+    assert!(
+        stderr.contains("every --sizes must be at least 1 byte"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn bench_bandwidth_over_shm_reports_one_way_and_call_rates() {
     let report = bench_json(&[
         "bandwidth",

@@ -51,6 +51,13 @@ struct Report {
 
 /// Runs the benchmark and prints the report.
 pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
+    if args.sizes.contains(&0) {
+        return Err(
+            "bandwidth moves payloads: every --sizes must be at least 1 byte \
+                    (for empty messages, see `bench throughput`)"
+                .into(),
+        );
+    }
     let Setup {
         server: _server,
         runtime,
@@ -66,6 +73,10 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         let payload = super::payload::payload(args, size, 0x5a);
         let (mut rpc, mut raw_total) = (Transfer::default(), Transfer::default());
         let mut calls = Transfer::default();
+        // One block of each, not counted: the first of a size faults its buffers in.
+        raw_block(&mut raw, &payload)?;
+        runtime.block_on(one_way_block(&echo, &payload))?;
+        runtime.block_on(rpc_block(&echo, &payload))?;
         while rpc.elapsed < per_side || raw_total.elapsed < per_side {
             raw_total.add(raw_block(&mut raw, &payload)?);
             rpc.add(runtime.block_on(one_way_block(&echo, &payload))?);
