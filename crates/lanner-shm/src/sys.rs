@@ -851,9 +851,9 @@ fn invalid_data(message: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, message)
 }
 
-/// Helpers for the tests of other modules that need a system call.
-#[cfg(test)]
-pub(crate) mod testing {
+/// Helpers for tests (this crate's and the `lanner` runtime's) of code that must cope with
+/// what a hostile peer passes; not for anything else.
+pub mod testing {
     use std::io::Write;
     use std::time::Duration;
 
@@ -862,7 +862,11 @@ pub(crate) mod testing {
     /// A TCP socket whose final close blocks for about `linger` (`SO_LINGER` set, and data
     /// queued for a peer that reads nothing), with that peer, which must stay open meanwhile.
     /// A hostile peer can pass us such a socket.
-    pub(crate) fn lingering_tcp_socket(linger: Duration) -> (OwnedFd, std::net::TcpStream) {
+    ///
+    /// # Panics
+    ///
+    /// If a loopback TCP connection cannot be made, or the option cannot be set.
+    pub fn lingering_tcp_socket(linger: Duration) -> (OwnedFd, std::net::TcpStream) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let mut sender = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (reader, _) = listener.accept().unwrap();
@@ -886,6 +890,14 @@ pub(crate) mod testing {
         };
         assert_eq!(ret, 0, "SO_LINGER: {}", io::Error::last_os_error());
         (sender.into(), reader)
+    }
+
+    /// Whether this process runs under valgrind, which runs one thread at a time and holds
+    /// the turn through a close that blocks: a lingering close on another thread then
+    /// stalls the test's thread too, and timings say nothing.
+    pub fn under_valgrind() -> bool {
+        std::env::var_os("LD_PRELOAD")
+            .is_some_and(|preload| preload.to_string_lossy().contains("vgpreload"))
     }
 }
 

@@ -328,30 +328,7 @@ fn a_lone_caller_receives_its_reply_itself() {
     server_runtime.shutdown_background();
 }
 
-/// Whether the tests run under valgrind (`.ci/memcheck`), which runs everything many times
-/// slower and one thread at a time, holding the turn through a close that blocks: timings
-/// say nothing there.
-fn under_valgrind() -> bool {
-    std::env::var_os("LD_PRELOAD")
-        .is_some_and(|preload| preload.to_string_lossy().contains("vgpreload"))
-}
-
-/// A TCP socket whose final close blocks for about `linger` (data queued for a peer that
-/// reads nothing: `SO_LINGER` makes the close wait for it), and that peer, which must stay
-/// open meanwhile.
-fn lingering_tcp_socket(linger: Duration) -> (std::net::TcpStream, std::net::TcpStream) {
-    use std::io::Write;
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let mut sender = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-    let (reader, _) = listener.accept().unwrap();
-    sender.set_nonblocking(true).unwrap();
-    let chunk = vec![0u8; 1 << 16];
-    while sender.write(&chunk).is_ok() {}
-    socket2::SockRef::from(&sender)
-        .set_linger(Some(linger))
-        .unwrap();
-    (sender, reader)
-}
+use lanner_shm::sys::testing::{lingering_tcp_socket, under_valgrind};
 
 /// A client that passes a descriptor over its setup socket (the data doorbell) breaks the
 /// protocol, and the descriptor is one whose close blocks: a TCP socket lingering for 2 s.

@@ -169,28 +169,7 @@ mod tests {
         drop(flood);
     }
 
-    /// Whether the tests run under valgrind, which runs one thread at a time and holds the
-    /// turn through a close that blocks: the closer thread's lingering close then stalls
-    /// the test's thread too, and timings say nothing.
-    fn under_valgrind() -> bool {
-        std::env::var_os("LD_PRELOAD")
-            .is_some_and(|preload| preload.to_string_lossy().contains("vgpreload"))
-    }
-
-    /// A TCP socket whose final close blocks for about `linger` (data queued for a peer
-    /// that reads nothing), and that peer, which must stay open meanwhile.
-    fn lingering_tcp_socket(linger: Duration) -> (std::net::TcpStream, std::net::TcpStream) {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut sender = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (reader, _) = listener.accept().unwrap();
-        sender.set_nonblocking(true).unwrap();
-        let chunk = vec![0u8; 1 << 16];
-        while sender.write(&chunk).is_ok() {}
-        socket2::SockRef::from(&sender)
-            .set_linger(Some(linger))
-            .unwrap();
-        (sender, reader)
-    }
+    use lanner_shm::sys::testing::{lingering_tcp_socket, under_valgrind};
 
     #[tokio::test]
     async fn a_descriptor_passed_on_a_doorbell_ends_the_connection_without_blocking() {
