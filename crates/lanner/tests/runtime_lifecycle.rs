@@ -344,10 +344,54 @@ fn blobs_method(name: &str) -> &'static lanner::MethodInfo {
         .unwrap()
 }
 
-#[tokio::test]
-async fn a_peer_reading_a_long_reply_slowly_is_not_taken_for_dead() {
+/// Asks the `Blobs` object `handle` for an 8 MiB answer and reads it `chunk` bytes at a
+/// time, pausing `pause` after each read and calling `after_read` (the first call comes
+/// once the answer is under way); checks that the answer is whole and `Ok`.
+async fn read_a_large_answer_slowly(
+    socket: &mut tokio::net::UnixStream,
+    proto: &mut lanner_proto::Connection,
+    handle: u64,
+    (chunk, pause): (usize, Duration),
+    mut after_read: impl FnMut(),
+) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+    let method = blobs_method("make");
+    let mut make =
+        lanner_proto::MessageBuilder::request(handle, 0, method.ordinal, method.fingerprint);
+    make.inline()
+        .put_slice(&postcard::to_allocvec(&(8u32 << 20, 7u8)).unwrap());
+    let (_, frame) = proto.send_request(make).map_err(|(e, _)| e).unwrap();
+    socket.write_all(&frame.into_contiguous()).await.unwrap();
+    let mut received = Vec::new();
+    let mut buffer = vec![0u8; chunk];
+    let len = loop {
+        let read = socket.read(&mut buffer).await.unwrap();
+        assert!(
+            read > 0,
+            "the server hung up after {} bytes",
+            received.len()
+        );
+        received.extend_from_slice(&buffer[..read]);
+        after_read();
+        if received.len() >= 4 {
+            let len = u32::from_le_bytes(received[..4].try_into().unwrap()) as usize;
+            if received.len() >= len {
+                break len;
+            }
+        }
+        tokio::time::sleep(pause).await;
+    };
+    match proto.handle_frame(lanner::Bytes::copy_from_slice(&received[..len])) {
+        Ok(lanner_proto::Event::Response(response)) => {
+            assert_eq!(response.status, lanner_proto::Status::Ok);
+        }
+        other => panic!("expected the answer, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_peer_reading_a_long_reply_slowly_is_not_taken_for_dead() {
     // Keepalive probes after 500 ms of silence, a peer declared dead 500 ms after one.
     let options = lanner::ConnectionOptions::default()
         .with_keepalive(Duration::from_millis(500), Duration::from_millis(500));
@@ -356,40 +400,12 @@ async fn a_peer_reading_a_long_reply_slowly_is_not_taken_for_dead() {
         raw_client_of_blobs(server, "slow-reader").await;
 
     // An 8 MiB reply, read 64 KiB every 20 ms (about 2.6 s in all), saying nothing.
-    let method = blobs_method("make");
-    let mut make =
-        lanner_proto::MessageBuilder::request(handle, 0, method.ordinal, method.fingerprint);
-    let arguments = postcard::to_allocvec(&(8u32 << 20, 7u8)).unwrap();
-    make.inline().put_slice(&arguments);
-    let (_, frame) = proto.send_request(make).map_err(|(e, _)| e).unwrap();
-    socket.write_all(&frame.into_contiguous()).await.unwrap();
-    let mut reply = Vec::new();
-    let mut chunk = vec![0u8; 64 << 10];
-    loop {
-        let read = socket.read(&mut chunk).await.unwrap();
-        assert!(read > 0, "the server hung up after {} bytes", reply.len());
-        reply.extend_from_slice(&chunk[..read]);
-        if reply.len() >= 4 {
-            let len = u32::from_le_bytes(reply[..4].try_into().unwrap()) as usize;
-            if reply.len() >= len {
-                break;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let len = u32::from_le_bytes(reply[..4].try_into().unwrap()) as usize;
-    match proto.handle_frame(lanner::Bytes::copy_from_slice(&reply[..len])) {
-        Ok(lanner_proto::Event::Response(response)) => {
-            assert_eq!(response.status, lanner_proto::Status::Ok);
-        }
-        other => panic!("expected the reply, got {other:?}"),
-    }
+    let slowly = (64 << 10, Duration::from_millis(20));
+    read_a_large_answer_slowly(&mut socket, &mut proto, handle, slowly, || {}).await;
 }
 
 #[tokio::test]
 async fn a_shutdown_lets_a_slow_reader_have_its_whole_answer_within_the_grace_period() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
     let server = Server::new().with_auth(lanner::ServerAuth::none());
     let (listening, mut socket, mut proto, handle) =
         raw_client_of_blobs(server, "slow-reader-shutdown").await;
@@ -399,42 +415,14 @@ async fn a_shutdown_lets_a_slow_reader_have_its_whole_answer_within_the_grace_pe
     // PING after the GOAWAY and the linger a CLOSE gives what is queued before it, 7 s
     // together), with a shutdown starting once it is under way and a grace period long
     // enough for all of it.
-    let method = blobs_method("make");
-    let mut make =
-        lanner_proto::MessageBuilder::request(handle, 0, method.ordinal, method.fingerprint);
-    make.inline()
-        .put_slice(&postcard::to_allocvec(&(8u32 << 20, 7u8)).unwrap());
-    let (_, frame) = proto.send_request(make).map_err(|(e, _)| e).unwrap();
-    socket.write_all(&frame.into_contiguous()).await.unwrap();
-    let mut received = Vec::new();
-    let mut chunk = vec![0u8; 16 << 10];
     let mut shutdown = None;
-    loop {
-        let read = socket.read(&mut chunk).await.unwrap();
-        assert!(
-            read > 0,
-            "the server hung up after {} bytes",
-            received.len()
-        );
-        received.extend_from_slice(&chunk[..read]);
+    let slowly = (16 << 10, Duration::from_millis(20));
+    read_a_large_answer_slowly(&mut socket, &mut proto, handle, slowly, || {
         if let Some(listening) = listening.take() {
             shutdown = Some(tokio::spawn(listening.shutdown(Duration::from_secs(30))));
         }
-        if received.len() >= 4 {
-            let len = u32::from_le_bytes(received[..4].try_into().unwrap()) as usize;
-            if received.len() >= len {
-                break;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let len = u32::from_le_bytes(received[..4].try_into().unwrap()) as usize;
-    match proto.handle_frame(lanner::Bytes::copy_from_slice(&received[..len])) {
-        Ok(lanner_proto::Event::Response(response)) => {
-            assert_eq!(response.status, lanner_proto::Status::Ok);
-        }
-        other => panic!("expected the answer, got {other:?}"),
-    }
+    })
+    .await;
     let report = shutdown.unwrap().await.unwrap();
     assert_eq!(report.unfinished_calls, 0);
 }
