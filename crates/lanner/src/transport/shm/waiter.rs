@@ -135,6 +135,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
+    use lanner_shm::sys::testing::{lingering_tcp_socket, under_valgrind};
 
     #[tokio::test]
     async fn a_flooded_doorbell_yields_rather_than_draining_on() {
@@ -168,8 +169,6 @@ mod tests {
         assert!(last.is_ok());
         drop(flood);
     }
-
-    use lanner_shm::sys::testing::{lingering_tcp_socket, under_valgrind};
 
     #[tokio::test]
     async fn a_descriptor_passed_on_a_doorbell_ends_the_connection_without_blocking() {
