@@ -412,10 +412,12 @@ impl Server {
                     }
                     Err(error) => {
                         occasionally!(warn, %error, "accept failed");
-                        if out_of_resources(&error) {
-                            // Retrying at once would fail the same way until some are freed.
-                            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                        }
+                        // Out of descriptors or memory, retrying at once would fail the same
+                        // way until some are freed; any other failure is most often the one
+                        // connection's (aborted before it was taken), but a broken listener
+                        // would fail for ever, so it gets a pause too.
+                        let pause = if out_of_resources(&error) { 10 } else { 1 };
+                        tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
                     }
                 }
             }

@@ -428,6 +428,42 @@ async fn a_shutdown_lets_a_slow_reader_have_its_whole_answer_within_the_grace_pe
 }
 
 #[tokio::test]
+async fn an_idle_close_waits_for_a_reader_that_stopped_only_so_long() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    // An answer the client never reads: once answered, the connection is idle, and its
+    // close waits for the answer to be written, but not for ever (no keepalive here to
+    // declare the client dead): about 2 s for the PING, 5 s for the writes, 5 s of
+    // linger after the CLOSE.
+    let options = lanner::ConnectionOptions::default()
+        .with_idle_timeout(Duration::from_millis(100))
+        .without_keepalive();
+    let server = Server::with_options(options).with_auth(lanner::ServerAuth::none());
+    let (_listening, mut socket, mut proto, handle) =
+        raw_client_of_blobs(server, "idle-stuck-reader").await;
+    let method = blobs_method("make");
+    let mut make =
+        lanner_proto::MessageBuilder::request(handle, 0, method.ordinal, method.fingerprint);
+    make.inline()
+        .put_slice(&postcard::to_allocvec(&(8u32 << 20, 7u8)).unwrap());
+    let (_, frame) = proto.send_request(make).map_err(|(e, _)| e).unwrap();
+    socket.write_all(&frame.into_contiguous()).await.unwrap();
+    // Reading nothing until the server has given up (12 s and a margin): what is left in
+    // the socket then is what the kernel took before the close, not the whole answer.
+    tokio::time::sleep(Duration::from_secs(14)).await;
+    let mut received = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(30), socket.read_to_end(&mut received));
+    read.await
+        .expect("the connection ends once read")
+        .expect("no error");
+    assert!(
+        received.len() < 8 << 20,
+        "the server was still writing the answer after 14 s ({} bytes read)",
+        received.len()
+    );
+}
+
+#[tokio::test]
 async fn a_shutdown_serves_requests_sent_before_the_client_read_its_goaway() {
     use lanner_proto::{Event, MessageBuilder};
     use tokio::io::AsyncWriteExt;

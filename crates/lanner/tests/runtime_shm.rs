@@ -417,3 +417,47 @@ fn a_descriptor_passed_on_the_setup_socket_holds_nobody_up() {
     drop(client_runtime);
     server_runtime.shutdown_background();
 }
+
+#[test]
+fn a_shutdown_that_cuts_calls_off_still_lets_a_queued_answer_through() {
+    if under_valgrind() {
+        eprintln!("skipped under valgrind: the test's timings assume a real CPU");
+        return;
+    }
+    // A 12 MiB answer to a client whose runtime reads nothing for 1.5 s, and a shutdown
+    // with no grace period meanwhile: the CLOSE's linger gives the queued answer its time
+    // (the connection's end must not hang up the doorbells the writer waits on).
+    let server_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (server, listening) = server_runtime.block_on(serve_at(
+        &format!("shm://linger-{}", std::process::id()),
+        Server::new(),
+        service_object(&Arc::new(Service::default())),
+    ));
+    let url = listening.endpoint().object_url("obj");
+    let (called, was_called) = std::sync::mpsc::channel();
+    let client = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let client = Client::new();
+            let blobs: BlobsProxy = client.connect(&url).await.unwrap();
+            let call = tokio::spawn(async move { blobs.make(12 << 20, 7).await });
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            called.send(()).unwrap();
+            // The client's runtime reads nothing for a while.
+            std::thread::sleep(Duration::from_millis(1500));
+            call.await.unwrap().map(|answer| answer.len())
+        })
+    });
+    was_called.recv().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    server_runtime.block_on(listening.shutdown(Duration::ZERO));
+    assert_eq!(client.join().unwrap(), Ok(12 << 20));
+    drop(server);
+}

@@ -13,7 +13,7 @@ use crate::error::Error;
 use crate::occasional::occasionally;
 
 /// How long a deliberately closed connection keeps writing what it had queued.
-const CLOSE_LINGER: Duration = Duration::from_secs(5);
+pub(super) const CLOSE_LINGER: Duration = Duration::from_secs(5);
 
 /// How often a lingering connection looks whether what it queued is written.
 const LINGER_POLL: Duration = Duration::from_millis(10);
@@ -129,10 +129,11 @@ impl Connection {
         self.peer_in_flight(&state)
     }
 
-    /// Whether frames already sent wait for the transport to take them (a large answer to
-    /// a slow reader, say), on a connection that has not ended.
+    /// Whether frames already sent wait to be written (a large answer to a slow reader,
+    /// say, or answers a receiver's cork holds back), on a connection that has not ended.
+    /// Takes the writer's lock: not to be called under the state's.
     pub(crate) fn writes_pending(&self) -> bool {
-        self.flusher_active.load(Ordering::Relaxed) && !self.ended()
+        !self.ended() && !self.writer().is_idle()
     }
 
     /// Closes the connection on purpose: tells the peer why (CLOSE) and fails what is left.
@@ -170,9 +171,9 @@ impl Connection {
             let connection = self.clone();
             self.runtime.spawn(async move {
                 let started = tokio::time::Instant::now();
-                while connection.flusher_active.load(Ordering::Relaxed)
-                    && started.elapsed() < CLOSE_LINGER
-                {
+                // Corked frames too: a receiver's burst may hold answers (or the CLOSE
+                // itself) back for a moment.
+                while !connection.writer().is_idle() && started.elapsed() < CLOSE_LINGER {
                     tokio::time::sleep(LINGER_POLL).await;
                 }
                 connection.abort_writes();

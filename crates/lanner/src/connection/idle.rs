@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use lanner_proto::Status;
 
+use super::control::CLOSE_LINGER;
 use super::{Connection, GOAWAY_ANSWER_WAIT};
 
 /// How many times per timeout the connection is looked at.
@@ -60,12 +61,16 @@ pub(super) fn spawn(connection: Weak<Connection>, timeout: Duration) {
 
 /// Closes `connection`, which went away for having been idle for `timeout`, once the
 /// peer has heard the GOAWAY (or did not say so in [`GOAWAY_ANSWER_WAIT`]), no call is
-/// outstanding in either direction and every answer is written. References handed out
-/// since (in the answer to a request that crossed the GOAWAY) do not keep it open:
-/// nobody can call through them once neither side makes new calls.
+/// outstanding in either direction and every answer is written (or a peer that stopped
+/// reading has had [`CLOSE_LINGER`] to take them since the calls ended: the close's own
+/// linger follows). References handed out since (in the answer to a request that
+/// crossed the GOAWAY) do not keep it open: nobody can call through them once neither
+/// side makes new calls.
 async fn drain(connection: Weak<Connection>, timeout: Duration) {
     let started = Instant::now();
     let reason = format!("the connection was idle for {timeout:?}");
+    // Since when no call has been outstanding (with answers perhaps still unwritten).
+    let mut calls_over_since: Option<Instant> = None;
     loop {
         tokio::time::sleep(DRAIN_POLL).await;
         let Some(alive) = Connection::upgrade_open(&connection) else {
@@ -74,8 +79,18 @@ async fn drain(connection: Weak<Connection>, timeout: Duration) {
         if !alive.goaway_heard() && started.elapsed() < GOAWAY_ANSWER_WAIT {
             continue;
         }
+        if alive.writes_pending()
+            && calls_over_since.is_none_or(|since| since.elapsed() < CLOSE_LINGER)
+        {
+            if !alive.activity().calls_outstanding {
+                calls_over_since.get_or_insert_with(Instant::now);
+            } else {
+                calls_over_since = None;
+            }
+            continue;
+        }
         let quiet = |connection: &Connection, state: &super::State| {
-            !connection.activity_in(state).calls_outstanding && !connection.writes_pending()
+            !connection.activity_in(state).calls_outstanding
         };
         if alive.close_if(Status::Unavailable, &reason, quiet) {
             tracing::debug!(peer = %alive.peer(), ?timeout, "closed an idle connection");

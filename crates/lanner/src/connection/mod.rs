@@ -777,23 +777,25 @@ impl Connection {
     }
 
     /// Stops writing: what is queued is dropped, and a flusher waiting for a peer that
-    /// stopped reading (which would wait forever) ends.
+    /// stopped reading (which would wait forever) ends. On a connection that has ended,
+    /// also lets go of the transport's halves: a proxy that pins the connection no longer
+    /// pins its socket (or shared-memory doorbells). Both go together, once nothing more
+    /// is written: a shared-memory source hangs up the doorbells the sink waits on. A
+    /// caller receiving for itself then finds the end (see [`crate::transport::Released`]).
     fn abort_writes(&self) {
-        self.writer().abort();
-    }
-
-    /// Lets go of the transport's receiving half once the reader has stopped for good
-    /// (the connection has ended): a proxy that pins the connection no longer pins its
-    /// socket. A caller receiving for itself finds the end (see
-    /// [`crate::transport::Released`]).
-    fn release_receiving(&self) {
-        if self.ended() {
-            let released = std::mem::replace(
-                &mut *self.source.lock().unwrap_or_else(|e| e.into_inner()),
-                Box::new(crate::transport::Released),
-            );
-            drop(released);
+        let mut writer = self.writer();
+        writer.abort();
+        if !self.ended() {
+            // The peer stopped reading: what it sent before may still be received.
+            return;
         }
+        let sink = writer.release();
+        drop(writer);
+        let source = std::mem::replace(
+            &mut *self.source.lock().unwrap_or_else(|e| e.into_inner()),
+            Box::new(crate::transport::Released),
+        );
+        drop((sink, source));
     }
 
     /// Marks the connection closed with `error` and tells everyone who waits on it;

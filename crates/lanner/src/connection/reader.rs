@@ -569,12 +569,7 @@ pub(super) fn spawn(connection: &Arc<Connection>, signal: Arc<ReaderSignal>, sid
             .catch_unwind()
             .await;
         let error = match ended {
-            Ok(Ok(())) => {
-                if let Some(connection) = holder.get() {
-                    connection.release_receiving();
-                }
-                return;
-            }
+            Ok(Ok(())) => return,
             Ok(Err(error)) => error,
             Err(panic) => {
                 if let Some(connection) = holder.get() {
@@ -585,7 +580,6 @@ pub(super) fn spawn(connection: &Arc<Connection>, signal: Arc<ReaderSignal>, sid
         };
         if let Some(connection) = holder.get() {
             connection.fail(error);
-            connection.release_receiving();
         }
     });
 }

@@ -316,16 +316,27 @@ impl Writer {
         Poll::Ready(result)
     }
 
-    /// The connection failed: drops what is queued, refuses what comes, wakes a waiting
-    /// flusher so that it ends, and lets go of the transport's sending half (see
-    /// [`crate::transport::Released`]).
+    /// The connection failed: drops what is queued, refuses what comes, and wakes a
+    /// waiting flusher so that it ends.
     pub(super) fn abort(&mut self) {
         self.aborted = true;
         self.clear();
-        self.sink = Box::new(crate::transport::Released);
         if let Some(flusher) = self.flusher.take() {
             flusher.wake();
         }
+    }
+
+    /// The transport's sending half, replaced by [`crate::transport::Released`], for the
+    /// caller to drop (outside the writer's lock) once the connection has ended and been
+    /// [aborted](Writer::abort).
+    pub(super) fn release(&mut self) -> Box<dyn FrameSink> {
+        std::mem::replace(&mut self.sink, Box::new(crate::transport::Released))
+    }
+
+    /// Whether nothing waits to be written: no frame queued (corked ones included) and
+    /// no flusher waiting for room.
+    pub(super) fn is_idle(&self) -> bool {
+        self.queue.is_empty() && !self.flushing
     }
 
     fn clear(&mut self) {

@@ -342,3 +342,22 @@ fn credits_held_while_the_queue_drains_stay_counted() {
     assert_eq!(writer.queued_credits(), 2);
     assert!(writer.holds_credits());
 }
+
+#[test]
+fn a_writer_is_idle_only_with_nothing_corked_queued_or_waiting_for_room() {
+    let (mut corked, _wire) = writer(None);
+    assert!(corked.is_idle());
+    // Corked: queued without a flusher (a lingering close must wait for it).
+    corked.cork();
+    corked
+        .send(frame("held"), false, When::Now, &mut cx())
+        .unwrap();
+    assert!(!corked.is_idle());
+    corked.uncork(&mut cx()).unwrap();
+    assert!(corked.is_idle());
+    // A transport with no room: the frame waits for a flusher.
+    let (mut full, _wire) = writer(Some(0));
+    full.send(frame("stuck"), false, When::Now, &mut cx())
+        .unwrap();
+    assert!(!full.is_idle());
+}

@@ -115,6 +115,10 @@ fn file_identity(path: &std::path::Path) -> Option<(u64, u64)> {
         .map(|metadata| (metadata.dev(), metadata.ino()))
 }
 
+/// Connections a Unix listener's kernel queue holds before connects fail with
+/// "Resource temporarily unavailable" (the system may cap it lower: `somaxconn`).
+const UNIX_BACKLOG: u32 = 1024;
+
 /// How long a listener waits to learn whether a socket file at its path has a server.
 const STALE_SOCKET_PROBE: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -163,9 +167,13 @@ impl Listener {
             }),
             Endpoint::Unix(path) => {
                 remove_stale_socket(path).await?;
-                let listener = UnixListener::bind(path)?;
+                // Descriptors refused before the socket can be reached: connections
+                // inherit it from the listener.
+                let socket = tokio::net::UnixSocket::new_stream()?;
+                unix::refuse_passed_descriptors(&socket);
+                socket.bind(path)?;
                 let bound = SocketPath::bound(path.clone());
-                unix::refuse_passed_descriptors(&listener);
+                let listener = socket.listen(UNIX_BACKLOG)?;
                 Ok(Listener::Unix(listener, bound))
             }
             Endpoint::Shm(name) => Ok(Listener::Shm(ShmListener::bind(name)?)),

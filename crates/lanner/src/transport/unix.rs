@@ -12,10 +12,13 @@ use super::{PeerCredentials, Transport};
 /// Connects to the socket at `path`. The transport's credentials are the server's (who
 /// listens there, as the kernel says), for the client to check.
 pub async fn connect(path: &Path) -> io::Result<Transport> {
-    let stream = UnixStream::connect(path)
+    // Descriptors refused before the server can send any.
+    let socket = tokio::net::UnixSocket::new_stream()?;
+    refuse_passed_descriptors(&socket);
+    let stream = socket
+        .connect(path)
         .await
         .map_err(|error| explained(path, error))?;
-    refuse_passed_descriptors(&stream);
     let server = lanner_shm::sys::peer_credentials(std::os::fd::AsFd::as_fd(&stream))?;
     from_stream(stream, format!("unix://{}", path.display()), Some(server))
 }
