@@ -779,9 +779,9 @@ impl Connection {
     /// Stops writing: what is queued is dropped, and a flusher waiting for a peer that
     /// stopped reading (which would wait forever) ends. On a connection that has ended,
     /// also lets go of the transport's halves: a proxy that pins the connection no longer
-    /// pins its socket (or shared-memory doorbells). Both go together, once nothing more
-    /// is written: a shared-memory source hangs up the doorbells the sink waits on. A
-    /// caller receiving for itself then finds the end (see [`crate::transport::Released`]).
+    /// pins its socket (or shared-memory doorbells). Both go once nothing more is written
+    /// (a shared-memory source hangs up the doorbells the sink waits on). A caller
+    /// receiving for itself then finds the end (see [`crate::transport::Released`]).
     fn abort_writes(&self) {
         let mut writer = self.writer();
         writer.abort();
@@ -791,11 +791,23 @@ impl Connection {
         }
         let sink = writer.release();
         drop(writer);
-        let source = std::mem::replace(
-            &mut *self.source.lock().unwrap_or_else(|e| e.into_inner()),
-            Box::new(crate::transport::Released),
-        );
-        drop((sink, source));
+        drop(sink);
+        self.release_source();
+    }
+
+    /// Replaces the receiving half with [`crate::transport::Released`] once the connection
+    /// has ended and stopped writing. Without waiting for the receive lock: its holder
+    /// may be this very thread (a receive attempt whose frame ended the connection); the
+    /// reader then lets go of the half when it stops (see `reader::spawn`).
+    pub(super) fn release_source(&self) {
+        if !self.ended() || !self.writer().is_aborted() {
+            return;
+        }
+        let source = match self.source.try_lock() {
+            Ok(mut source) => std::mem::replace(&mut *source, Box::new(crate::transport::Released)),
+            Err(_) => return,
+        };
+        drop(source);
     }
 
     /// Marks the connection closed with `error` and tells everyone who waits on it;

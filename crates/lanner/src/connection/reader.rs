@@ -568,8 +568,15 @@ pub(super) fn spawn(connection: &Arc<Connection>, signal: Arc<ReaderSignal>, sid
         let ended = AssertUnwindSafe(read_loop(&holder, &signal, spin))
             .catch_unwind()
             .await;
+        // The connection has ended (or is gone): its receiving half, if writing has
+        // stopped too and nobody else let go of it yet.
+        let release = |holder: &Holder| {
+            if let Some(connection) = holder.get() {
+                connection.release_source();
+            }
+        };
         let error = match ended {
-            Ok(Ok(())) => return,
+            Ok(Ok(())) => return release(&holder),
             Ok(Err(error)) => error,
             Err(panic) => {
                 if let Some(connection) = holder.get() {
@@ -581,6 +588,7 @@ pub(super) fn spawn(connection: &Arc<Connection>, signal: Arc<ReaderSignal>, sid
         if let Some(connection) = holder.get() {
             connection.fail(error);
         }
+        release(&holder);
     });
 }
 

@@ -333,6 +333,11 @@ impl Writer {
         std::mem::replace(&mut self.sink, Box::new(crate::transport::Released))
     }
 
+    /// Whether [`Writer::abort`] has stopped it.
+    pub(super) fn is_aborted(&self) -> bool {
+        self.aborted
+    }
+
     /// Whether nothing waits to be written: no frame queued (corked ones included) and
     /// no flusher waiting for room.
     pub(super) fn is_idle(&self) -> bool {
