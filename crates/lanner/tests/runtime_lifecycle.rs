@@ -465,9 +465,6 @@ async fn an_idle_close_waits_for_a_reader_that_stopped_only_so_long() {
 
 #[tokio::test]
 async fn a_shutdown_serves_requests_sent_before_the_client_read_its_goaway() {
-    use lanner_proto::{Event, MessageBuilder};
-    use tokio::io::AsyncWriteExt;
-
     let server = Server::new().with_auth(lanner::ServerAuth::none());
     let slow = Object::new(SlowStub::new(Arc::new(SlowService)));
     let listening = listen_anonymous(server, "late-call", "slow", slow).await;
@@ -478,64 +475,50 @@ async fn a_shutdown_serves_requests_sent_before_the_client_read_its_goaway() {
     // the GOAWAY yet, sends a request.
     let shutdown = tokio::spawn(listening.shutdown(Duration::from_secs(10)));
     tokio::time::sleep(Duration::from_millis(50)).await;
-    let method = &<SlowProxy as lanner::Proxy>::METHODS[0];
-    assert_eq!(method.name, "sleep_ms");
-    let mut request = MessageBuilder::request(handle, 0, method.ordinal, method.fingerprint);
-    request
-        .inline()
-        .put_slice(&postcard::to_allocvec(&5u64).unwrap());
-    let (call_id, frame) = proto.send_request(request).map_err(|(e, _)| e).unwrap();
-    socket.write_all(&frame.into_contiguous()).await.unwrap();
+    let call_id = send_sleep_raw(&mut socket, &mut proto, handle, 5).await;
 
     // It reads GOAWAY and the PING after it (answering it), then its answer, then CLOSE.
-    let mut answered = false;
-    loop {
-        let frame = common::read_frame(&mut socket).await.unwrap();
-        match proto.handle_frame(frame) {
-            Ok(Event::GoingAway) => {}
-            Ok(Event::Ping { pong }) => socket.write_all(&pong).await.unwrap(),
-            Ok(Event::Response(response)) => {
-                assert_eq!(response.call_id, call_id);
-                assert_eq!(response.status, lanner_proto::Status::Ok);
-                answered = true;
-            }
-            Ok(Event::Closed(_)) => break,
-            other => panic!("unexpected {other:?}"),
-        }
-    }
-    assert!(answered, "the request was cut off");
+    let (seen, _) = read_until_close(&mut socket, &mut proto, call_id).await;
+    assert!(
+        seen.contains(&"answer"),
+        "the request was cut off: {seen:?}"
+    );
     assert_eq!(shutdown.await.unwrap().unfinished_calls, 0);
 }
 
-#[tokio::test]
-async fn a_request_crossing_an_idle_close_is_served_and_the_socket_let_go_at_once() {
-    use lanner_proto::{Event, MessageBuilder};
+/// Sends `sleep_ms(ms)` to the `Slow` object `handle` over a raw connection; returns the
+/// call's id.
+async fn send_sleep_raw(
+    socket: &mut tokio::net::UnixStream,
+    proto: &mut lanner_proto::Connection,
+    handle: u64,
+    ms: u64,
+) -> u64 {
     use tokio::io::AsyncWriteExt;
-
-    let options =
-        lanner::ConnectionOptions::default().with_idle_timeout(Duration::from_millis(100));
-    let server = Server::with_options(options).with_auth(lanner::ServerAuth::none());
-    let slow = Object::new(SlowStub::new(Arc::new(SlowService)));
-    let listening = listen_anonymous(server, "idle-crossing", "slow", slow).await;
-    let (mut socket, mut proto) = common::raw_unix_client(&listening).await;
-    let handle = resolve_raw(&mut socket, &mut proto, "slow").await;
-
-    // The connection goes idle; the client, reading nothing meanwhile, sends a request
-    // after the server decided to close it.
-    tokio::time::sleep(Duration::from_millis(400)).await;
     let method = &<SlowProxy as lanner::Proxy>::METHODS[0];
     assert_eq!(method.name, "sleep_ms");
-    let mut request = MessageBuilder::request(handle, 0, method.ordinal, method.fingerprint);
+    let mut request =
+        lanner_proto::MessageBuilder::request(handle, 0, method.ordinal, method.fingerprint);
     request
         .inline()
-        .put_slice(&postcard::to_allocvec(&5u64).unwrap());
+        .put_slice(&postcard::to_allocvec(&ms).unwrap());
     let (call_id, frame) = proto.send_request(request).map_err(|(e, _)| e).unwrap();
     socket.write_all(&frame.into_contiguous()).await.unwrap();
+    call_id
+}
 
-    // It reads GOAWAY and the PING after it (answering it), then its answer, then CLOSE.
+/// Reads frames until a CLOSE, answering PINGs; returns what came, in order (GOAWAY,
+/// PING, answer for an `Ok` answer to `call_id`, CLOSE), and the CLOSE's reason.
+async fn read_until_close(
+    socket: &mut tokio::net::UnixStream,
+    proto: &mut lanner_proto::Connection,
+    call_id: u64,
+) -> (Vec<&'static str>, String) {
+    use lanner_proto::Event;
+    use tokio::io::AsyncWriteExt;
     let mut seen = Vec::new();
     loop {
-        let frame = common::read_frame(&mut socket).await.unwrap();
+        let frame = common::read_frame(socket).await.unwrap();
         match proto.handle_frame(frame) {
             Ok(Event::GoingAway) => seen.push("GOAWAY"),
             Ok(Event::Ping { pong }) => {
@@ -548,13 +531,32 @@ async fn a_request_crossing_an_idle_close_is_served_and_the_socket_let_go_at_onc
                 seen.push("answer");
             }
             Ok(Event::Closed(close)) => {
-                assert!(close.reason.contains("idle"), "{close:?}");
                 seen.push("CLOSE");
-                break;
+                return (seen, close.reason);
             }
             other => panic!("unexpected {other:?}"),
         }
     }
+}
+
+#[tokio::test]
+async fn a_request_crossing_an_idle_close_is_served_and_the_socket_let_go_at_once() {
+    let options =
+        lanner::ConnectionOptions::default().with_idle_timeout(Duration::from_millis(100));
+    let server = Server::with_options(options).with_auth(lanner::ServerAuth::none());
+    let slow = Object::new(SlowStub::new(Arc::new(SlowService)));
+    let listening = listen_anonymous(server, "idle-crossing", "slow", slow).await;
+    let (mut socket, mut proto) = common::raw_unix_client(&listening).await;
+    let handle = resolve_raw(&mut socket, &mut proto, "slow").await;
+
+    // The connection goes idle; the client, reading nothing meanwhile, sends a request
+    // after the server decided to close it.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let call_id = send_sleep_raw(&mut socket, &mut proto, handle, 5).await;
+
+    // It reads GOAWAY and the PING after it (answering it), then its answer, then CLOSE.
+    let (seen, reason) = read_until_close(&mut socket, &mut proto, call_id).await;
+    assert!(reason.contains("idle"), "{reason}");
     assert_eq!(seen, ["GOAWAY", "PING", "answer", "CLOSE"]);
     // The CLOSE was read: the server lets go of the socket at once, without lingering.
     let mut rest = Vec::new();
