@@ -363,8 +363,14 @@ mod tests {
     /// What the server sent `client` first: `Some(descriptors)` for a message, `None` for
     /// end of file (it closed the connection without an offer). Takes the offer.
     fn first_message(client: &std::os::unix::net::UnixStream) -> Option<usize> {
+        // Under valgrind the server sets up each connection many times slower.
+        let patience = if sys::testing::under_valgrind() {
+            300
+        } else {
+            5
+        };
         client
-            .set_read_timeout(Some(Duration::from_secs(5)))
+            .set_read_timeout(Some(Duration::from_secs(patience)))
             .unwrap();
         match sys::recv_with_fds(client.as_fd(), &mut [0u8; 16]) {
             Ok((0, _)) => None,
