@@ -287,12 +287,8 @@ fn offer(
 ) -> io::Result<(lanner_shm::Region, OwnedFd)> {
     let uid = sys::peer_credentials(stream.as_fd())?.uid;
     offers
-        .admit(uid)
-        .map_err(|refusal| io::Error::other(format!("refused: {refusal}")))?;
-    let kept = stream.as_fd().try_clone_to_owned()?;
-    let offered = handoff::offer_region(stream.as_fd(), DEFAULT_RING_CAPACITY);
-    offers.record(uid, kept);
-    offered
+        .offer(stream.as_fd(), uid, DEFAULT_RING_CAPACITY)?
+        .map_err(|refusal| io::Error::other(format!("refused: {refusal}")))
 }
 
 fn echo_connection(

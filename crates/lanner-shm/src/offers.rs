@@ -13,13 +13,13 @@
 //! and never reads could otherwise lock everyone out.
 //!
 //! So a listener keeps a duplicate of each connection's setup socket here from the moment
-//! it sends the offer ([`UntakenOffers::record`]), through the end of the connection,
+//! it sends the offer ([`UntakenOffers::offer`]), through the end of the connection,
 //! until [`sys::unread_by_peer`] says 0: the client has read everything sent on it (the
 //! offer first) or closed its end. Entries are checked lazily, without a task each: those
 //! of a uid when it connects again, all of them when the table is at its bound, and all
 //! of them every [`SWEEP_INTERVAL`] while any are held, if the listener waits for
 //! [`UntakenOffers::next_sweep`] beside the next connection (the runtime's does). A
-//! connection is refused before its offer ([`UntakenOffers::admit`]) when its uid holds
+//! connection is refused before its offer ([`UntakenOffers::offer`]) when its uid holds
 //! [`MAX_UNTAKEN_OFFERS_PER_UID`] entries, or when the table is full. The duplicates are
 //! closed on the closer thread ([`crate::closer`]): a peer may have queued descriptors on
 //! the socket.
@@ -29,11 +29,13 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::os::fd::{AsFd, OwnedFd};
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use crate::closer::ClosedLater;
-use crate::sys;
+use crate::region::Region;
+use crate::{handoff, sys};
 
 /// The most offers not taken yet one client uid may hold on one listener; a connection
 /// beyond it is refused before any offer is sent.
@@ -63,7 +65,7 @@ pub fn capacity_for(open_files_limit: u64) -> usize {
     quarter.clamp(1, MAX_UNTAKEN_OFFERS)
 }
 
-/// Why [`UntakenOffers::admit`] refused a connection.
+/// Why [`UntakenOffers::offer`] refused a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
     /// The uid holds [`MAX_UNTAKEN_OFFERS_PER_UID`] untaken offers.
@@ -152,12 +154,34 @@ impl UntakenOffers {
         }
     }
 
+    /// Offers the client of `socket`, a new connection from `uid`, a region with rings of
+    /// `capacity` bytes ([`handoff::offer_region`]), if its uid may hold one more offer not
+    /// taken yet (see `admit`); keeps a duplicate of the socket until the
+    /// offer is taken. Returns the region and the server's end of the space doorbell, or
+    /// why the connection is refused (nothing sent).
+    pub fn offer(
+        &mut self,
+        socket: BorrowedFd<'_>,
+        uid: u32,
+        capacity: usize,
+    ) -> io::Result<Result<(Region, OwnedFd), Refusal>> {
+        if let Err(refusal) = self.admit(uid) {
+            return Ok(Err(refusal));
+        }
+        // Kept until the client has read the offer or closed its end, whatever becomes of
+        // the connection meanwhile (a failed send may have sent part of it).
+        let kept = socket.try_clone_to_owned()?;
+        let offered = handoff::offer_region(socket, capacity);
+        self.record(uid, kept);
+        offered.map(Ok)
+    }
+
     /// Whether a new connection from `uid` may be sent an offer, after checking that uid's
     /// entries (and everyone's if the table is at its bound). Refused when `uid` holds
     /// [`MAX_UNTAKEN_OFFERS_PER_UID`] untaken offers; when it holds some and only the
     /// reserve is left (a quarter of the table, kept for uids that hold none, so that a few
     /// uids that never read cannot keep every other user out); when the table is full.
-    pub fn admit(&mut self, uid: u32) -> Result<(), Refusal> {
+    fn admit(&mut self, uid: u32) -> Result<(), Refusal> {
         self.sweep_uid(uid);
         let mut own = self.held_by(uid);
         if own >= MAX_UNTAKEN_OFFERS_PER_UID {
@@ -179,7 +203,7 @@ impl UntakenOffers {
     /// Keeps `socket`, a duplicate of the setup socket of a connection from `uid` on which
     /// an offer may have been sent, until the client has read everything on it or closed
     /// its end; at once if it has already (or nothing was sent).
-    pub fn record(&mut self, uid: u32, socket: OwnedFd) {
+    fn record(&mut self, uid: u32, socket: OwnedFd) {
         let socket = ClosedLater::new(socket);
         if taken(&socket) {
             return;

@@ -133,23 +133,23 @@ impl ShmListener {
         // refused descriptors: whatever that one queued meanwhile, the drains catch.
         sys::refuse_passed_descriptors(data.as_fd())?;
         let credentials = sys::peer_credentials(data.as_fd())?;
-        if let Err(refusal) = self.offers.admit(credentials.uid) {
-            occasionally!(
+        let offer = self
+            .offers
+            .offer(data.as_fd(), credentials.uid, self.ring_capacity)?;
+        let (region, space) = match offer {
+            Ok(offered) => offered,
+            Err(refusal) => {
+                occasionally!(
                 warn,
                 name = %self.name,
                 pid = credentials.pid,
                 uid = credentials.uid,
                 %refusal,
-                "shared-memory connection refused before its offer"
-            );
-            return Ok(None);
-        }
-        // Kept until the client has read the offer or closed its end, whatever becomes
-        // of the connection meanwhile.
-        let kept = data.try_clone_socket()?;
-        let offered = handoff::offer_region(data.as_fd(), self.ring_capacity);
-        self.offers.record(credentials.uid, kept);
-        let (region, space) = offered?;
+                    "shared-memory connection refused before its offer"
+                );
+                return Ok(None);
+            }
+        };
         let space = Doorbell::new(space);
         let peer = format!(
             "shm://{} (client pid {}, uid {})",
