@@ -170,15 +170,23 @@ mod tests {
         drop(flood);
     }
 
-    #[tokio::test]
-    async fn a_descriptor_passed_on_a_doorbell_ends_the_connection_without_blocking() {
-        // Without SO_PASSRIGHTS (as on kernels before 6.16): the peer's send succeeds.
+    /// A waiter whose peer (the socket returned with it) passed, without SO_PASSRIGHTS (as
+    /// on kernels before 6.16), a TCP socket whose close lingers for `linger`; and the
+    /// reader at the other end of that socket, whose close ends the linger.
+    fn waiter_with_a_lingering_socket_queued(
+        linger: Duration,
+    ) -> (Waiter, std::os::unix::net::UnixStream, std::net::TcpStream) {
         let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
         let waiter = Waiter::new(ours.into()).unwrap();
-        let linger = Duration::from_secs(2);
         let (lingering, reader) = lingering_tcp_socket(linger);
         lanner_shm::sys::send_with_fds(theirs.as_fd(), &[1], &[lingering.as_fd()]).unwrap();
-        drop(lingering);
+        (waiter, theirs, reader)
+    }
+
+    #[tokio::test]
+    async fn a_descriptor_passed_on_a_doorbell_ends_the_connection_without_blocking() {
+        let linger = Duration::from_secs(2);
+        let (waiter, _theirs, reader) = waiter_with_a_lingering_socket_queued(linger);
         waiter.socket.get().readable().await.unwrap();
         let started = Instant::now();
         let ended = std::future::poll_fn(|cx| Poll::Ready(waiter.poll_rung(cx))).await;
@@ -207,12 +215,8 @@ mod tests {
     #[tokio::test]
     async fn a_waiter_dropped_with_a_descriptor_queued_is_closed_apart() {
         // Its socket's last descriptor: closing it closes the lingering socket queued on it.
-        let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
-        let waiter = Waiter::new(ours.into()).unwrap();
         let linger = Duration::from_secs(2);
-        let (lingering, reader) = lingering_tcp_socket(linger);
-        lanner_shm::sys::send_with_fds(theirs.as_fd(), &[1], &[lingering.as_fd()]).unwrap();
-        drop(lingering);
+        let (waiter, _theirs, reader) = waiter_with_a_lingering_socket_queued(linger);
         let started = Instant::now();
         drop(waiter);
         let took = started.elapsed();
