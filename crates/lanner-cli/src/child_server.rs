@@ -52,6 +52,21 @@ impl ChildServer {
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
+
+    /// Waits up to `limit` for the server to exit on its own; its exit status, or `None`
+    /// if it is still running (or cannot be waited for).
+    pub fn exit_within(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => return Some(status),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                _ => return None,
+            }
+        }
+    }
 }
 
 impl Drop for ChildServer {

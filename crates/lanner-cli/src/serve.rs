@@ -1,7 +1,8 @@
 //! `lanner serve`: the server process the demo and the benchmarks start. It serves the
 //! echo and demo objects with Lanner and runs the raw echo baseline beside them, prints
 //! one JSON line `{"lanner": <endpoint>, "raw": <endpoint>}` on stdout, and exits when its
-//! standard input closes (so it never outlives the process that started it).
+//! standard input closes (so it never outlives the process that started it) or on SIGINT
+//! or SIGTERM, after a graceful shutdown that removes its socket files.
 //!
 //! The echo object is published twice: free-threaded as `echo` and in an apartment (its
 //! calls one at a time, in arrival order) as `echo.apartment`.
@@ -117,7 +118,53 @@ fn socket_path(tag: &str) -> PathBuf {
     std::env::temp_dir().join(format!("lanner-{}-{tag}.sock", std::process::id()))
 }
 
-/// Runs the server process until stdin closes, then shuts down gracefully.
+/// What tells the server to stop: its standard input closing (the process that started
+/// it is done, or died), SIGINT (Ctrl-C in the terminal reaches a benchmark's server too,
+/// being in its process group) or SIGTERM (a supervisor's `kill`). The server then shuts
+/// down gracefully, which removes its socket files.
+struct StopSignals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+    stdin_closed: tokio::sync::oneshot::Receiver<()>,
+}
+
+impl StopSignals {
+    /// Starts listening for all three (before the server says it is ready, so that a
+    /// signal sent as soon as it is stops it gracefully).
+    fn install() -> std::io::Result<StopSignals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let interrupt = signal(SignalKind::interrupt())?;
+        let terminate = signal(SignalKind::terminate())?;
+        let (closed, stdin_closed) = tokio::sync::oneshot::channel();
+        // A thread of its own, not `spawn_blocking`: the runtime would wait for a blocking
+        // task still reading when it is dropped after a signal.
+        std::thread::Builder::new()
+            .name("stdin-watch".into())
+            .spawn(move || {
+                let mut sink = [0u8; 4096];
+                let mut stdin = std::io::stdin();
+                while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+                let _ = closed.send(());
+            })?;
+        Ok(StopSignals {
+            interrupt,
+            terminate,
+            stdin_closed,
+        })
+    }
+
+    /// Waits for the first of them; says which it was.
+    async fn first(mut self) -> &'static str {
+        tokio::select! {
+            _ = self.stdin_closed => "standard input closed",
+            _ = self.interrupt.recv() => "interrupted (SIGINT)",
+            _ = self.terminate.recv() => "terminated (SIGTERM)",
+        }
+    }
+}
+
+/// Runs the server process until it is told to stop (see [`StopSignals`]), then
+/// shuts down gracefully.
 pub fn run(args: &ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let (auth, server_auth) = args.auth()?;
     if let Some(cpu) = args.cpu {
@@ -162,6 +209,7 @@ pub fn run(args: &ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             std::thread::spawn(move || raw.serve(spin));
             endpoint
         };
+        let stop = StopSignals::install()?;
         let ready = serde_json::json!({
             "lanner": listening.endpoint().to_string(),
             "raw": raw_endpoint,
@@ -170,12 +218,9 @@ pub fn run(args: &ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         let mut stdout = std::io::stdout();
         writeln!(stdout, "{ready}")?;
         stdout.flush()?;
-        tokio::task::spawn_blocking(|| {
-            let mut sink = Vec::new();
-            let _ = std::io::stdin().read_to_end(&mut sink);
-        })
-        .await?;
-        // Stdin closed: finish the calls in flight, tell the clients to go away.
+        let why = stop.first().await;
+        tracing::debug!("{why}: shutting down");
+        // Finish the calls in flight, tell the clients to go away.
         listening.shutdown(SHUTDOWN_GRACE).await;
         Ok::<(), Box<dyn std::error::Error>>(())
     })?;

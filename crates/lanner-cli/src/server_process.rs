@@ -230,4 +230,10 @@ impl ServerProcess {
     pub fn pid(&self) -> u32 {
         self.process.pid()
     }
+
+    /// Waits up to `limit` for the server to exit on its own (after a signal, say); its
+    /// exit status, or `None` if it is still running.
+    pub fn exit_within(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        self.process.exit_within(limit)
+    }
 }

@@ -96,11 +96,11 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// How the secured server is started and how the client authenticates to it. The
-/// throw-away certificates (for tls) are removed when this is dropped.
+/// throw-away certificates (for tls) are removed when `pki` is dropped.
 struct Secured {
     serve: ServeAuth,
     client: ClientAuth,
-    _pki: Option<ThrowAwayPki>,
+    pki: Option<ThrowAwayPki>,
 }
 
 impl Secured {
@@ -109,7 +109,7 @@ impl Secured {
             AuthArg::Peercred => Secured {
                 serve: ServeAuth::PeerCredentials,
                 client: ClientAuth::peer_credentials(),
-                _pki: None,
+                pki: None,
             },
             AuthArg::Psk => {
                 let secret: [u8; 32] = rand::random();
@@ -119,7 +119,7 @@ impl Secured {
                         secret: secret.to_vec(),
                     },
                     client: ClientAuth::psk(PreSharedKey::new(KEY_ID, secret)?),
-                    _pki: None,
+                    pki: None,
                 }
             }
             AuthArg::Tls => {
@@ -133,7 +133,7 @@ impl Secured {
                         client_ca: Some(pki.ca_cert.clone()),
                     },
                     client: ClientAuth::tls(config, SERVER_NAMES[0]),
-                    _pki: Some(pki),
+                    pki: Some(pki),
                 }
             }
             AuthArg::None => return Err("nothing to compare: --auth none".into()),
@@ -149,7 +149,7 @@ fn measure(args: &BenchArgs, auth: AuthArg) -> Result<Row, Box<dyn std::error::E
         runtime,
         options,
     } = ClientSide::start(args)?;
-    let secured = Secured::new(auth)?;
+    let mut secured = Secured::new(auth)?;
     let program = std::env::current_exe()?;
     let plain_server = ServerProcess::spawn_with_auth(
         &program,
@@ -160,6 +160,10 @@ fn measure(args: &BenchArgs, auth: AuthArg) -> Result<Row, Box<dyn std::error::E
     )?;
     let secure_server =
         ServerProcess::spawn_with_auth(&program, args.transport, server_cpu, spin, &secured.serve)?;
+    // The server has read its certificate and key (it says where it listens only after),
+    // and the client's configuration holds its own: the files go now, so that a
+    // benchmark stopped with Ctrl-C leaves no keys behind.
+    drop(secured.pki.take());
     let (plain, secure) = runtime.block_on(async {
         let plain: EchoProxy = lanner::Client::with_options(options.clone())
             .with_auth(ClientAuth::none())
