@@ -204,3 +204,17 @@ LOAN_SCRIPTS = {
 }
 for name, script in LOAN_SCRIPTS.items():
     write("loan_returns", name, bytes(b for step in script for b in step))
+
+
+# URLs for lanner::fuzzing::url_parse: one of every scheme, as endpoints and object URLs.
+URLS = {
+    "tcp": "tcp://127.0.0.1:7000/calc",
+    "tcp_ipv6": "tcp://[::1]:7000/calc",
+    "tcp_name": "tcp://localhost:80",
+    "unix": "unix:///tmp/app.sock/calc",
+    "unix_endpoint": "unix:///run/a.sock",
+    "shm": "shm://fast/calc",
+    "mem": "mem://name/calc",
+}
+for name, url in URLS.items():
+    write("url_parse", name, url.encode())

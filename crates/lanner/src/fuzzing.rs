@@ -1,7 +1,8 @@
 //! Fuzz target code (run by `fuzz/`, kept here so that a crash input replays as a unit
 //! test): the decoder of arguments and results, fed arbitrary bytes as several kinds of
-//! values, including types that contain themselves; and the shared-memory transport's
-//! decoder of records that lend payloads.
+//! values, including types that contain themselves; the shared-memory transport's
+//! decoder of records that lend payloads; and the URL parser, which reads the endpoints
+//! that references to a third party's objects carry.
 
 use std::collections::BTreeMap;
 
@@ -68,9 +69,96 @@ pub fn lent_record(data: &[u8]) {
     area.collect_returns();
 }
 
+/// Parses `data` (as UTF-8, lossily) as an endpoint and as an object URL, as a reference
+/// handed over by a peer is parsed. Neither parser panics; a refusal is `InvalidArgument`
+/// with a message free of control characters (it goes to logs); what is accepted contains
+/// no control characters either, prints as a URL that parses back to the same value, and
+/// has one spelling: an absolute unix path without `.` or `..`, a tcp address with a host
+/// and a port, a non-empty shm or mem name without `/`, a non-empty object name.
+pub fn url_parse(data: &[u8]) {
+    use crate::url::{Endpoint, ObjectUrl};
+    let text = String::from_utf8_lossy(data);
+    let refused = |error: crate::Error| {
+        assert_eq!(error.kind(), crate::ErrorKind::InvalidArgument, "{error}");
+        assert!(
+            !error.message().chars().any(char::is_control),
+            "a control character in {:?}",
+            error.message()
+        );
+    };
+    let check_endpoint = |endpoint: &Endpoint| {
+        let printed = endpoint.to_string();
+        assert!(!printed.chars().any(char::is_control), "{printed:?}");
+        assert_eq!(
+            Endpoint::parse(&printed).as_ref().ok(),
+            Some(endpoint),
+            "{printed:?} does not parse back"
+        );
+        match endpoint {
+            Endpoint::Unix(path) => {
+                assert!(path.is_absolute(), "{path:?}");
+                let text = path.to_str().expect("parsed from a str");
+                assert!(
+                    !text.split('/').any(|part| part == "." || part == ".."),
+                    "{text:?}"
+                );
+            }
+            Endpoint::Tcp(address) => {
+                let (host, port) = address.rsplit_once(':').expect("a port");
+                assert!(
+                    !host.is_empty() && port.parse::<u16>().is_ok(),
+                    "{address:?}"
+                );
+            }
+            Endpoint::Shm(name) | Endpoint::Mem(name) => {
+                assert!(!name.is_empty() && !name.contains('/'), "{name:?}");
+            }
+        }
+    };
+    match Endpoint::parse(&text) {
+        Ok(endpoint) => check_endpoint(&endpoint),
+        Err(error) => refused(error),
+    }
+    match ObjectUrl::parse(&text) {
+        Ok(url) => {
+            check_endpoint(&url.endpoint);
+            assert!(!url.name.is_empty());
+            let printed = url.to_string();
+            assert_eq!(
+                ObjectUrl::parse(&printed).as_ref().ok(),
+                Some(&url),
+                "{printed:?} does not parse back"
+            );
+        }
+        Err(error) => refused(error),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn urls_parse_back_or_are_refused_cleanly() {
+        for url in [
+            "tcp://127.0.0.1:7000/calc",
+            "tcp://[::1]:7000/a/b",
+            "unix:///tmp/s.sock/calc",
+            "unix:////tmp//s.sock//calc",
+            "shm://fast/calc",
+            "mem://x",
+            "tcp://host\n:80/calc",
+            "unix:///tmp/\u{1b}[2J.sock/calc",
+            "shm://a\rb/calc",
+            "tcp://a:1/na\u{85}me",
+            "\u{0}",
+            "",
+            "://",
+        ] {
+            url_parse(url.as_bytes());
+        }
+        url_parse(&[0xff, 0xfe, b':', b'/', b'/']);
+    }
 
     #[test]
     fn deep_and_claimed_large_inputs_end_in_errors() {

@@ -37,7 +37,14 @@ fn invalid(url: &str, why: &str) -> Error {
     )
 }
 
+/// Splits `scheme://rest`. Refuses control characters anywhere: no endpoint or name
+/// needs them, and a URL a peer hands over (a reference to a third party's object) ends
+/// up in logs and error messages, where a newline or an escape sequence would forge or
+/// hide lines.
 fn split_scheme(url: &str) -> Result<(&str, &str), Error> {
+    if url.chars().any(char::is_control) {
+        return Err(invalid(url, "control characters are not allowed"));
+    }
     url.split_once("://")
         .ok_or_else(|| invalid(url, "expected scheme://… (tcp, unix, shm or mem)"))
 }
@@ -229,6 +236,43 @@ mod tests {
             let error = ObjectUrl::parse(bad).unwrap_err();
             assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{bad}");
             assert!(error.message().contains(bad), "{error}");
+        }
+    }
+
+    #[test]
+    fn control_characters_are_refused() {
+        for bad in [
+            "tcp://host\n:80/calc",
+            "unix:///tmp/\u{1b}[2J.sock/calc",
+            "shm://a\rb/calc",
+            "tcp://a:1/na\u{85}me",
+            "mem://x\t/calc",
+        ] {
+            let error = ObjectUrl::parse(bad).unwrap_err();
+            assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{bad:?}");
+            assert!(error.message().contains("control characters"), "{error}");
+            assert!(!error.message().chars().any(char::is_control), "{error}");
+            assert!(Endpoint::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever either parser makes of any string, it never panics, and what it
+        /// accepts prints back to itself (`crate::fuzzing::url_parse` checks it all).
+        #[test]
+        fn any_string_parses_back_or_is_refused(text in "(?s).{0,64}") {
+            crate::fuzzing::url_parse(text.as_bytes());
+        }
+
+        /// URLs built from plausible parts, control characters and odd separators among
+        /// them, likewise.
+        #[test]
+        fn built_urls_parse_back_or_are_refused(
+            scheme in "(tcp|unix|shm|mem|http)",
+            middle in "[a-z0-9./:\\[\\]@ \\n\\x1b-]{0,24}",
+            name in "[a-z0-9/.\\r-]{0,8}",
+        ) {
+            crate::fuzzing::url_parse(format!("{scheme}://{middle}/{name}").as_bytes());
         }
     }
 
