@@ -137,7 +137,7 @@ impl Connection {
         let sent = if one_way_goes_now(alone, head.frame_len()) {
             self.send_parts(head, bulk, false)
         } else {
-            self.send_deferred(head.into_frame(bulk))
+            self.send_deferred_parts(head, bulk)
         };
         sent.map(|_| Ok(())).map_err(Error::after_sending)
     }
@@ -181,7 +181,7 @@ impl Connection {
         let sent = if one_way_goes_now(alone, stamped.len()) {
             self.send_stamped(stamped)
         } else {
-            self.send_deferred(stamped.into_frame())
+            self.send_deferred_stamped(stamped)
         };
         sent.map(drop).map_err(Error::after_sending)
     }

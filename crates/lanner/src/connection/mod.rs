@@ -551,15 +551,20 @@ impl Connection {
             return sent;
         }
         let sent = self.send(frame, false, When::Deferred);
-        // After the frame is queued: a reader going to sleep sees the flag (see `sleep`).
-        // Already set, it stays set until the reader's next flush, which the queue's lock
-        // orders after this frame: a plain load spares a read-modify-write per call when
-        // requests pile up.
+        self.note_deferred();
+        sent
+    }
+
+    /// Tells the reader that a frame waits for its next flush (see
+    /// [`Connection::send_deferred`]), after the frame was queued or written unpublished:
+    /// a reader going to sleep sees the flag (see `sleep`). Already set, it stays set until
+    /// the reader's next flush, which the writer's lock orders after this frame: a plain
+    /// load spares a read-modify-write per call when requests pile up.
+    pub(super) fn note_deferred(&self) {
         if !self.deferred.load(Ordering::Relaxed) {
             self.deferred.store(true, Ordering::SeqCst);
         }
         self.signal.kick();
-        sent
     }
 
     fn send(

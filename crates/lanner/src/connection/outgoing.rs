@@ -14,6 +14,7 @@
 //! [`FrameSink::try_send_parts`]: crate::transport::FrameSink::try_send_parts
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::task::{Context, Waker};
 
 use bytes::Bytes;
@@ -99,14 +100,6 @@ impl Stamped {
             Stamped::Parts(head, _) => head.frame_len(),
         }
     }
-
-    /// The request as a frame, to queue.
-    pub(super) fn into_frame(self) -> OutFrame {
-        match self {
-            Stamped::Frame(frame) => frame,
-            Stamped::Parts(head, bulk) => head.into_frame(bulk),
-        }
-    }
 }
 
 impl Connection {
@@ -117,6 +110,41 @@ impl Connection {
             Stamped::Frame(frame) => self.send_frame(frame),
             Stamped::Parts(head, bulk) => self.send_parts(head, bulk, false),
         }
+    }
+
+    /// [`Connection::send_deferred`] for a stamped request.
+    pub(super) fn send_deferred_stamped(self: &Arc<Self>, stamped: Stamped) -> Result<bool, Error> {
+        match stamped {
+            Stamped::Frame(frame) => self.send_deferred(frame),
+            Stamped::Parts(head, bulk) => self.send_deferred_parts(head, bulk),
+        }
+    }
+
+    /// [`Connection::send_deferred`] for a plain message's header and bulk segment: written
+    /// into the transport now and shown to the peer with the reader's next batch if the
+    /// transport takes them so (see [`super::writer::Writer::try_defer_parts`]), which
+    /// spares the request a buffer and a place in the queue; else made a frame and
+    /// deferred as any other.
+    pub(super) fn send_deferred_parts(
+        self: &Arc<Self>,
+        head: PlainHead,
+        bulk: Option<Bytes>,
+    ) -> Result<bool, Error> {
+        // A sleeping reader would not flush soon: `send_deferred` writes at once then.
+        if !self.signal.asleep.load(Ordering::SeqCst) {
+            let written = self
+                .writer()
+                .try_defer_parts(head.as_bytes(), bulk.as_deref().unwrap_or_default());
+            match written {
+                Ok(true) => {
+                    self.note_deferred();
+                    return Ok(false);
+                }
+                Ok(false) => {}
+                Err(error) => return self.after_write(Err(error)),
+            }
+        }
+        self.send_deferred(head.into_frame(bulk))
     }
 
     /// A plain message's header and bulk segment written straight into the transport if

@@ -167,7 +167,7 @@ impl PendingReply<'_> {
         if !alone {
             // Other calls are in flight, so the reader spins: it writes this request with
             // the others queued meanwhile, in one batch.
-            connection.send_deferred(stamped.into_frame())?;
+            connection.send_deferred_stamped(stamped)?;
             return Ok(Phase::Deferred);
         }
         let sent_whole = connection.send_stamped(stamped)?;

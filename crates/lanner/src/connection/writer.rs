@@ -56,6 +56,9 @@ pub(super) struct Writer {
     corked: bool,
     /// The connection failed: nothing more is written.
     aborted: bool,
+    /// Frames written into the transport but not shown to the peer yet
+    /// ([`Writer::try_defer_parts`]): the next flush publishes them.
+    unpublished: bool,
     /// Frames handed to the writer so far (see [`crate::Traffic`]).
     frames_sent: u64,
 }
@@ -99,6 +102,7 @@ impl Writer {
             flusher: None,
             corked: false,
             aborted: false,
+            unpublished: false,
             frames_sent: 0,
         }
     }
@@ -137,6 +141,8 @@ impl Writer {
         }
         if self.queue.is_empty() {
             let mut frame = frame;
+            // Whatever it returns, the transport has shown the peer everything before.
+            self.unpublished = false;
             return match self.sink.poll_send(cx, &mut frame) {
                 Poll::Ready(result) => {
                     frame.recycle();
@@ -155,19 +161,47 @@ impl Writer {
 
     /// Writes a frame given as its header and bulk segment straight into the transport
     /// ([`FrameSink::try_send_parts`]) when [`Writer::send`] would write it at once anyway
-    /// (nothing queued, no cork, no flusher, no credits held to go first) and the
-    /// transport takes it so now. False, with nothing written, otherwise: the caller then
-    /// sends it as a frame.
+    /// (nothing queued, no flusher, no credits held to go first) and the transport takes
+    /// it so now. While corked, it is written but shown to the peer only at the uncork,
+    /// with what the cork held back after it (as [`Writer::try_defer_parts`] does).
+    /// False, with nothing written, otherwise: the caller then sends it as a frame.
     pub(super) fn try_send_parts(&mut self, head: &[u8], bulk: &[u8]) -> io::Result<bool> {
-        if self.aborted {
-            return Err(closed());
+        if self.corked {
+            return self.try_defer_parts(head, bulk);
         }
-        if self.held_credits > 0 || self.flushing || self.corked || !self.queue.is_empty() {
+        if !self.takes_parts()? {
             return Ok(false);
         }
         let sent = self.sink.try_send_parts(head, bulk)?;
         self.frames_sent += u64::from(sent);
+        self.unpublished &= !sent;
         Ok(sent)
+    }
+
+    /// [`Writer::try_send_parts`] for a frame deferred to the next flush, which the sender
+    /// has arranged (see [`When::Deferred`]) or a cork brings: written into the transport
+    /// now but shown to the peer only with the batch ([`FrameSink::try_defer_parts`]), so
+    /// that it needs no place in the queue nor a buffer of its own. False, with nothing
+    /// written, when [`Writer::try_send_parts`] would refuse it: the caller then queues it
+    /// as a frame.
+    pub(super) fn try_defer_parts(&mut self, head: &[u8], bulk: &[u8]) -> io::Result<bool> {
+        if !self.takes_parts()? {
+            return Ok(false);
+        }
+        let written = self.sink.try_defer_parts(head, bulk)?;
+        self.frames_sent += u64::from(written);
+        self.unpublished |= written;
+        Ok(written)
+    }
+
+    /// Whether a frame given as parts may be written into the transport now: only with
+    /// nothing queued before it (frames stay in order), no flusher (the transport is full)
+    /// and no credits held back (they go first). An error once aborted.
+    fn takes_parts(&self) -> io::Result<bool> {
+        if self.aborted {
+            return Err(closed());
+        }
+        Ok(self.held_credits == 0 && !self.flushing && self.queue.is_empty())
     }
 
     fn enqueue(&mut self, frame: OutFrame, returns_credit: bool) {
@@ -241,6 +275,9 @@ impl Writer {
             return Ok(Flushed::Queued);
         }
         if self.queue.is_empty() {
+            if std::mem::take(&mut self.unpublished) {
+                self.sink.publish_deferred();
+            }
             return Ok(Flushed::Done);
         }
         match self.poll_flush(cx) {
@@ -338,13 +375,14 @@ impl Writer {
         self.aborted
     }
 
-    /// Whether nothing waits to be written: no frame queued (corked ones included) and
-    /// no flusher waiting for room.
+    /// Whether nothing waits to be written: no frame queued (corked ones included), none
+    /// written but not shown to the peer yet, and no flusher waiting for room.
     pub(super) fn is_idle(&self) -> bool {
-        self.queue.is_empty() && !self.flushing
+        self.queue.is_empty() && !self.unpublished && !self.flushing
     }
 
     fn clear(&mut self) {
+        self.unpublished = false;
         self.queue.clear();
         self.returns_credit.clear();
         self.held_credits = 0;
@@ -366,6 +404,8 @@ impl Writer {
             // One batch for the whole queue: a queue that wrapped around its buffer would
             // otherwise take two writes.
             let batch = self.queue.make_contiguous();
+            // Whatever it returns, the transport has shown the peer everything before.
+            self.unpublished = false;
             let result = self.sink.poll_send_batch(cx, batch);
             self.pop_written(result.is_ready());
             ready!(result)?;

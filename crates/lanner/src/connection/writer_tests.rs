@@ -18,6 +18,18 @@ struct Wire {
     writes: Vec<(usize, Vec<u8>)>,
     /// Bytes the transport takes before it is full (None: no limit).
     room: Option<usize>,
+    /// Frames written with `try_defer_parts` and not shown yet: the next write or
+    /// `publish_deferred` shows them, first, as one write.
+    unshown: Vec<Vec<u8>>,
+}
+
+impl Wire {
+    fn show_deferred(&mut self) {
+        if !self.unshown.is_empty() {
+            let frames = std::mem::take(&mut self.unshown);
+            self.writes.push((frames.len(), frames.concat()));
+        }
+    }
 }
 
 struct FakeSink(Arc<Mutex<Wire>>);
@@ -26,6 +38,7 @@ impl FakeSink {
     /// Takes what fits of `frames` as one write operation.
     fn take(&mut self, frames: &mut [OutFrame]) -> Poll<io::Result<()>> {
         let mut wire = self.0.lock().unwrap();
+        wire.show_deferred();
         let mut bytes = Vec::new();
         let mut count = 0;
         for frame in frames.iter_mut() {
@@ -67,6 +80,15 @@ impl FrameSink for FakeSink {
     ) -> Poll<io::Result<()>> {
         self.take(frames)
     }
+
+    fn try_defer_parts(&mut self, head: &[u8], bulk: &[u8]) -> io::Result<bool> {
+        self.0.lock().unwrap().unshown.push([head, bulk].concat());
+        Ok(true)
+    }
+
+    fn publish_deferred(&mut self) {
+        self.0.lock().unwrap().show_deferred();
+    }
 }
 
 fn writer(room: Option<usize>) -> (Writer, Arc<Mutex<Wire>>) {
@@ -78,6 +100,7 @@ fn writer_holding(room: Option<usize>, credit_batch: u32) -> (Writer, Arc<Mutex<
     let wire = Arc::new(Mutex::new(Wire {
         writes: Vec::new(),
         room,
+        unshown: Vec::new(),
     }));
     (
         Writer::new(Box::new(FakeSink(wire.clone())), credit_batch),
@@ -360,4 +383,104 @@ fn a_writer_is_idle_only_with_nothing_corked_queued_or_waiting_for_room() {
     full.send(frame("stuck"), false, When::Now, &mut cx())
         .unwrap();
     assert!(!full.is_idle());
+}
+
+#[test]
+fn deferred_parts_are_shown_to_the_peer_by_the_next_flush() {
+    let (mut writer, wire) = writer(None);
+    for (head, bulk) in [("h1", "b1"), ("h2", "")] {
+        assert!(
+            writer
+                .try_defer_parts(head.as_bytes(), bulk.as_bytes())
+                .unwrap()
+        );
+    }
+    assert!(writes(&wire).is_empty(), "written, not shown");
+    assert!(
+        !writer.is_idle(),
+        "frames not shown yet keep the writer busy"
+    );
+    assert_eq!(writer.flush(&mut cx()).unwrap(), Flushed::Done);
+    assert_eq!(writes(&wire), [(2, "h1b1h2".to_owned())]);
+    assert!(writer.is_idle());
+    assert_eq!(writer.frames_sent(), 2);
+}
+
+#[test]
+fn deferred_parts_keep_their_place_among_frames() {
+    let (mut writer, wire) = writer(None);
+    // Behind a queued frame: refused, so that the caller queues it behind.
+    writer.cork();
+    writer.send(frame("a"), true, When::Now, &mut cx()).unwrap();
+    assert!(!writer.try_defer_parts(b"late", b"").unwrap());
+    writer.uncork(&mut cx()).unwrap();
+    assert_eq!(writes(&wire), [(1, "a".to_owned())]);
+
+    // Before the frames a cork holds back: shown first, at the uncork.
+    writer.cork();
+    assert!(writer.try_defer_parts(b"d", b"").unwrap());
+    writer.send(frame("b"), true, When::Now, &mut cx()).unwrap();
+    assert_eq!(writer.uncork(&mut cx()).unwrap(), Flushed::Done);
+    assert_eq!(
+        writes(&wire)[1..],
+        [(1, "d".to_owned()), (1, "b".to_owned())]
+    );
+
+    // Before a frame sent now.
+    assert!(writer.try_defer_parts(b"e", b"").unwrap());
+    writer
+        .send(frame("c"), false, When::Now, &mut cx())
+        .unwrap();
+    assert_eq!(
+        writes(&wire)[3..],
+        [(1, "e".to_owned()), (1, "c".to_owned())]
+    );
+    assert!(writer.is_idle());
+}
+
+#[test]
+fn no_deferred_parts_while_credits_wait_or_a_flusher_runs_and_none_once_aborted() {
+    let (mut writer, _wire) = writer_holding(Some(1), 8);
+    writer.return_credit(&mut cx()).unwrap();
+    assert!(
+        !writer.try_defer_parts(b"x", b"").unwrap(),
+        "held credits go first"
+    );
+    writer.return_held_credits(&mut cx()).unwrap();
+    assert!(
+        !writer.try_defer_parts(b"y", b"").unwrap(),
+        "the transport is full: the flusher keeps the order"
+    );
+    writer.abort();
+    assert!(writer.try_defer_parts(b"z", b"").is_err());
+
+    // Frames written but not shown keep no aborted writer busy: nothing more is shown.
+    let (mut writer, wire) = writer_holding(None, 8);
+    assert!(writer.try_defer_parts(b"w", b"").unwrap());
+    writer.abort();
+    assert!(writer.is_idle());
+    assert!(writes(&wire).is_empty());
+}
+
+#[test]
+fn parts_sent_while_corked_are_shown_at_the_uncork_before_what_follows() {
+    let (mut writer, wire) = writer(None);
+    writer.cork();
+    assert!(writer.try_send_parts(b"answer1", b"").unwrap());
+    assert!(writer.try_send_parts(b"answer2", b"!").unwrap());
+    writer
+        .send(frame("built"), true, When::Now, &mut cx())
+        .unwrap();
+    assert!(
+        !writer.try_send_parts(b"answer3", b"").unwrap(),
+        "behind a queued frame: queued too"
+    );
+    assert!(writes(&wire).is_empty(), "nothing is shown while corked");
+    assert!(!writer.is_idle());
+    assert_eq!(writer.uncork(&mut cx()).unwrap(), Flushed::Done);
+    assert_eq!(
+        writes(&wire),
+        [(2, "answer1answer2!".to_owned()), (1, "built".to_owned())]
+    );
+    assert!(writer.is_idle());
 }

@@ -67,6 +67,19 @@ pub trait FrameSink: Send + 'static {
         Ok(false)
     }
 
+    /// [`FrameSink::try_send_parts`] for a frame that may wait for the next batch: written
+    /// now but not yet shown to the peer, which sees it (with everything written before
+    /// it) at the next frame sent, batch sent or [`FrameSink::publish_deferred`]. A
+    /// transport that can write without publishing (shared memory: a record committed,
+    /// the ring's position stored later) saves the frame a queue and a buffer. The
+    /// default takes none.
+    fn try_defer_parts(&mut self, _head: &[u8], _bulk: &[u8]) -> io::Result<bool> {
+        Ok(false)
+    }
+
+    /// Shows the peer what [`FrameSink::try_defer_parts`] wrote. Does nothing by default.
+    fn publish_deferred(&mut self) {}
+
     /// Writes as much of `frames`, in order, as the transport takes now, advancing each:
     /// the batch hook, through which many frames can go out in one operation (a stream
     /// writes them all with one vectored write). Ready(Ok) once every frame is written;
