@@ -199,12 +199,17 @@ impl Connection {
             Ok(begun) => return Ok(begun),
             Err(request) => request,
         };
-        until(
-            deadline,
-            self.wait_for_credit(request, deadline),
-            credit_deadline_passed,
-        )
-        .await?
+        let waiting = self.wait_for_credit(request, deadline);
+        let Some(deadline) = deadline else {
+            return waiting.await;
+        };
+        // Timed on the connection's runtime: the caller may be polled where no runtime
+        // runs (`block_on` on a plain thread), which has no timer to register with.
+        let timed = {
+            let _entered = self.runtime.enter();
+            tokio::time::timeout_at(deadline.into(), waiting)
+        };
+        timed.await.map_err(|_| credit_deadline_passed())?
     }
 
     /// Gives up on the call `call_id` and tells the peer, which may stop working on it.

@@ -246,9 +246,13 @@ impl PendingReply<'_> {
         let Some(deadline) = self.deadline else {
             return Poll::Pending;
         };
-        let timer = self
-            .timer
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline.into())));
+        let runtime = self.connection.runtime();
+        let timer = self.timer.get_or_insert_with(|| {
+            // The connection's runtime's timer: the caller may be polled where no runtime
+            // runs (`block_on` on a plain thread), which has none to register with.
+            let _entered = runtime.enter();
+            Box::pin(tokio::time::sleep_until(deadline.into()))
+        });
         if timer.as_mut().poll(cx).is_pending() {
             return Poll::Pending;
         }
