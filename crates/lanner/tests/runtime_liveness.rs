@@ -3,10 +3,91 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lanner::{Client, ConnectionOptions, Proxy, Server};
+use lanner::{Client, ConnectionOptions, Error, Object, Proxy, Server};
 
 mod common;
 use common::*;
+
+#[lanner::interface]
+trait Bell {
+    /// Returns once [`Bell::ring`] has been called (before or after).
+    async fn wait(&self) -> Result<(), Error>;
+    /// Lets one [`Bell::wait`] return.
+    async fn ring(&self) -> Result<(), Error>;
+    /// Answers at once.
+    async fn nothing(&self) -> Result<(), Error>;
+}
+
+#[derive(Default)]
+struct BellImpl {
+    rung: tokio::sync::Notify,
+}
+
+impl Bell for BellImpl {
+    async fn wait(&self) -> Result<(), Error> {
+        self.rung.notified().await;
+        Ok(())
+    }
+
+    async fn ring(&self) -> Result<(), Error> {
+        self.rung.notify_one();
+        Ok(())
+    }
+
+    async fn nothing(&self) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+fn unix(tag: &str) -> String {
+    let path =
+        std::env::temp_dir().join(format!("lanner-liveness-{tag}-{}.sock", std::process::id()));
+    format!("unix://{}", path.display())
+}
+
+/// A server on a thread and runtime of its own, serving `object` as `obj` at `endpoint`
+/// until dropped: it answers while the test's threads are held by spinning callers.
+struct ServerThread {
+    url: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ServerThread {
+    fn start(endpoint: String, object: impl FnOnce() -> Object + Send + 'static) -> ServerThread {
+        let (url_sender, url) = std::sync::mpsc::channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let server = Server::new();
+                server.publish("obj", object());
+                let listening = server.listen(&endpoint).await.unwrap();
+                url_sender
+                    .send(listening.endpoint().object_url("obj"))
+                    .unwrap();
+                let _ = stopped.await;
+            });
+        });
+        ServerThread {
+            url: url.recv().unwrap(),
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for ServerThread {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
 
 /// Polls `future` to its end on this thread, which runs no runtime, parking it between
 /// polls (as `futures::executor::block_on` does).
@@ -68,4 +149,52 @@ fn a_call_with_a_deadline_can_wait_where_no_runtime_runs() {
     std::thread::sleep(Duration::from_millis(50));
     assert_eq!(block_on_plain_thread(patient.sleep_ms(1, 4)), Ok(4));
     assert_eq!(runtime.block_on(holder).unwrap(), Ok(3));
+}
+
+/// A call made from another thread while a lone caller spins for its reply is not held
+/// back for the spin. The other call is deferred to the connection's reader (it is not
+/// alone), but the reader's thread is the spinning caller's (a current-thread runtime),
+/// awake and unable to run: the spinning caller writes what is deferred, as the reader
+/// would before it receives. Here the lone caller's reply waits for that very call; with
+/// a spin budget of an hour, the deferred request went out only when the other caller
+/// gave up on it (its CANCEL flushed the queue) or a PING from the server was answered.
+#[test]
+fn a_request_deferred_while_a_lone_caller_spins_on_the_readers_thread_goes_out() {
+    let _watchdog = watchdog(
+        "a_request_deferred_while_a_lone_caller_spins_on_the_readers_thread_goes_out",
+        Duration::from_secs(60),
+    );
+    let server = ServerThread::start(unix("deferred-behind-spin"), || {
+        Object::new(BellStub::new(Arc::new(BellImpl::default())))
+    });
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let options = ConnectionOptions::default()
+        .with_spin(Duration::from_secs(3600))
+        .without_keepalive();
+    let bell: BellProxy = runtime
+        .block_on(Client::with_options(options).connect(&server.url))
+        .unwrap();
+    let started = std::time::Instant::now();
+    let waited = runtime.block_on(async {
+        // Sequential calls: this caller spins for its replies at once from now on.
+        for _ in 0..3 {
+            bell.nothing().await.unwrap();
+        }
+        let ringer = std::thread::spawn({
+            let bell = bell.with_timeout(Duration::from_secs(5));
+            move || {
+                std::thread::sleep(Duration::from_millis(100));
+                block_on_plain_thread(bell.ring())
+            }
+        });
+        // A deadline bounds the test: the spin ends there, and the reader runs.
+        let waited = bell.with_timeout(Duration::from_secs(5)).wait().await;
+        (waited, ringer.join().unwrap())
+    });
+    let elapsed = started.elapsed();
+    assert_eq!(waited, (Ok(()), Ok(())), "after {elapsed:?}");
+    assert!(elapsed < Duration::from_secs(3), "took {elapsed:?}");
 }

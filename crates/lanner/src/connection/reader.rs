@@ -510,6 +510,13 @@ impl Connection {
                 if let Some(reply) = self.take_reply(call_id) {
                     return Some(reply);
                 }
+                // Requests other threads' callers deferred to the reader meanwhile go out
+                // as the reader would send them, before it receives: the reader may be
+                // unable to run while this spins (a task of this very thread, awake, so
+                // they did not write them themselves), and our reply may wait for them.
+                // A failed write has been settled (the connection failed, or only
+                // writing stopped): the next look finds what that left.
+                let _ = self.flush_deferred();
                 let now = Instant::now();
                 if call_deadline.is_some_and(|deadline| now >= deadline)
                     || now >= *limit.get_or_insert_with(|| now + self.caller_spin_limit())
