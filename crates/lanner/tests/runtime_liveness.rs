@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lanner::{Client, ConnectionOptions, Error, Object, Proxy, Server};
+use lanner::{Bytes, Client, ConnectionOptions, Error, ObjRef, Object, Proxy, Server};
 
 mod common;
 use common::*;
@@ -36,6 +36,35 @@ impl Bell for BellImpl {
 
     async fn nothing(&self) -> Result<(), Error> {
         Ok(())
+    }
+}
+
+#[lanner::interface]
+trait Payloads {
+    /// `len` bytes, at once.
+    async fn make(&self, len: u32) -> Result<Bytes, Error>;
+}
+
+struct PayloadsImpl;
+
+impl Payloads for PayloadsImpl {
+    async fn make(&self, len: u32) -> Result<Bytes, Error> {
+        Ok(pattern(len as usize, 7))
+    }
+}
+
+#[lanner::interface]
+trait Fetcher {
+    /// Calls `from` back for `len` bytes and answers how many came.
+    async fn fetch(&self, from: ObjRef<PayloadsProxy>, len: u32) -> Result<u64, Error>;
+}
+
+struct FetcherImpl;
+
+impl Fetcher for FetcherImpl {
+    async fn fetch(&self, from: ObjRef<PayloadsProxy>, len: u32) -> Result<u64, Error> {
+        let data = from.into_proxy()?.make(len).await?;
+        Ok(data.len() as u64)
     }
 }
 
@@ -197,4 +226,64 @@ fn a_request_deferred_while_a_lone_caller_spins_on_the_readers_thread_goes_out()
     let elapsed = started.elapsed();
     assert_eq!(waited, (Ok(()), Ok(())), "after {elapsed:?}");
     assert!(elapsed < Duration::from_secs(3), "took {elapsed:?}");
+}
+
+/// A lone caller spinning for its reply answers a callback whose answer the socket cannot
+/// take at once: a flusher task must finish it, and it is spawned on the caller's own
+/// thread (a current-thread runtime, or a multi-thread worker's next-task slot, which
+/// other workers do not take). The server awaits that answer before it answers the
+/// caller, so the spin ends when a flusher has to run, as it ends for a callback that
+/// waits. With a spin budget of an hour the call ran into its deadline.
+fn a_lone_caller_lets_the_flusher_run(tag: &'static str, runtime: tokio::runtime::Runtime) {
+    let _watchdog = watchdog(tag, Duration::from_secs(60));
+    let server = ServerThread::start(unix(tag), || {
+        Object::new(FetcherStub::new(Arc::new(FetcherImpl)))
+    });
+    let options = ConnectionOptions::default()
+        .with_spin(Duration::from_secs(3600))
+        .without_keepalive();
+    let fetcher: FetcherProxy = runtime
+        .block_on(Client::with_options(options).connect(&server.url))
+        .unwrap();
+    let payloads = ObjRef::new(Object::new(PayloadsStub::new(Arc::new(PayloadsImpl))));
+    // A deadline bounds the test: the spin ends there, and the flusher runs.
+    let fetcher = fetcher.with_timeout(Duration::from_secs(5));
+    let started = std::time::Instant::now();
+    // In a task: on a multi-thread runtime, on a worker (`block_on`'s own future runs on
+    // this thread, where the flusher is not spawned).
+    let fetched = runtime.block_on(runtime.spawn(async move {
+        let mut fetched = Vec::new();
+        for len in [16, 4 << 20, 16, 4 << 20] {
+            fetched.push((
+                len,
+                fetcher.fetch(payloads.clone(), len).await,
+                started.elapsed(),
+            ));
+        }
+        fetched
+    }));
+    for (len, fetched, after) in fetched.unwrap() {
+        assert_eq!(fetched, Ok(u64::from(len)), "after {after:?}");
+    }
+    let elapsed = started.elapsed();
+    assert!(elapsed < Duration::from_secs(3), "took {elapsed:?}");
+}
+
+#[test]
+fn a_lone_caller_lets_the_flusher_of_a_large_callback_answer_run_on_a_current_thread_runtime() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    a_lone_caller_lets_the_flusher_run("flusher-current", runtime);
+}
+
+#[test]
+fn a_lone_caller_lets_the_flusher_of_a_large_callback_answer_run_on_a_multi_thread_runtime() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    a_lone_caller_lets_the_flusher_run("flusher-multi", runtime);
 }

@@ -497,6 +497,13 @@ impl Connection {
                 Ok(Progress::Empty) => {}
                 Ok(Progress::Mine(response)) => return Some(Ok(response)),
                 Ok(Progress::Handed | Progress::Delivered) => return None,
+                // What it processed left the transport a frame to finish (an answer to a
+                // callback larger than the socket takes at once): the flusher task, which
+                // may be able to run only on this thread, must finish it, and our reply
+                // may wait for it (the peer awaits that answer before it answers us).
+                Ok(Progress::Other) if self.flusher_active.load(Ordering::Relaxed) => {
+                    return None;
+                }
                 Ok(Progress::Other) => spin_end = None,
                 Err(error) => {
                     self.fail(error);
