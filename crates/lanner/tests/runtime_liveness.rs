@@ -287,3 +287,103 @@ fn a_lone_caller_lets_the_flusher_of_a_large_callback_answer_run_on_a_multi_thre
         .unwrap();
     a_lone_caller_lets_the_flusher_run("flusher-multi", runtime);
 }
+
+/// Relays the one connection accepted at `front` to the server at `back`: what the
+/// server sends goes on at once, what the client sends at about `rate` bytes a second
+/// (a slow link), so that a large request keeps the client's writer waiting for room.
+async fn slow_relay(front: tokio::net::UnixListener, back: std::path::PathBuf, rate: usize) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const PIECE: usize = 16 * 1024;
+    let (client, _) = front.accept().await.unwrap();
+    let server = tokio::net::UnixStream::connect(back).await.unwrap();
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut server_read, mut server_write) = server.into_split();
+    let upstream = tokio::spawn(async move {
+        let mut piece = vec![0u8; PIECE];
+        let pause = Duration::from_secs_f64(PIECE as f64 / rate as f64);
+        loop {
+            let read = client_read.read(&mut piece).await.unwrap_or(0);
+            if read == 0 || server_write.write_all(&piece[..read]).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(pause).await;
+        }
+    });
+    let _ = tokio::io::copy(&mut server_read, &mut client_write).await;
+    upstream.abort();
+}
+
+/// A graceful shutdown does not wait longer than it takes a request on its way when the
+/// GOAWAY went out to arrive: the client answers the PING that follows the GOAWAY after
+/// everything it wrote before, so once the answer is here, so is the request. A client
+/// writing a large request through a slow link (its writer waiting for room) dropped
+/// that PING (PINGs are not queued behind a writer that waits for the peer to read), so
+/// the server waited its whole bound for the answer (2 s) however soon the request was
+/// in. The PONG is now owed, and written once the writer has written what it holds.
+#[test]
+fn a_shutdown_hears_the_goaway_answered_behind_a_large_request() {
+    let _watchdog = watchdog(
+        "a_shutdown_hears_the_goaway_answered_behind_a_large_request",
+        Duration::from_secs(60),
+    );
+    let path = |end: &str| {
+        std::env::temp_dir().join(format!(
+            "lanner-liveness-slow-{end}-{}.sock",
+            std::process::id()
+        ))
+    };
+    let (back, front) = (path("server"), path("relay"));
+    let _ = std::fs::remove_file(&front);
+    let elsewhere = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (_server, listening) = elsewhere.block_on(serve_at(
+        &format!("unix://{}", back.display()),
+        Server::new(),
+        service_object(&Arc::new(Service::default())),
+    ));
+    let listener = elsewhere
+        .block_on(async { tokio::net::UnixListener::bind(&front) })
+        .unwrap();
+    // 1 MiB at 4 MiB/s: about 0.25 s on its way, longer than the socket takes at once.
+    elsewhere.spawn(slow_relay(listener, back, 4 << 20));
+    let client_runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let outcome = client_runtime.block_on(async {
+        let blobs: BlobsProxy = Client::new()
+            .connect(&format!("unix://{}/obj", front.display()))
+            .await
+            .unwrap();
+        let payload = pattern(1 << 20, 3);
+        let expected = digest(&payload);
+        // The connection stays open (its end would answer for it).
+        let call = tokio::spawn({
+            let blobs = blobs.clone();
+            async move { blobs.digest(payload).await }
+        });
+        // The request is on its way, the client's writer waiting for room.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let shutdown = elsewhere.spawn(async move {
+            let started = std::time::Instant::now();
+            let report = listening.shutdown(Duration::from_secs(20)).await;
+            (report.unfinished_calls, started.elapsed())
+        });
+        let digested = call.await.unwrap();
+        let shutdown = shutdown.await.unwrap();
+        drop(blobs);
+        (digested, expected, shutdown)
+    });
+    elsewhere.shutdown_background();
+    let _ = std::fs::remove_file(&front);
+    let (digested, expected, (unfinished, took)) = outcome;
+    assert_eq!(digested, Ok(expected));
+    assert_eq!(unfinished, 0);
+    assert!(
+        took < Duration::from_millis(1500),
+        "the shutdown took {took:?}: it waited its whole bound for an answer to its PING"
+    );
+}

@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use std::task::{Context, Waker};
 use std::time::Duration;
 
+use bytes::Bytes;
 use lanner_proto::{OutFrame, Status};
 
 use super::Connection;
@@ -55,6 +56,19 @@ impl Connection {
             Err(error) => tracing::warn!(peer = %self.peer, %error, "credit not returned"),
         }
         self.signal.kick();
+    }
+
+    /// Answers the peer's PING with `pong`. Not behind a flusher that waits for the peer
+    /// to read (a peer that pings without reading would grow the queue without bound):
+    /// the writer then owes it, one at most, until the flusher is done (see
+    /// `Writer::answer_ping`). A PONG is never dropped: the peer's GOAWAY probe counts on
+    /// it coming after everything this side wrote before.
+    pub(super) fn answer_ping(self: &Arc<Self>, pong: Bytes) {
+        let probe = pong.ends_with(&GOAWAY_PROBE.to_le_bytes());
+        let answered =
+            self.writer()
+                .answer_ping(pong, probe, &mut Context::from_waker(Waker::noop()));
+        let _ = self.after_write(answered);
     }
 
     /// Whether new calls can be made: open, and the peer has not said it is going away.

@@ -390,12 +390,7 @@ impl Connection {
                 })
             }
             Ok(Handled::Event(Event::Ping { pong })) => {
-                // Not while a flusher waits for the peer to read: each answer would queue
-                // behind it, and a peer that pings without reading would grow the queue
-                // without bound. What is queued reaches it, as a sign of life, once it reads.
-                if !self.flusher_active.load(Ordering::Relaxed) {
-                    let _ = self.send_frame(OutFrame::contiguous(pong));
-                }
+                self.answer_ping(pong);
                 Ok(Progress::Other)
             }
             Ok(Handled::Event(Event::Pong(nonce))) => {

@@ -29,6 +29,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::task::{Context, Poll, Waker, ready};
 
+use bytes::Bytes;
 use lanner_proto::OutFrame;
 
 use crate::transport::FrameSink;
@@ -51,6 +52,10 @@ pub(super) struct Writer {
     flushing: bool,
     /// The flusher's waker while it waits for room.
     flusher: Option<Waker>,
+    /// The PONG answering a PING that came while a flusher waited for room, and whether
+    /// it answers the GOAWAY's probe: written after everything the flusher writes (see
+    /// [`Writer::answer_ping`]).
+    owed_pong: Option<(Bytes, bool)>,
     /// A receiver is processing frames that arrived together: frames wait for its
     /// [`Writer::uncork`].
     corked: bool,
@@ -100,6 +105,7 @@ impl Writer {
             queued_credits: 0,
             flushing: false,
             flusher: None,
+            owed_pong: None,
             corked: false,
             aborted: false,
             unpublished: false,
@@ -250,6 +256,35 @@ impl Writer {
         self.flush(cx)
     }
 
+    /// Answers a PING with `pong`, written as any frame unless a flusher waits for the
+    /// peer to read: then it is owed, and written once the flusher has written what it
+    /// holds (see [`Writer::poll_flusher`]). At most one PONG is owed, the latest, or the
+    /// one answering the GOAWAY's probe (`probe`) once that came: a peer that pings
+    /// without reading does not grow the queue, and a PING is still answered after
+    /// everything written before it, which is what the GOAWAY's probe asks (the peer
+    /// takes the answer to mean that every request sent before it has arrived).
+    pub(super) fn answer_ping(
+        &mut self,
+        pong: Bytes,
+        probe: bool,
+        cx: &mut Context<'_>,
+    ) -> io::Result<Flushed> {
+        if self.aborted {
+            return Err(closed());
+        }
+        if self.flushing {
+            if !self
+                .owed_pong
+                .as_ref()
+                .is_some_and(|(_, owed_probe)| *owed_probe)
+            {
+                self.owed_pong = Some((pong, probe));
+            }
+            return Ok(Flushed::FlusherRunning);
+        }
+        self.send(OutFrame::contiguous(pong), false, When::Now, cx)
+    }
+
     /// Whether credits are held back (see [`Writer::return_credit`]).
     pub(super) fn holds_credits(&self) -> bool {
         self.held_credits > 0
@@ -334,7 +369,15 @@ impl Writer {
             )));
         }
         let before = self.write_position();
-        let result = self.poll_flush(cx);
+        let mut result = self.poll_flush(cx);
+        if let Poll::Ready(Ok(())) = result
+            && let Some((pong, _)) = self.owed_pong.take()
+        {
+            // Everything written before the PING is out: its answer follows.
+            self.frames_sent += 1;
+            self.push(OutFrame::contiguous(pong), 0);
+            result = self.poll_flush(cx);
+        }
         if self.write_position() != before {
             progress();
         }
@@ -383,6 +426,7 @@ impl Writer {
 
     fn clear(&mut self) {
         self.unpublished = false;
+        self.owed_pong = None;
         self.queue.clear();
         self.returns_credit.clear();
         self.held_credits = 0;

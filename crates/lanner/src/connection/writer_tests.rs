@@ -484,3 +484,34 @@ fn parts_sent_while_corked_are_shown_at_the_uncork_before_what_follows() {
     );
     assert!(writer.is_idle());
 }
+
+#[test]
+fn a_ping_answered_while_the_flusher_waits_is_answered_after_what_it_writes() {
+    let (mut writer, wire) = writer(Some(2));
+    let sent = writer.send(frame("abcd"), false, When::Now, &mut cx());
+    assert_eq!(sent.unwrap(), Flushed::StartFlusher);
+    // Owed, one at most: the latest, unless the GOAWAY's probe is owed already.
+    for (pong, probe) in [("P1", false), ("P2", true), ("P3", false)] {
+        let answered = writer.answer_ping(Bytes::from_static(pong.as_bytes()), probe, &mut cx());
+        assert_eq!(answered.unwrap(), Flushed::FlusherRunning);
+    }
+    assert_eq!(writes(&wire), [(1, "ab".to_owned())]);
+    // A flusher step that cannot finish keeps the PONG owed.
+    let flushed = writer.poll_flusher(&mut cx(), || {});
+    assert!(flushed.is_pending());
+    wire.lock().unwrap().room = None;
+    let flushed = writer.poll_flusher(&mut cx(), || {});
+    assert!(matches!(flushed, Poll::Ready(Ok(()))));
+    assert_eq!(
+        writes(&wire),
+        [
+            (1, "ab".to_owned()),
+            (1, "cd".to_owned()),
+            (1, "P2".to_owned())
+        ]
+    );
+    // No flusher: a PING is answered at once.
+    let answered = writer.answer_ping(Bytes::from_static(b"P4"), false, &mut cx());
+    assert_eq!(answered.unwrap(), Flushed::Done);
+    assert_eq!(writes(&wire)[3], (1, "P4".to_owned()));
+}
