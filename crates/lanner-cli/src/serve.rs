@@ -163,8 +163,8 @@ impl StopSignals {
     }
 }
 
-/// Runs the server process until it is told to stop (see [`StopSignals`]), then
-/// shuts down gracefully.
+/// Runs the server process until it is told to stop (its stdin closes, or SIGINT or
+/// SIGTERM), then shuts down gracefully.
 pub fn run(args: &ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let (auth, server_auth) = args.auth()?;
     if let Some(cpu) = args.cpu {
