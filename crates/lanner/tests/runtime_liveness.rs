@@ -118,26 +118,6 @@ impl Drop for ServerThread {
     }
 }
 
-/// Polls `future` to its end on this thread, which runs no runtime, parking it between
-/// polls (as `futures::executor::block_on` does).
-fn block_on_plain_thread<F: std::future::Future>(future: F) -> F::Output {
-    struct Unpark(std::thread::Thread);
-    impl std::task::Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
-    let mut cx = std::task::Context::from_waker(&waker);
-    let mut future = std::pin::pin!(future);
-    loop {
-        if let std::task::Poll::Ready(output) = future.as_mut().poll(&mut cx) {
-            return output;
-        }
-        std::thread::park();
-    }
-}
-
 /// A call with a deadline made where no runtime runs (`block_on` on a plain thread, as
 /// `futures::executor::block_on` does), which waits for its answer or for a credit rather
 /// than spinning for it, times its deadline on its connection's runtime: it used to

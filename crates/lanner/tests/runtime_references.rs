@@ -315,7 +315,7 @@ fn count_to_from_a_plain_thread(what: &'static str, listener: Object, rounds: u6
             ));
     let listener = ObjRef::new(listener);
     for round in 1..=rounds {
-        let counted = block_on_plain_thread(factory.count_to(listener.clone(), 3));
+        let counted = common::block_on_plain_thread(factory.count_to(listener.clone(), 3));
         assert_eq!(counted, Ok(3), "{what}, round {round}");
     }
 }
@@ -358,26 +358,6 @@ fn a_callback_received_where_no_runtime_runs_is_first_polled_in_its_connections_
         5,
     );
     assert_eq!(heard.0.lock().unwrap().len(), 15);
-}
-
-/// Polls `future` to its end on this thread, which runs no runtime, parking it between
-/// polls (as `futures::executor::block_on` does).
-fn block_on_plain_thread<F: std::future::Future>(future: F) -> F::Output {
-    struct Unpark(std::thread::Thread);
-    impl std::task::Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
-    let mut cx = std::task::Context::from_waker(&waker);
-    let mut future = std::pin::pin!(future);
-    loop {
-        if let std::task::Poll::Ready(output) = future.as_mut().poll(&mut cx) {
-            return output;
-        }
-        std::thread::park();
-    }
 }
 
 /// A caller spinning for its own reply (busy-poll mode) whose answer waits for another

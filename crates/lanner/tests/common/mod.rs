@@ -436,3 +436,23 @@ pub fn watchdog(what: &'static str, limit: std::time::Duration) -> Watchdog {
 
 /// See [`watchdog`]: dropping it (when the test is done) calls the watchdog off.
 pub struct Watchdog(std::sync::mpsc::Sender<()>);
+
+/// Polls `future` to its end on this thread, which runs no runtime, parking it between
+/// polls (as `futures::executor::block_on` does).
+pub fn block_on_plain_thread<F: std::future::Future>(future: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let std::task::Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return output;
+        }
+        std::thread::park();
+    }
+}
