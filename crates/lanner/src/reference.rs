@@ -314,7 +314,7 @@ impl ObjectRef {
                 // up halfway, the claim would spend the token on an answer nobody takes,
                 // and the reference could never be claimed again.
                 let claim = self.claim(handoff, &current);
-                crate::connection::until(deadline, claim, || {
+                crate::connection::until(current.connection.runtime(), deadline, claim, || {
                     Error::new(
                         ErrorKind::DeadlineExceeded,
                         format!(
@@ -326,7 +326,8 @@ impl ObjectRef {
                 .await?
             }
             Some(Origin::Url(origin)) if !current.connection.usable() => {
-                crate::connection::until(deadline, self.reconnect(origin), || {
+                let runtime = current.connection.runtime();
+                crate::connection::until(runtime, deadline, self.reconnect(origin), || {
                     Error::new(
                         ErrorKind::DeadlineExceeded,
                         format!(

@@ -199,17 +199,13 @@ impl Connection {
             Ok(begun) => return Ok(begun),
             Err(request) => request,
         };
-        let waiting = self.wait_for_credit(request, deadline);
-        let Some(deadline) = deadline else {
-            return waiting.await;
-        };
-        // Timed on the connection's runtime: the caller may be polled where no runtime
-        // runs (`block_on` on a plain thread), which has no timer to register with.
-        let timed = {
-            let _entered = self.runtime.enter();
-            tokio::time::timeout_at(deadline.into(), waiting)
-        };
-        timed.await.map_err(|_| credit_deadline_passed())?
+        until(
+            &self.runtime,
+            deadline,
+            self.wait_for_credit(request, deadline),
+            credit_deadline_passed,
+        )
+        .await?
     }
 
     /// Gives up on the call `call_id` and tells the peer, which may stop working on it.
@@ -368,18 +364,22 @@ fn credit_deadline_passed() -> Error {
 }
 
 /// Runs `future` until `deadline` (if any); `expired` is the error if the deadline comes
-/// first.
+/// first. Timed on `runtime` (a connection's): the caller may be polled where no runtime
+/// runs (`block_on` on a plain thread), which has no timer to register with.
 pub(crate) async fn until<F: Future>(
+    runtime: &tokio::runtime::Handle,
     deadline: Option<Instant>,
     future: F,
     expired: impl FnOnce() -> Error,
 ) -> Result<F::Output, Error> {
-    match deadline {
-        None => Ok(future.await),
-        Some(deadline) => tokio::time::timeout_at(deadline.into(), future)
-            .await
-            .map_err(|_| expired()),
-    }
+    let Some(deadline) = deadline else {
+        return Ok(future.await);
+    };
+    let timed = {
+        let _entered = runtime.enter();
+        tokio::time::timeout_at(deadline.into(), future)
+    };
+    timed.await.map_err(|_| expired())
 }
 
 /// Where a response went.
@@ -446,5 +446,53 @@ struct CreditWaiter<'a>(&'a Connection);
 impl Drop for CreditWaiter<'_> {
     fn drop(&mut self) {
         self.0.state().credit_waiters -= 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Wake, Waker};
+    use std::time::{Duration, Instant};
+
+    use super::until;
+    use crate::error::{Error, ErrorKind};
+
+    /// Wakes the thread that parked polling.
+    struct Unpark(std::thread::Thread);
+
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+
+    #[test]
+    fn a_deadline_is_timed_on_the_connections_runtime_where_no_runtime_runs() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_millis(50);
+        let expired = || Error::new(ErrorKind::DeadlineExceeded, "too late");
+        // Polled on this thread, which runs no runtime (`block_on` on a plain thread).
+        let waiting = until(
+            runtime.handle(),
+            Some(deadline),
+            std::future::pending::<()>(),
+            expired,
+        );
+        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+        let mut cx = Context::from_waker(&waker);
+        let mut waiting = std::pin::pin!(waiting);
+        let result = loop {
+            if let Poll::Ready(result) = waiting.as_mut().poll(&mut cx) {
+                break result;
+            }
+            std::thread::park_timeout(Duration::from_secs(5));
+        };
+        assert_eq!(result.unwrap_err().kind(), ErrorKind::DeadlineExceeded);
+        assert!(Instant::now() >= deadline);
     }
 }
