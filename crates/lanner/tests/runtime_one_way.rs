@@ -391,3 +391,107 @@ fn a_sender_out_of_credits_takes_the_returned_ones_itself_over_a_unix_socket() {
     a_sender_out_of_credits_takes_the_returned_ones_itself(&format!("unix://{}", path.display()));
     let _ = std::fs::remove_file(&path);
 }
+
+/// A stream of small one-way calls over shared memory: those made while earlier ones are
+/// out are written into the ring unpublished for the reader's next batch. With credits
+/// enough to fill a small ring that way before any is shown, every call still arrives,
+/// whether the sender yields between calls (multi-thread) or only when its credits run
+/// out (current-thread).
+async fn a_one_way_stream_fills_a_small_ring(name: &str) {
+    let options = ConnectionOptions::default()
+        .with_shm_ring_size(64 * 1024)
+        .with_credits(1024);
+    let server = Server::with_options(options.clone());
+    let service = Arc::new(CounterService::default());
+    server.publish("counter", Object::new(CounterStub::new(service.clone())));
+    let listening = server
+        .listen(&format!(
+            "shm://lanner-one-way-ring-{}-{name}",
+            std::process::id()
+        ))
+        .await
+        .unwrap();
+    let counter: CounterProxy = Client::with_options(options)
+        .connect(&listening.endpoint().object_url("counter"))
+        .await
+        .unwrap();
+    let stream = async {
+        let mut expected = 0u64;
+        for round in 0..20u64 {
+            for i in 0..2_000u64 {
+                let size = ((i * 7919 + round * 31) % 2_000) as usize;
+                let mut bulk = vec![0u8; size];
+                if let Some(byte) = bulk.last_mut() {
+                    *byte = MARK;
+                    expected += 1;
+                }
+                counter.add_len(Bytes::from(bulk)).await.unwrap();
+                counter.tick().await.unwrap();
+                expected += 1;
+            }
+            assert_eq!(counter.total().await, Ok(expected), "round {round}");
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), stream)
+        .await
+        .expect("a one-way stream through a small ring stalled");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_way_stream_fills_a_small_ring_on_a_multi_thread_runtime() {
+    a_one_way_stream_fills_a_small_ring("mt").await;
+}
+
+#[tokio::test]
+async fn a_one_way_stream_fills_a_small_ring_on_a_current_thread_runtime() {
+    a_one_way_stream_fills_a_small_ring("ct").await;
+}
+
+/// One-way calls made without the runtime getting a turn, over shared memory, by a client
+/// whose runtime is then dropped (nothing awaited): those written into the ring
+/// unpublished for the reader's batch are shown as the connection drops, and all arrive.
+#[test]
+fn one_way_calls_written_unpublished_arrive_when_the_client_runtime_ends() {
+    let server_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let service = Arc::new(CounterService::default());
+    let name = format!("lanner-one-way-unpublished-end-{}", std::process::id());
+    let listening = server_runtime.block_on(async {
+        let server = Server::new();
+        server.publish("counter", Object::new(CounterStub::new(service.clone())));
+        server.listen(&format!("shm://{name}")).await.unwrap()
+    });
+    let url = listening.endpoint().object_url("counter");
+    let client_runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    client_runtime.block_on(async {
+        // A busy-polling reader never sleeps: the calls behind the first are left to its
+        // next batch (written unpublished), and this thread never lets it run.
+        let counter: CounterProxy = Client::with_options(ConnectionOptions::default().busy_poll())
+            .connect(&url)
+            .await
+            .unwrap();
+        counter.tick().await.unwrap();
+        // The reader gets a turn, and stays awake from then on.
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        // Plain requests (no inline argument): those are the ones written unpublished.
+        for _ in 0..200 {
+            counter.tick().await.unwrap();
+        }
+    });
+    drop(client_runtime);
+    let expected = 201;
+    let patience = Instant::now() + Duration::from_secs(10);
+    while service.total.load(Ordering::SeqCst) != expected && Instant::now() < patience {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(service.total.load(Ordering::SeqCst), expected);
+    drop(listening);
+}
