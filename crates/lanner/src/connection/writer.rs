@@ -336,8 +336,8 @@ impl Writer {
     /// Ends a cork and writes what it held back (see [`Writer::flush`]).
     pub(super) fn uncork(&mut self, cx: &mut Context<'_>) -> io::Result<Flushed> {
         self.corked = false;
-        if !self.queue.is_empty() {
-            // With what the cork held back.
+        if !self.queue.is_empty() || self.unpublished {
+            // With what the cork held back (queued, or written and not shown yet).
             self.push_held_credits();
         }
         self.flush(cx)

@@ -515,3 +515,18 @@ fn a_ping_answered_while_the_flusher_waits_is_answered_after_what_it_writes() {
     assert_eq!(answered.unwrap(), Flushed::Done);
     assert_eq!(writes(&wire)[3], (1, "P4".to_owned()));
 }
+
+#[test]
+fn credits_held_during_a_cork_follow_the_answers_it_held_back_unshown() {
+    let (mut writer, wire) = writer_holding(None, 8);
+    writer.cork();
+    assert!(writer.try_send_parts(b"answer", b"").unwrap());
+    // A one-way call of the peer finished during the burst: its credit is held.
+    assert_eq!(writer.return_credit(&mut cx()).unwrap(), Flushed::Queued);
+    assert_eq!(writer.uncork(&mut cx()).unwrap(), Flushed::Done);
+    let written = writes(&wire);
+    assert_eq!(written.len(), 2, "{written:?}");
+    assert_eq!(written[0], (1, "answer".to_owned()));
+    assert!(!writer.holds_credits(), "the credit went with the answer");
+    assert_eq!(writer.queued_credits(), 0);
+}
