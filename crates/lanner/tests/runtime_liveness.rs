@@ -74,50 +74,6 @@ fn unix(tag: &str) -> String {
     format!("unix://{}", path.display())
 }
 
-/// A server on a thread and runtime of its own, serving `object` as `obj` at `endpoint`
-/// until dropped: it answers while the test's threads are held by spinning callers.
-struct ServerThread {
-    url: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl ServerThread {
-    fn start(endpoint: String, object: impl FnOnce() -> Object + Send + 'static) -> ServerThread {
-        let (url_sender, url) = std::sync::mpsc::channel();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async move {
-                let server = Server::new();
-                server.publish("obj", object());
-                let listening = server.listen(&endpoint).await.unwrap();
-                url_sender
-                    .send(listening.endpoint().object_url("obj"))
-                    .unwrap();
-                let _ = stopped.await;
-            });
-        });
-        ServerThread {
-            url: url.recv().unwrap(),
-            stop: Some(stop),
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for ServerThread {
-    fn drop(&mut self) {
-        drop(self.stop.take());
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
 /// A call with a deadline made where no runtime runs (`block_on` on a plain thread, as
 /// `futures::executor::block_on` does), which waits for its answer or for a credit rather
 /// than spinning for it, times its deadline on its connection's runtime: it used to

@@ -213,59 +213,22 @@ async fn a_callback_is_called_back_on_the_same_connection_during_and_after_the_c
     assert_eq!(*heard.0.lock().unwrap(), vec![1, 2, 3, 42, 43]);
 }
 
-/// A factory served on a thread and runtime of its own, as in another process; stopped
-/// (and its thread joined) when dropped.
-struct FactoryThread {
-    url: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
+/// A factory served on a thread and runtime of its own (see `common::ServerThread`).
+struct FactoryThread(common::ServerThread);
 
 impl FactoryThread {
     fn start(tag: &str) -> FactoryThread {
-        let endpoint = unix(tag);
-        let (url_sender, url) = std::sync::mpsc::channel();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async move {
-                let server = Server::new();
-                server.publish(
-                    "factory",
-                    Object::new(FactoryStub::new(Arc::new(FactoryImpl::default()))),
-                );
-                let listening = server.listen(&endpoint).await.unwrap();
-                url_sender
-                    .send(listening.endpoint().object_url("factory"))
-                    .unwrap();
-                let _ = stopped.await;
-            });
-        });
-        FactoryThread {
-            url: url.recv().unwrap(),
-            stop: Some(stop),
-            thread: Some(thread),
-        }
+        FactoryThread(common::ServerThread::start(unix(tag), || {
+            Object::new(FactoryStub::new(Arc::new(FactoryImpl::default())))
+        }))
     }
 
     /// Connects to the factory with a client of `options`.
     async fn connect(&self, options: lanner::ConnectionOptions) -> FactoryProxy {
         Client::with_options(options)
-            .connect(&self.url)
+            .connect(&self.0.url)
             .await
             .unwrap()
-    }
-}
-
-impl Drop for FactoryThread {
-    fn drop(&mut self) {
-        drop(self.stop.take());
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 

@@ -456,3 +456,53 @@ pub fn block_on_plain_thread<F: std::future::Future>(future: F) -> F::Output {
         std::thread::park();
     }
 }
+
+/// A server on a thread and runtime of its own (as in another process), serving `object`
+/// as `obj` at `endpoint` until dropped (its thread is then joined): it answers while the
+/// test's threads are held by spinning callers.
+pub struct ServerThread {
+    /// The object's URL.
+    pub url: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ServerThread {
+    /// Starts serving `object()` (made on the server's thread) as `obj` at `endpoint`.
+    pub fn start(
+        endpoint: String,
+        object: impl FnOnce() -> Object + Send + 'static,
+    ) -> ServerThread {
+        let (url_sender, url) = std::sync::mpsc::channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let server = Server::new();
+                server.publish("obj", object());
+                let listening = server.listen(&endpoint).await.unwrap();
+                url_sender
+                    .send(listening.endpoint().object_url("obj"))
+                    .unwrap();
+                let _ = stopped.await;
+            });
+        });
+        ServerThread {
+            url: url.recv().unwrap(),
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for ServerThread {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
