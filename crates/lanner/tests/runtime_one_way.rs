@@ -76,16 +76,23 @@ impl Counter for CounterService {
 /// The byte [`Counter::add_len`] counts.
 const MARK: u8 = 0xa5;
 
-/// Serves a counter at `endpoint` with `options`; the listener (keep it), the service and
-/// a proxy.
+/// Serves a counter at `endpoint` with `options`; the listener (keep it) and the service.
+async fn publish_counter(
+    endpoint: &str,
+    options: ConnectionOptions,
+) -> (lanner::Listening, Arc<CounterService>) {
+    let server = Server::with_options(options);
+    let service = Arc::new(CounterService::default());
+    server.publish("counter", Object::new(CounterStub::new(service.clone())));
+    (server.listen(endpoint).await.unwrap(), service)
+}
+
+/// [`publish_counter`], and a proxy of the counter.
 async fn serve_counter(
     endpoint: &str,
     options: ConnectionOptions,
 ) -> (lanner::Listening, Arc<CounterService>, CounterProxy) {
-    let server = Server::with_options(options);
-    let service = Arc::new(CounterService::default());
-    server.publish("counter", Object::new(CounterStub::new(service.clone())));
-    let listening = server.listen(endpoint).await.unwrap();
+    let (listening, service) = publish_counter(endpoint, options).await;
     let counter = Client::new()
         .connect(&listening.endpoint().object_url("counter"))
         .await
@@ -274,13 +281,8 @@ async fn one_way_calls_made_just_before_the_client_ends_all_arrive() {
     let path =
         std::env::temp_dir().join(format!("lanner-one-way-exit-{}.sock", std::process::id()));
     let _ = std::fs::remove_file(&path);
-    let server = Server::new();
-    let service = Arc::new(CounterService::default());
-    server.publish("counter", Object::new(CounterStub::new(service.clone())));
-    let listening = server
-        .listen(&format!("unix://{}", path.display()))
-        .await
-        .unwrap();
+    let endpoint = format!("unix://{}", path.display());
+    let (listening, service) = publish_counter(&endpoint, ConnectionOptions::default()).await;
     let url = listening.endpoint().object_url("counter");
     let (mut child, ready) = child::spawn(
         "child_sends_one_way_calls_and_ends",
@@ -333,12 +335,10 @@ fn a_sender_out_of_credits_takes_the_returned_ones_itself(endpoint: &str) {
         .enable_all()
         .build()
         .unwrap();
-    let service = Arc::new(CounterService::default());
-    let listening = server_runtime.block_on(async {
-        let server = Server::with_options(ConnectionOptions::default().with_credits(4));
-        server.publish("counter", Object::new(CounterStub::new(service.clone())));
-        server.listen(endpoint).await.unwrap()
-    });
+    let (listening, service) = server_runtime.block_on(publish_counter(
+        endpoint,
+        ConnectionOptions::default().with_credits(4),
+    ));
     let client_runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -401,16 +401,8 @@ async fn a_one_way_stream_fills_a_small_ring(name: &str) {
     let options = ConnectionOptions::default()
         .with_shm_ring_size(64 * 1024)
         .with_credits(1024);
-    let server = Server::with_options(options.clone());
-    let service = Arc::new(CounterService::default());
-    server.publish("counter", Object::new(CounterStub::new(service.clone())));
-    let listening = server
-        .listen(&format!(
-            "shm://lanner-one-way-ring-{}-{name}",
-            std::process::id()
-        ))
-        .await
-        .unwrap();
+    let endpoint = format!("shm://lanner-one-way-ring-{}-{name}", std::process::id());
+    let (listening, _service) = publish_counter(&endpoint, options.clone()).await;
     let counter: CounterProxy = Client::with_options(options)
         .connect(&listening.endpoint().object_url("counter"))
         .await
@@ -457,13 +449,12 @@ fn one_way_calls_written_unpublished_arrive_when_the_client_runtime_ends() {
         .enable_all()
         .build()
         .unwrap();
-    let service = Arc::new(CounterService::default());
-    let name = format!("lanner-one-way-unpublished-end-{}", std::process::id());
-    let listening = server_runtime.block_on(async {
-        let server = Server::new();
-        server.publish("counter", Object::new(CounterStub::new(service.clone())));
-        server.listen(&format!("shm://{name}")).await.unwrap()
-    });
+    let endpoint = format!(
+        "shm://lanner-one-way-unpublished-end-{}",
+        std::process::id()
+    );
+    let (listening, service) =
+        server_runtime.block_on(publish_counter(&endpoint, ConnectionOptions::default()));
     let url = listening.endpoint().object_url("counter");
     let client_runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
