@@ -269,20 +269,7 @@ fn a_shutdown_hears_the_goaway_answered_behind_a_large_request() {
         ))
     };
     let (back, front) = (path("server"), path("relay"));
-    let _ = std::fs::remove_file(&front);
-    let elsewhere = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let (_server, listening) = elsewhere.block_on(serve_at(
-        &format!("unix://{}", back.display()),
-        Server::new(),
-        service_object(&Arc::new(Service::default())),
-    ));
-    let listener = elsewhere
-        .block_on(async { tokio::net::UnixListener::bind(&front) })
-        .unwrap();
+    let (elsewhere, (_server, listening), listener) = serve_elsewhere_behind_a_relay(&back, &front);
     // 1 MiB at 4 MiB/s: about 0.25 s on its way, longer than the socket takes at once.
     elsewhere.spawn(slow_relay(listener, back, 4 << 20));
     let client_runtime = tokio::runtime::Builder::new_current_thread()

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
-use lanner::{Client, ConnectionOptions, Server};
+use lanner::{Client, ConnectionOptions};
 use lanner_proto::frame::FrameKind;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
@@ -103,22 +103,9 @@ async fn relay(
 fn frame_behind_a_lone_callers_reply_is_read(tag: &str, client_runtime: tokio::runtime::Runtime) {
     let back = socket_path(&format!("{tag}-server"));
     let front = socket_path(&format!("{tag}-relay"));
-    let _ = std::fs::remove_file(&front);
-    let elsewhere = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let (_server, _listening) = elsewhere.block_on(serve_at(
-        &format!("unix://{}", back.display()),
-        Server::new(),
-        service_object(&Arc::new(Service::default())),
-    ));
+    let (elsewhere, _served, listener) = serve_elsewhere_behind_a_relay(&back, &front);
     let armed = Arc::new(AtomicU64::new(0));
     let (ponged, mut pongs) = mpsc::unbounded_channel();
-    let listener = elsewhere
-        .block_on(async { UnixListener::bind(&front) })
-        .unwrap();
     elsewhere.spawn(relay(listener, back, armed.clone(), ponged));
     let answered = client_runtime.block_on(async {
         // No keepalive: nothing else would come to wake a sleeping reader.

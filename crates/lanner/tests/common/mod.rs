@@ -506,3 +506,32 @@ impl Drop for ServerThread {
         }
     }
 }
+
+/// Serves a [`Service`] as `obj` at the unix socket `back`, on a runtime of its own (its
+/// own thread: answers arrive while the test's thread spins or blocks), and binds `front`
+/// beside it for a relay between client and server, which the test spawns on that
+/// runtime. Keep the runtime last: it outlives the server dropped before it.
+pub fn serve_elsewhere_behind_a_relay(
+    back: &std::path::Path,
+    front: &std::path::Path,
+) -> (
+    tokio::runtime::Runtime,
+    (Server, Listening),
+    tokio::net::UnixListener,
+) {
+    let _ = std::fs::remove_file(front);
+    let elsewhere = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let served = elsewhere.block_on(serve_at(
+        &format!("unix://{}", back.display()),
+        Server::new(),
+        service_object(&Arc::new(Service::default())),
+    ));
+    let relay = elsewhere
+        .block_on(async { tokio::net::UnixListener::bind(front) })
+        .unwrap();
+    (elsewhere, served, relay)
+}
