@@ -24,6 +24,12 @@
 //!
 //! A frame sent with nothing queued and no cork is written at once, straight from the
 //! caller: a lone call pays nothing for batching.
+//!
+//! A transport that can write a frame without showing it to the peer yet (shared memory:
+//! a record committed, the ring's position stored later) takes a plain frame that would
+//! wait, deferred or behind a cork, straight from its header and bulk, unshown
+//! ([`Writer::try_defer_parts`]): the flush that would have written it shows it instead,
+//! so it needs no buffer and no place in the queue.
 
 use std::collections::VecDeque;
 use std::io;
