@@ -44,6 +44,12 @@ use crate::url::{Endpoint, ObjectUrl};
 /// handed to the server over it (a callback the server keeps, to call later) are released
 /// when it closes: keep the `Client` or a proxy alive for as long as the server should
 /// be able to call them.
+///
+/// A connection is served by tasks on the tokio runtime it was opened on. When that
+/// runtime shuts down (a client kept across runtimes, as tests and short-lived runtimes
+/// do), the connection fails: calls on references it handed over end with
+/// [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable), and a proxy made from a URL
+/// opens a new connection on the runtime of its next call.
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<ClientInner>,

@@ -287,7 +287,8 @@ impl ObjectRef {
     /// the reference knows its URL, a fresh one (reconnecting, with backoff, giving up at
     /// `deadline`). A reference without a URL keeps its target: the call then fails with
     /// the connection's own error. A reference handed over by a third party is redeemed
-    /// first.
+    /// first. A new connection runs on the caller's runtime, or, for a caller outside any,
+    /// on the old connection's while that one runs.
     pub(crate) async fn usable_target(
         &self,
         current: Target,
@@ -326,8 +327,7 @@ impl ObjectRef {
                 .await?
             }
             Some(Origin::Url(origin)) if !current.connection.usable() => {
-                let runtime = current.connection.runtime();
-                crate::connection::until(runtime, deadline, self.reconnect(origin), || {
+                let expired = || {
                     Error::new(
                         ErrorKind::DeadlineExceeded,
                         format!(
@@ -335,8 +335,47 @@ impl ObjectRef {
                             origin.url
                         ),
                     )
-                })
-                .await?
+                };
+                let connection = &current.connection;
+                match tokio::runtime::Handle::try_current() {
+                    // The new connection runs on the caller's runtime. The deadline is
+                    // timed on the old one's while it runs (the caller's may have no
+                    // timer), else on the caller's.
+                    Ok(here) => {
+                        let timer = match connection.runtime_alive() {
+                            true => connection.runtime(),
+                            false => &here,
+                        };
+                        crate::connection::until(timer, deadline, self.reconnect(origin), expired)
+                            .await?
+                    }
+                    // Outside any runtime (`block_on` on a plain thread): the new
+                    // connection needs one, and gets the old one's, where the reconnect
+                    // runs as a task (which a caller giving up does not stop).
+                    Err(_) if connection.runtime_alive() => {
+                        let reference = self.clone();
+                        let runtime = connection.runtime();
+                        let reconnecting = runtime.spawn(async move {
+                            match reference.inner.origin.as_deref() {
+                                Some(Origin::Url(origin)) => reference.reconnect(origin).await,
+                                _ => Ok(reference.current_target()),
+                            }
+                        });
+                        let reconnected = reconnecting.map(|joined| {
+                            joined.unwrap_or_else(|error| {
+                                Err(Error::unavailable(format!(
+                                    "reconnecting to {}: {error} (the request was not sent)",
+                                    origin.url
+                                )))
+                            })
+                        });
+                        crate::connection::until(runtime, deadline, reconnected, expired).await?
+                    }
+                    Err(_) => Err(Error::unavailable(format!(
+                        "cannot reconnect to {} outside a tokio runtime: the runtime the connection ran on has shut down",
+                        origin.url
+                    ))),
+                }
             }
             _ => Ok(current),
         }

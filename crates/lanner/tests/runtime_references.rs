@@ -494,8 +494,10 @@ async fn a_client_that_dies_releases_everything_it_held() {
     let (_listening, factory, live) = serve_counted(&unix("death")).await;
     let url = factory.object().peer().to_owned();
     drop(factory);
+    let live_there = live.clone();
     // A client on a runtime of its own, holding counters when its runtime goes away: no
-    // RELEASE is ever sent, only the connection ends.
+    // RELEASE is ever sent, only the connection ends (with the runtime that served it,
+    // while the proxies are still held).
     let held = tokio::task::spawn_blocking(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -512,14 +514,14 @@ async fn a_client_that_dies_releases_everything_it_held() {
             }
             counters
         });
+        assert_eq!(live_there.load(Ordering::Relaxed), 100);
         drop(runtime);
         counters
     })
     .await
     .unwrap();
-    assert_eq!(live.load(Ordering::Relaxed), 100);
-    drop(held);
     assert_eq!(settle(&live).await, 0, "the dead client's counters leaked");
+    drop(held);
 }
 
 const COUNTER_CLASS: ClassId = ClassId::named("lanner.tests.Counter");
