@@ -106,7 +106,7 @@ fn frame_behind_a_lone_callers_reply_is_read(tag: &str, client_runtime: tokio::r
     let (elsewhere, _served, listener) = serve_elsewhere_behind_a_relay(&back, &front);
     let armed = Arc::new(AtomicU64::new(0));
     let (ponged, mut pongs) = mpsc::unbounded_channel();
-    elsewhere.spawn(relay(listener, back, armed.clone(), ponged));
+    elsewhere.spawn(relay(listener, back.clone(), armed.clone(), ponged));
     let answered = client_runtime.block_on(async {
         // No keepalive: nothing else would come to wake a sleeping reader.
         let client = Client::with_options(ConnectionOptions::default().without_keepalive());
@@ -132,7 +132,10 @@ fn frame_behind_a_lone_callers_reply_is_read(tag: &str, client_runtime: tokio::r
     });
     drop(client_runtime);
     elsewhere.shutdown_background();
+    // The server's listener goes with its accept task, which a runtime shut down in the
+    // background may drop after this process has ended: its socket file would stay.
     let _ = std::fs::remove_file(&front);
+    let _ = std::fs::remove_file(&back);
     if let Err(round) = answered {
         panic!("a PING that came with a lone caller's reply was never answered ({round})");
     }
