@@ -327,54 +327,45 @@ impl ObjectRef {
                 .await?
             }
             Some(Origin::Url(origin)) if !current.connection.usable() => {
-                let expired = || {
-                    Error::new(
-                        ErrorKind::DeadlineExceeded,
-                        format!(
-                            "the deadline passed while reconnecting to {} (the request was not sent)",
-                            origin.url
-                        ),
+                if tokio::runtime::Handle::try_current().is_ok() {
+                    // The new connection runs on the caller's runtime.
+                    let runtime = current.connection.runtime();
+                    let expired = || reconnect_expired(&origin.url);
+                    return crate::connection::until(
+                        runtime,
+                        deadline,
+                        self.reconnect(origin),
+                        expired,
                     )
-                };
-                let connection = &current.connection;
-                match tokio::runtime::Handle::try_current() {
-                    // The new connection runs on the caller's runtime. The deadline is
-                    // timed on the old one's while it runs (the caller's may have no
-                    // timer), else on the caller's.
-                    Ok(here) => {
-                        let timer = match connection.runtime_alive() {
-                            true => connection.runtime(),
-                            false => &here,
-                        };
-                        crate::connection::until(timer, deadline, self.reconnect(origin), expired)
-                            .await?
-                    }
-                    // Outside any runtime (`block_on` on a plain thread): the new
-                    // connection needs one, and gets the old one's, where the reconnect
-                    // runs as a task (which a caller giving up does not stop).
-                    Err(_) if connection.runtime_alive() => {
-                        let reference = self.clone();
-                        let runtime = connection.runtime();
-                        let reconnecting = runtime.spawn(async move {
-                            match reference.inner.origin.as_deref() {
-                                Some(Origin::Url(origin)) => reference.reconnect(origin).await,
-                                _ => Ok(reference.current_target()),
-                            }
-                        });
-                        let reconnected = reconnecting.map(|joined| {
-                            joined.unwrap_or_else(|error| {
-                                Err(Error::unavailable(format!(
-                                    "reconnecting to {}: {error} (the request was not sent)",
-                                    origin.url
-                                )))
-                            })
-                        });
-                        crate::connection::until(runtime, deadline, reconnected, expired).await?
-                    }
-                    Err(_) => Err(Error::unavailable(format!(
+                    .await?;
+                }
+                // Outside any runtime (`block_on` on a plain thread): the new connection
+                // needs one, and gets the old one's, where the reconnect runs as a task,
+                // timed there (a caller giving up does not stop it; its deadline does).
+                let reference = self.clone();
+                let reconnecting = current.connection.runtime().spawn(async move {
+                    let Some(Origin::Url(origin)) = reference.inner.origin.as_deref() else {
+                        return Ok(reference.current_target());
+                    };
+                    let expired = || reconnect_expired(&origin.url);
+                    crate::connection::until(
+                        &tokio::runtime::Handle::current(),
+                        deadline,
+                        reference.reconnect(origin),
+                        expired,
+                    )
+                    .await?
+                });
+                match reconnecting.await {
+                    Ok(reconnected) => reconnected,
+                    Err(error) if error.is_cancelled() => Err(Error::unavailable(format!(
                         "cannot reconnect to {} outside a tokio runtime: the runtime the connection ran on has shut down",
                         origin.url
                     ))),
+                    Err(error) => Err(Error::new(
+                        ErrorKind::Internal,
+                        format!("reconnecting to {}: {error}", origin.url),
+                    )),
                 }
             }
             _ => Ok(current),
@@ -613,4 +604,12 @@ impl std::fmt::Debug for ObjectRef {
             .field("interfaces", &self.inner.interfaces)
             .finish_non_exhaustive()
     }
+}
+
+/// A reconnect to `url` ran into its caller's deadline.
+fn reconnect_expired(url: &ObjectUrl) -> Error {
+    Error::new(
+        ErrorKind::DeadlineExceeded,
+        format!("the deadline passed while reconnecting to {url} (the request was not sent)"),
+    )
 }

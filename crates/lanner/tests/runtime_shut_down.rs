@@ -66,7 +66,11 @@ fn current_thread_runtime() -> tokio::runtime::Runtime {
 }
 
 fn serve_counter(transport: &str, tag: &str) -> ServerThread {
-    ServerThread::start(endpoint(transport, tag), || {
+    serve_counter_at(&endpoint(transport, tag))
+}
+
+fn serve_counter_at(endpoint: &str) -> ServerThread {
+    ServerThread::start(endpoint.to_owned(), || {
         Object::new(CounterStub::new(Arc::new(CounterImpl::default())))
     })
 }
@@ -186,15 +190,11 @@ fn a_proxy_called_outside_any_runtime_reconnects_on_its_connections_runtime() {
         .enable_all()
         .build()
         .unwrap();
-    let first = ServerThread::start(endpoint.clone(), || {
-        Object::new(CounterStub::new(Arc::new(CounterImpl::default())))
-    });
+    let first = serve_counter_at(&endpoint);
     let counter: CounterProxy = runtime.block_on(Client::new().connect(&first.url)).unwrap();
     assert_eq!(runtime.block_on(counter.next()), Ok(1));
     drop(first);
-    let _second = ServerThread::start(endpoint, || {
-        Object::new(CounterStub::new(Arc::new(CounterImpl::default())))
-    });
+    let _second = serve_counter_at(&endpoint);
     // With a deadline: timed on the connection's runtime too.
     let counter = counter.with_timeout(Duration::from_secs(5));
     // The first call may find the old connection not yet known to be gone, and the
@@ -214,4 +214,57 @@ fn a_proxy_called_outside_any_runtime_reconnects_on_its_connections_runtime() {
         let error = answer.as_ref().unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
     }
+}
+
+/// A proxy whose connection ended (its server went away) before the connection's runtime
+/// shut down: with a deadline, a call on another runtime reconnects, timed there (timed
+/// on the runtime that was gone, it panicked); outside any runtime it is told why it
+/// cannot.
+#[test]
+fn a_connection_that_ended_before_its_runtime_is_replaced_on_the_callers() {
+    let _watchdog = watchdog(
+        "a_connection_that_ended_before_its_runtime_is_replaced_on_the_callers",
+        Duration::from_secs(60),
+    );
+    let endpoint = endpoint("unix", "ended-first");
+    let first = serve_counter_at(&endpoint);
+    let old = current_thread_runtime();
+    let counter: CounterProxy = old.block_on(Client::new().connect(&first.url)).unwrap();
+    assert_eq!(old.block_on(counter.next()), Ok(1));
+    drop(first);
+    // The old runtime runs until its connection is known to have ended, and a little
+    // longer: its reader task ends too.
+    let ended = old.block_on(async {
+        for _ in 0..100 {
+            if let Err(error) = counter.next().await {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                return Some(error);
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        None
+    });
+    assert_eq!(
+        ended.map(|error| error.kind()),
+        Some(ErrorKind::Unavailable)
+    );
+    drop(old);
+    let counter = counter.with_timeout(Duration::from_secs(5));
+    let error = block_on_plain_thread(counter.next()).unwrap_err();
+    assert_error_contains(&error, ErrorKind::Unavailable, "outside a tokio runtime");
+
+    let _second = serve_counter_at(&endpoint);
+    let next = current_thread_runtime().block_on(async {
+        for _ in 0..50 {
+            match counter.next().await {
+                Ok(next) => return Ok(next),
+                Err(error) if error.kind() == ErrorKind::Unavailable => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Err(Error::new(ErrorKind::Unavailable, "never reconnected"))
+    });
+    assert_eq!(next, Ok(1));
 }

@@ -88,9 +88,6 @@ pub(crate) struct Connection {
     /// the progress).
     write_progress: AtomicU64,
     runtime: tokio::runtime::Handle,
-    /// Set when that runtime shut down with the connection open (see
-    /// [`Connection::runtime_alive`]).
-    runtime_gone: AtomicBool,
     credit_available: Notify,
     signal: Arc<ReaderSignal>,
     /// Where the export table's entries are, to look ahead at a request's object without
@@ -320,7 +317,6 @@ impl Connection {
                 marks: delivery_marks::DeliveryMarks::new(),
                 write_progress: AtomicU64::new(0),
                 runtime: tokio::runtime::Handle::current(),
-                runtime_gone: AtomicBool::new(false),
                 credit_available: Notify::new(),
                 signal: signal.clone(),
                 export_entries,
@@ -373,16 +369,8 @@ impl Connection {
         &self.runtime
     }
 
-    /// Whether [`Connection::runtime`] still runs: false once it shut down while the
-    /// connection was open (the reader task was dropped; the connection failed then). A
-    /// timer made on a runtime that shut down panics when polled.
-    pub(crate) fn runtime_alive(&self) -> bool {
-        !self.runtime_gone.load(Ordering::Acquire)
-    }
-
     /// Fails the connection because its runtime shut down (see `reader::FailIfDropped`).
     pub(super) fn runtime_shut_down(&self) {
-        self.runtime_gone.store(true, Ordering::Release);
         // What callers queued (one-way calls, told they were sent) goes out as far as the
         // transport takes it without waiting, as when a connection is dropped: nothing
         // will flush it later.

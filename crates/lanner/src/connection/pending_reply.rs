@@ -247,12 +247,9 @@ impl PendingReply<'_> {
             return Poll::Pending;
         };
         let runtime = self.connection.runtime();
-        let timer = self.timer.get_or_insert_with(|| {
-            // The connection's runtime's timer: the caller may be polled where no runtime
-            // runs (`block_on` on a plain thread), which has none to register with.
-            let _entered = runtime.enter();
-            Box::pin(tokio::time::sleep_until(deadline.into()))
-        });
+        let timer = self
+            .timer
+            .get_or_insert_with(|| Box::pin(super::calls::timer(runtime, deadline)));
         if timer.as_mut().poll(cx).is_pending() {
             return Poll::Pending;
         }

@@ -609,10 +609,9 @@ pub(super) fn spawn(connection: &Arc<Connection>, signal: Arc<ReaderSignal>, sid
 /// without finishing only when its runtime shuts down (or had shut down when the task was
 /// spawned). A connection runs on the runtime it was made on; with that runtime gone
 /// nothing receives or flushes for it, and a call that found it still open would wait
-/// for ever, or panic making its deadline's timer. Failing it makes its calls end with a
-/// clear error at once, and a reference made from a URL reconnect on the caller's
-/// runtime at its next call.
-/// The task clears it when it finishes.
+/// for ever. Failing it makes its calls end with a clear error at once, and a reference
+/// made from a URL reconnects on the caller's runtime at its next call. The task clears
+/// it when it finishes.
 struct FailIfDropped(Option<Weak<Connection>>);
 
 impl Drop for FailIfDropped {
