@@ -315,7 +315,8 @@ impl ObjectRef {
                 // up halfway, the claim would spend the token on an answer nobody takes,
                 // and the reference could never be claimed again.
                 let claim = self.claim(handoff, &current);
-                crate::connection::until(current.connection.runtime(), deadline, claim, || {
+                let runtime = current.connection.timer_runtime();
+                crate::connection::until(&runtime, deadline, claim, || {
                     Error::new(
                         ErrorKind::DeadlineExceeded,
                         format!(
@@ -327,12 +328,12 @@ impl ObjectRef {
                 .await?
             }
             Some(Origin::Url(origin)) if !current.connection.usable() => {
-                if tokio::runtime::Handle::try_current().is_ok() {
-                    // The new connection runs on the caller's runtime.
-                    let runtime = current.connection.runtime();
+                if let Ok(here) = tokio::runtime::Handle::try_current() {
+                    // The new connection runs on the caller's runtime, and its setup is
+                    // timed there anyway.
                     let expired = || reconnect_expired(&origin.url);
                     return crate::connection::until(
-                        runtime,
+                        &here,
                         deadline,
                         self.reconnect(origin),
                         expired,
@@ -342,6 +343,14 @@ impl ObjectRef {
                 // Outside any runtime (`block_on` on a plain thread): the new connection
                 // needs one, and gets the old one's, where the reconnect runs as a task,
                 // timed there (a caller giving up does not stop it; its deadline does).
+                // That runtime must be driven: a current-thread runtime outside its
+                // `block_on` runs no task, and the caller waits until it does.
+                if !current.connection.runtime_alive() {
+                    return Err(Error::unavailable(format!(
+                        "cannot reconnect to {} outside a tokio runtime: the runtime the connection ran on has shut down",
+                        origin.url
+                    )));
+                }
                 let reference = self.clone();
                 let reconnecting = current.connection.runtime().spawn(async move {
                     let Some(Origin::Url(origin)) = reference.inner.origin.as_deref() else {

@@ -200,7 +200,7 @@ impl Connection {
             Err(request) => request,
         };
         until(
-            &self.runtime,
+            &self.timer_runtime(),
             deadline,
             self.wait_for_credit(request, deadline),
             credit_deadline_passed,
@@ -364,7 +364,9 @@ fn credit_deadline_passed() -> Error {
 }
 
 /// Runs `future` until `deadline` (if any); `expired` is the error if the deadline comes
-/// first. Timed as [`timer`] says (`runtime` is a connection's).
+/// first. Timed on `runtime` (see [`Connection::timer_runtime`]): the caller may be polled
+/// where no runtime runs (`block_on` on a plain thread), which has no timer to register
+/// with.
 pub(crate) async fn until<F: Future>(
     runtime: &tokio::runtime::Handle,
     deadline: Option<Instant>,
@@ -375,27 +377,16 @@ pub(crate) async fn until<F: Future>(
         return Ok(future.await);
     };
     let timed = {
-        let _entered = timer_context(runtime);
+        let _entered = runtime.enter();
         tokio::time::timeout_at(deadline.into(), future)
     };
     timed.await.map_err(|_| expired())
 }
 
-/// A timer for `deadline`: on the caller's runtime when it runs in one (as
-/// `tokio::time::sleep` would be), else on `runtime`, a connection's: a caller may be
-/// polled where no runtime runs (`block_on` on a plain thread), which has no timer to
-/// register with. Not on the connection's first: that runtime may have shut down, and a
-/// timer of a runtime that shut down panics when polled.
+/// A timer for `deadline` on `runtime` (see [`until`]).
 pub(crate) fn timer(runtime: &tokio::runtime::Handle, deadline: Instant) -> tokio::time::Sleep {
-    let _entered = timer_context(runtime);
+    let _entered = runtime.enter();
     tokio::time::sleep_until(deadline.into())
-}
-
-/// Enters `runtime` unless the caller runs in a runtime already (see [`timer`]).
-fn timer_context(runtime: &tokio::runtime::Handle) -> Option<tokio::runtime::EnterGuard<'_>> {
-    tokio::runtime::Handle::try_current()
-        .is_err()
-        .then(|| runtime.enter())
 }
 
 /// Where a response went.
@@ -508,32 +499,6 @@ mod tests {
             }
             std::thread::park_timeout(Duration::from_secs(5));
         };
-        assert_eq!(result.unwrap_err().kind(), ErrorKind::DeadlineExceeded);
-        assert!(Instant::now() >= deadline);
-    }
-
-    /// A caller inside a runtime times its deadline there: the connection's runtime may
-    /// have shut down, and a timer of a runtime that shut down panics when polled.
-    #[test]
-    fn a_deadline_is_timed_on_the_callers_runtime_where_one_runs() {
-        let gone = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let gone_handle = gone.handle().clone();
-        drop(gone);
-        let caller = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_millis(20);
-        let expired = || Error::new(ErrorKind::DeadlineExceeded, "too late");
-        let result = caller.block_on(until(
-            &gone_handle,
-            Some(deadline),
-            std::future::pending::<()>(),
-            expired,
-        ));
         assert_eq!(result.unwrap_err().kind(), ErrorKind::DeadlineExceeded);
         assert!(Instant::now() >= deadline);
     }

@@ -46,6 +46,7 @@ mod outgoing;
 mod pending_reply;
 mod reader;
 mod releases;
+mod runtime_watch;
 mod writer;
 
 pub(crate) use calls::{Discard, until};
@@ -88,6 +89,8 @@ pub(crate) struct Connection {
     /// the progress).
     write_progress: AtomicU64,
     runtime: tokio::runtime::Handle,
+    /// Whether that runtime still runs.
+    runtime_watch: runtime_watch::RuntimeWatch,
     credit_available: Notify,
     signal: Arc<ReaderSignal>,
     /// Where the export table's entries are, to look ahead at a request's object without
@@ -294,6 +297,7 @@ impl Connection {
             Side::Client(to) => onward = Some(to.clone()),
         }
         let export_entries = exports.view();
+        let (runtime_watch, watching) = runtime_watch::new();
         let connection = Arc::new_cyclic(|weak| {
             identity.connection = weak.clone();
             Connection {
@@ -317,6 +321,7 @@ impl Connection {
                 marks: delivery_marks::DeliveryMarks::new(),
                 write_progress: AtomicU64::new(0),
                 runtime: tokio::runtime::Handle::current(),
+                runtime_watch,
                 credit_available: Notify::new(),
                 signal: signal.clone(),
                 export_entries,
@@ -345,6 +350,7 @@ impl Connection {
                 references_held: AtomicUsize::new(0),
             }
         });
+        watching.start(Arc::downgrade(&connection));
         reader::spawn(&connection, signal, &side);
         if let Some(timeout) = options.idle_timeout {
             idle::spawn(Arc::downgrade(&connection), timeout);
@@ -369,7 +375,27 @@ impl Connection {
         &self.runtime
     }
 
-    /// Fails the connection because its runtime shut down (see `reader::FailIfDropped`).
+    /// Whether [`Connection::runtime`] still runs (see the `runtime_watch` module).
+    pub(crate) fn runtime_alive(&self) -> bool {
+        self.runtime_watch.runtime_alive()
+    }
+
+    /// The runtime to time a deadline of a call on this connection on: the connection's
+    /// while it runs (the caller may be polled where no runtime runs, `block_on` on a
+    /// plain thread, or in a runtime without timers or that nobody drives); once it has
+    /// shut down, the caller's, if it runs in one (a timer of a runtime that shut down
+    /// panics when polled).
+    pub(crate) fn timer_runtime(&self) -> tokio::runtime::Handle {
+        if !self.runtime_alive() {
+            if let Ok(here) = tokio::runtime::Handle::try_current() {
+                return here;
+            }
+        }
+        self.runtime.clone()
+    }
+
+    /// Fails the connection because its runtime shut down (see the `runtime_watch`
+    /// module).
     pub(super) fn runtime_shut_down(&self) {
         // What callers queued (one-way calls, told they were sent) goes out as far as the
         // transport takes it without waiting, as when a connection is dropped: nothing

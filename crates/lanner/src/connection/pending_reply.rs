@@ -246,10 +246,10 @@ impl PendingReply<'_> {
         let Some(deadline) = self.deadline else {
             return Poll::Pending;
         };
-        let runtime = self.connection.runtime();
-        let timer = self
-            .timer
-            .get_or_insert_with(|| Box::pin(super::calls::timer(runtime, deadline)));
+        let connection = self.connection;
+        let timer = self.timer.get_or_insert_with(|| {
+            Box::pin(super::calls::timer(&connection.timer_runtime(), deadline))
+        });
         if timer.as_mut().poll(cx).is_pending() {
             return Poll::Pending;
         }

@@ -570,10 +570,7 @@ pub(super) fn spawn(connection: &Arc<Connection>, signal: Arc<ReaderSignal>, sid
         Side::Client(_) => Holder::Weak(Arc::downgrade(connection)),
     };
     let spin = connection.spin;
-    let runtime_gone = FailIfDropped(Some(Arc::downgrade(connection)));
     tokio::spawn(async move {
-        // Dropped without finishing only when its runtime shuts down (or was already).
-        let mut runtime_gone = runtime_gone;
         // A panic while receiving (outside the methods' own guards: in a waker, a log
         // subscriber…) fails the connection, so that its callers get an error instead of
         // waiting for a reader that is gone; then it goes on unwinding the task.
@@ -587,7 +584,6 @@ pub(super) fn spawn(connection: &Arc<Connection>, signal: Arc<ReaderSignal>, sid
                 connection.release_source();
             }
         };
-        runtime_gone.0 = None;
         let error = match ended {
             Ok(Ok(())) => return release(&holder),
             Ok(Err(error)) => error,
@@ -603,23 +599,6 @@ pub(super) fn spawn(connection: &Arc<Connection>, signal: Arc<ReaderSignal>, sid
         }
         release(&holder);
     });
-}
-
-/// Fails its connection when dropped: the reader task holds it, and a task is dropped
-/// without finishing only when its runtime shuts down (or had shut down when the task was
-/// spawned). A connection runs on the runtime it was made on; with that runtime gone
-/// nothing receives or flushes for it, and a call that found it still open would wait
-/// for ever. Failing it makes its calls end with a clear error at once, and a reference
-/// made from a URL reconnects on the caller's runtime at its next call. The task clears
-/// it when it finishes.
-struct FailIfDropped(Option<Weak<Connection>>);
-
-impl Drop for FailIfDropped {
-    fn drop(&mut self) {
-        if let Some(connection) = self.0.take().and_then(|connection| connection.upgrade()) {
-            connection.runtime_shut_down();
-        }
-    }
 }
 
 /// The error of a connection whose receiving side panicked.
