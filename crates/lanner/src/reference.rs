@@ -340,44 +340,49 @@ impl ObjectRef {
                     )
                     .await?;
                 }
-                // Outside any runtime (`block_on` on a plain thread): the new connection
-                // needs one, and gets the old one's, where the reconnect runs as a task,
-                // timed there (a caller giving up does not stop it; its deadline does).
-                // That runtime must be driven: a current-thread runtime outside its
-                // `block_on` runs no task, and the caller waits until it does.
-                if !current.connection.runtime_alive() {
-                    return Err(Error::unavailable(format!(
-                        "cannot reconnect to {} outside a tokio runtime: the runtime the connection ran on has shut down",
-                        origin.url
-                    )));
-                }
-                let reference = self.clone();
-                let reconnecting = current.connection.runtime().spawn(async move {
-                    let Some(Origin::Url(origin)) = reference.inner.origin.as_deref() else {
-                        return Ok(reference.current_target());
-                    };
-                    let expired = || reconnect_expired(&origin.url);
-                    crate::connection::until(
-                        &tokio::runtime::Handle::current(),
-                        deadline,
-                        reference.reconnect(origin),
-                        expired,
-                    )
-                    .await?
-                });
-                match reconnecting.await {
-                    Ok(reconnected) => reconnected,
-                    Err(error) if error.is_cancelled() => Err(Error::unavailable(format!(
-                        "cannot reconnect to {} outside a tokio runtime: the runtime the connection ran on has shut down",
-                        origin.url
-                    ))),
-                    Err(error) => Err(Error::new(
-                        ErrorKind::Internal,
-                        format!("reconnecting to {}: {error}", origin.url),
-                    )),
-                }
+                self.reconnect_from_a_plain_thread(&current, origin, deadline)
+                    .await
             }
             _ => Ok(current),
+        }
+    }
+
+    /// A reconnect for a caller outside any runtime (`block_on` on a plain thread): the
+    /// new connection needs one, and gets the old one's, where the reconnect runs as a
+    /// task, timed there (a caller giving up does not stop it; its deadline does). That
+    /// runtime must be driven: a current-thread runtime outside its `block_on` runs no
+    /// task, and the caller waits until it does.
+    async fn reconnect_from_a_plain_thread(
+        &self,
+        current: &Target,
+        origin: &UrlOrigin,
+        deadline: Option<Instant>,
+    ) -> Result<Target, Error> {
+        let runtime_gone = || {
+            Error::unavailable(format!(
+                "cannot reconnect to {} outside a tokio runtime: the runtime the connection ran on has shut down",
+                origin.url
+            ))
+        };
+        if !current.connection.runtime_alive() {
+            return Err(runtime_gone());
+        }
+        let reference = self.clone();
+        let reconnecting = current.connection.runtime().spawn(async move {
+            let Some(Origin::Url(origin)) = reference.inner.origin.as_deref() else {
+                return Ok(reference.current_target());
+            };
+            let expired = || reconnect_expired(&origin.url);
+            let here = tokio::runtime::Handle::current();
+            crate::connection::until(&here, deadline, reference.reconnect(origin), expired).await?
+        });
+        match reconnecting.await {
+            Ok(reconnected) => reconnected,
+            Err(error) if error.is_cancelled() => Err(runtime_gone()),
+            Err(error) => Err(Error::new(
+                ErrorKind::Internal,
+                format!("reconnecting to {}: {error}", origin.url),
+            )),
         }
     }
 
