@@ -628,14 +628,14 @@ fn an_apartment_goes_on_when_the_runtime_of_the_call_it_ran_ends() {
 
 /// A proxy connected by URL on a runtime that has since shut down, and the count its call
 /// there answered.
-fn counter_of_a_runtime_gone(server: &ServerThread, spin: Duration) -> (ProbeProxy, u64) {
+fn probe_of_a_runtime_gone(server: &ServerThread, spin: Duration) -> (ProbeProxy, u64) {
     let first = current_thread();
     let options = ConnectionOptions::default().with_spin(spin);
-    let counter: ProbeProxy = first
+    let probe: ProbeProxy = first
         .block_on(Client::with_options(options).connect(&server.url))
         .unwrap();
-    let count = first.block_on(counter.next()).unwrap();
-    (counter, count)
+    let count = first.block_on(probe.next()).unwrap();
+    (probe, count)
 }
 
 /// With and without a spin budget (the caller spins for its reply, or waits for the
@@ -650,14 +650,14 @@ fn a_proxy_made_from_a_url_connects_again_on_the_runtime_of_its_next_call() {
         let (server, _, _) = serve_probe(endpoint(transport, "reconnects"));
         for spin in [Duration::ZERO, Duration::from_micros(50)] {
             for deadline in [None, Some(Duration::from_secs(5))] {
-                let (counter, count) = counter_of_a_runtime_gone(&server, spin);
-                let counter = match deadline {
-                    Some(deadline) => counter.with_timeout(deadline),
-                    None => counter,
+                let (probe, count) = probe_of_a_runtime_gone(&server, spin);
+                let probe = match deadline {
+                    Some(deadline) => probe.with_timeout(deadline),
+                    None => probe,
                 };
                 let second = current_thread();
                 let next = second.block_on(async {
-                    tokio::time::timeout(Duration::from_secs(10), counter.next()).await
+                    tokio::time::timeout(Duration::from_secs(10), probe.next()).await
                 });
                 assert_eq!(
                     next.map_err(|_| "no answer in 10 s"),
@@ -716,12 +716,9 @@ fn connecting_again_outside_any_runtime_is_refused_with_the_reason() {
         Duration::from_secs(60),
     );
     let server = serve_probe(endpoint("unix", "plain-thread")).0;
-    let (counter, _) = counter_of_a_runtime_gone(&server, Duration::from_micros(50));
-    for counter in [
-        counter.clone(),
-        counter.with_timeout(Duration::from_secs(5)),
-    ] {
-        let error = block_on_plain_thread(counter.next()).unwrap_err();
+    let (probe, _) = probe_of_a_runtime_gone(&server, Duration::from_micros(50));
+    for probe in [probe.clone(), probe.with_timeout(Duration::from_secs(5))] {
+        let error = block_on_plain_thread(probe.next()).unwrap_err();
         assert_error_contains(&error, ErrorKind::Unavailable, "outside a tokio runtime");
     }
 }
@@ -742,17 +739,17 @@ fn a_proxy_called_outside_any_runtime_reconnects_on_its_connections_runtime() {
         .build()
         .unwrap();
     let first = serve_probe(endpoint.clone()).0;
-    let counter: ProbeProxy = runtime.block_on(Client::new().connect(&first.url)).unwrap();
-    assert_eq!(runtime.block_on(counter.next()), Ok(1));
+    let probe: ProbeProxy = runtime.block_on(Client::new().connect(&first.url)).unwrap();
+    assert_eq!(runtime.block_on(probe.next()), Ok(1));
     drop(first);
     let _second = serve_probe(endpoint.clone()).0;
     // With a deadline: timed on the connection's runtime too.
-    let counter = counter.with_timeout(Duration::from_secs(5));
+    let probe = probe.with_timeout(Duration::from_secs(5));
     // The first call may find the old connection not yet known to be gone, and the
     // reconnect may back off a little.
     let mut answers = Vec::new();
     for _ in 0..50 {
-        let next = block_on_plain_thread(counter.next());
+        let next = block_on_plain_thread(probe.next());
         let done = next.is_ok();
         answers.push(next);
         if done {
@@ -780,14 +777,14 @@ fn a_connection_that_ended_before_its_runtime_is_replaced_on_the_callers() {
     let endpoint = endpoint("unix", "ended-first");
     let first = serve_probe(endpoint.clone()).0;
     let old = current_thread();
-    let counter: ProbeProxy = old.block_on(Client::new().connect(&first.url)).unwrap();
-    assert_eq!(old.block_on(counter.next()), Ok(1));
+    let probe: ProbeProxy = old.block_on(Client::new().connect(&first.url)).unwrap();
+    assert_eq!(old.block_on(probe.next()), Ok(1));
     drop(first);
     // The old runtime runs until its connection is known to have ended, and a little
     // longer: its reader task ends too.
     let ended = old.block_on(async {
         for _ in 0..100 {
-            if let Err(error) = counter.next().await {
+            if let Err(error) = probe.next().await {
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 return Some(error);
             }
@@ -800,14 +797,14 @@ fn a_connection_that_ended_before_its_runtime_is_replaced_on_the_callers() {
         Some(ErrorKind::Unavailable)
     );
     drop(old);
-    let counter = counter.with_timeout(Duration::from_secs(5));
-    let error = block_on_plain_thread(counter.next()).unwrap_err();
+    let probe = probe.with_timeout(Duration::from_secs(5));
+    let error = block_on_plain_thread(probe.next()).unwrap_err();
     assert_error_contains(&error, ErrorKind::Unavailable, "outside a tokio runtime");
 
     let _second = serve_probe(endpoint.clone()).0;
     let next = current_thread().block_on(async {
         for _ in 0..50 {
-            match counter.next().await {
+            match probe.next().await {
                 Ok(next) => return Ok(next),
                 Err(error) if error.kind() == ErrorKind::Unavailable => {
                     tokio::time::sleep(Duration::from_millis(50)).await;
