@@ -24,13 +24,41 @@ fn interface_macro_diagnostics() {
         files.len() - passing
     );
 
-    let cases = trybuild::TestCases::new();
-    for path in &files {
-        if is_pass_case(path) {
-            cases.pass(path);
-        } else {
-            cases.compile_fail(path);
+    // trybuild reports a build that could not run at all (a full disk, a killed
+    // compiler) as every compile-fail case "succeeding", and keeps cargo's own error to
+    // itself; say how much room the build had, so such a failure names its cause.
+    let outcome = std::panic::catch_unwind(|| {
+        let cases = trybuild::TestCases::new();
+        for path in &files {
+            if is_pass_case(path) {
+                cases.pass(path);
+            } else {
+                cases.compile_fail(path);
+            }
         }
+    });
+    if let Err(panic) = outcome {
+        eprintln!("{}", free_space_report());
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// `df` of the directory trybuild builds in, for a failure's message.
+fn free_space_report() -> String {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    match std::process::Command::new("df")
+        .arg("-h")
+        .arg(&target)
+        .output()
+    {
+        Ok(output) => format!(
+            "free space where trybuild builds ({}):\n{}",
+            target.display(),
+            String::from_utf8_lossy(&output.stdout)
+        ),
+        Err(error) => format!("could not run df on {}: {error}", target.display()),
     }
 }
 
