@@ -10,14 +10,12 @@ use bytes::Bytes;
 use lanner_proto::{OutFrame, Status};
 
 use super::Connection;
+use super::poll_interval::PollInterval;
 use crate::error::Error;
 use crate::occasional::occasionally;
 
 /// How long a deliberately closed connection keeps writing what it had queued.
 pub(super) const CLOSE_LINGER: Duration = Duration::from_secs(5);
-
-/// How often a lingering connection looks whether what it queued is written.
-const LINGER_POLL: Duration = Duration::from_millis(10);
 
 /// How long a connection that sent GOAWAY waits, at most, for the peer to answer the PING
 /// after it (see [`Connection::go_away`]) before it takes every request the peer sent as
@@ -185,10 +183,11 @@ impl Connection {
             let connection = self.clone();
             self.runtime.spawn(async move {
                 let started = tokio::time::Instant::now();
+                let mut interval = PollInterval::new();
                 // Corked frames too: a receiver's burst may hold answers (or the CLOSE
                 // itself) back for a moment.
                 while !connection.writer().is_idle() && started.elapsed() < CLOSE_LINGER {
-                    tokio::time::sleep(LINGER_POLL).await;
+                    interval.tick().await;
                 }
                 connection.abort_writes();
             });

@@ -18,13 +18,11 @@ use std::time::{Duration, Instant};
 use lanner_proto::Status;
 
 use super::control::CLOSE_LINGER;
+use super::poll_interval::PollInterval;
 use super::{Connection, GOAWAY_ANSWER_WAIT};
 
 /// How many times per timeout the connection is looked at.
 const CHECKS_PER_TIMEOUT: u32 = 4;
-
-/// How often a connection that went away for idleness looks whether it may close.
-const DRAIN_POLL: Duration = Duration::from_millis(10);
 
 /// Watches `connection` until it closes, is dropped, or stays idle for `timeout`.
 pub(super) fn spawn(connection: Weak<Connection>, timeout: Duration) {
@@ -71,8 +69,9 @@ async fn drain(connection: Weak<Connection>, timeout: Duration) {
     let reason = format!("the connection was idle for {timeout:?}");
     // Since when no call has been outstanding (with answers perhaps still unwritten).
     let mut calls_over_since: Option<Instant> = None;
+    let mut interval = PollInterval::new();
     loop {
-        tokio::time::sleep(DRAIN_POLL).await;
+        interval.tick().await;
         let Some(alive) = Connection::upgrade_open(&connection) else {
             return;
         };

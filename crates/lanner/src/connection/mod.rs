@@ -44,6 +44,7 @@ mod keepalive;
 mod lone_caller;
 mod outgoing;
 mod pending_reply;
+mod poll_interval;
 mod reader;
 mod releases;
 mod runtime_watch;
