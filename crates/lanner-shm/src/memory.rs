@@ -17,7 +17,7 @@
 
 use std::any::Any;
 
-use crate::sync::{AtomicU32, AtomicU64};
+use crate::sync::{Arc, AtomicU32, AtomicU64};
 
 /// Size of a control block in bytes.
 #[cfg(not(loom))]
@@ -57,6 +57,38 @@ pub(crate) struct RingMemory {
     data: *mut u8,
     capacity: usize,
     _keep: Box<dyn Any + Send + Sync>,
+    /// Keeps the control block's addresses mapped, not its contents: what a
+    /// [`TailWatch`] holds instead of the ring. `None` where the ring itself is the only
+    /// owner of its memory (on the heap).
+    anchor: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+/// A reader of the ring's tail word alone (an arrival hint), which may outlive the ring.
+///
+/// Holding the whole ring would keep its memory (a shared region of megabytes) for as long
+/// as the watch lives. A ring in a shared region gives the watch the region's mapping
+/// instead: once every user of the region's contents has let go, the region's pages are
+/// given back and the addresses stay mapped to zeros (see `region::InUse`), so the watch
+/// reads a zero tail from then on, a value it must accept anyway (the peer may write any).
+#[derive(Clone)]
+pub(crate) struct TailWatch {
+    tail: *const AtomicU64,
+    _anchor: Arc<dyn Any + Send + Sync>,
+}
+
+// SAFETY: the pointer is to an atomic word kept mapped by `_anchor`, read only atomically.
+unsafe impl Send for TailWatch {}
+// SAFETY: as for `Send`: shared references only load the word atomically.
+unsafe impl Sync for TailWatch {}
+
+impl TailWatch {
+    /// The ring's tail word (bytes ever published), or zero once its region is released.
+    pub(crate) fn tail(&self) -> &AtomicU64 {
+        // SAFETY: `_anchor` keeps the word's address mapped (the ring's memory, or the
+        // region's mapping, whose pages may have been replaced by zeros: still mapped,
+        // still aligned), and it is only ever accessed atomically.
+        unsafe { &*self.tail }
+    }
 }
 
 // SAFETY: the memory is plain bytes kept alive by `_keep`; the control words are atomics,
@@ -72,13 +104,16 @@ impl RingMemory {
     /// # Safety
     /// `control` must be 64-byte aligned and valid for CONTROL_SIZE bytes, `data` valid
     /// for `capacity` bytes, both for as long as `keep` lives, and not used by anything
-    /// else in this process.
+    /// else in this process. `anchor` must keep `control`'s addresses mapped and readable
+    /// for as long as it lives, and whatever it lets happen to their contents once `keep`
+    /// is gone must leave them readable by atomic loads.
     #[cfg(not(loom))]
     pub(crate) unsafe fn in_mapping(
         control: *mut u8,
         data: *mut u8,
         capacity: usize,
         keep: Box<dyn Any + Send + Sync>,
+        anchor: Arc<dyn Any + Send + Sync>,
     ) -> RingMemory {
         debug_assert!(capacity.is_power_of_two(), "ring capacity {capacity}");
         RingMemory {
@@ -86,6 +121,7 @@ impl RingMemory {
             data,
             capacity,
             _keep: keep,
+            anchor: Some(anchor),
         }
     }
 
@@ -105,6 +141,7 @@ impl RingMemory {
                 data: data_ptr,
                 capacity,
                 _keep: Box::new((control, data)),
+                anchor: None,
             }
         }
         #[cfg(loom)]
@@ -118,6 +155,7 @@ impl RingMemory {
             data: data_ptr,
             capacity,
             _keep: Box::new(data),
+            anchor: None,
         }
     }
 
@@ -139,6 +177,18 @@ impl RingMemory {
         return self.control.word64(0);
         #[cfg(loom)]
         return &self.control.tail;
+    }
+
+    /// A watch of [`RingMemory::tail`] that does not keep the ring's contents (see
+    /// [`TailWatch`]).
+    pub(crate) fn tail_watch(self: &Arc<Self>) -> TailWatch {
+        TailWatch {
+            tail: std::ptr::from_ref(self.tail()),
+            _anchor: match &self.anchor {
+                Some(anchor) => anchor.clone(),
+                None => self.clone(),
+            },
+        }
     }
 
     /// Bytes ever released by the consumer.

@@ -58,8 +58,38 @@ pub enum Side {
 /// A mapped region with both rings of one connection.
 #[derive(Debug)]
 pub struct Region {
-    mapping: Arc<Mapping>,
+    mapping: Arc<InUse>,
     capacity: usize,
+}
+
+/// The region's mapping as everything that reads or writes its contents holds it: the
+/// rings, the loan areas, the populator, received records held in place. Arrival hints
+/// (see [`crate::ring::ArrivalHint`]) hold the mapping itself, which keeps its addresses
+/// and not its pages: when the last user lets go while hints remain (a connection that
+/// ended, whose proxies keep its hint), the pages go back to the system at once (see
+/// [`Mapping::release_pages`]) instead of staying as long as those proxies do.
+#[derive(Debug)]
+struct InUse(Arc<Mapping>);
+
+impl std::ops::Deref for InUse {
+    type Target = Mapping;
+
+    fn deref(&self) -> &Mapping {
+        &self.0
+    }
+}
+
+impl Drop for InUse {
+    fn drop(&mut self) {
+        if Arc::strong_count(&self.0) > 1 {
+            // SAFETY: every reader or writer of the region's contents holds an `InUse`,
+            // and this is the last one; what else holds the mapping is arrival hints,
+            // which only load a ring's tail word atomically and accept any value.
+            // A failure (no memory for the new mapping) leaves the pages until the hints
+            // go, as they stayed before.
+            let _ = unsafe { self.0.release_pages() };
+        }
+    }
 }
 
 /// Faults a region's pages in ahead of use. Until a connection's rings have wrapped once,
@@ -70,7 +100,7 @@ pub struct Region {
 /// created the region) and commits the rings' memory at once; run it off the latency path.
 #[derive(Debug)]
 pub struct Populator {
-    mapping: Arc<Mapping>,
+    mapping: Arc<InUse>,
     /// The rings' part of the region (the loan areas follow it).
     rings_len: usize,
 }
@@ -120,7 +150,7 @@ impl Region {
         let fd = sys::create_sealed_memfd("lanner-shm", Region::len_for(capacity))?;
         let mapping = Mapping::map_shared(fd.as_fd(), Region::len_for(capacity))?;
         let region = Region {
-            mapping: Arc::new(mapping),
+            mapping: Arc::new(InUse(Arc::new(mapping))),
             capacity,
         };
         let capacity_word = u32::try_from(capacity).expect("checked above");
@@ -135,7 +165,7 @@ impl Region {
         sys::check_peer_memfd(fd, Region::len_for(capacity))?;
         let mapping = Mapping::map_shared(fd, Region::len_for(capacity))?;
         let region = Region {
-            mapping: Arc::new(mapping),
+            mapping: Arc::new(InUse(Arc::new(mapping))),
             capacity,
         };
         let (magic, version, capacity_word) = region.read_header();
@@ -244,13 +274,16 @@ impl Region {
         // SAFETY: every caller passes offsets of the layout: `control` is one of the
         // control offsets (64-byte aligned, four cache lines inside the first page) and
         // `data` has `capacity` bytes inside the mapping, which is `len_for(capacity)` bytes
-        // long; the ring keeps the mapping alive through its clone of the `Arc`.
+        // long; the ring keeps the mapping and its contents alive through its clone of the
+        // `Arc<InUse>`, and the anchor, the mapping itself, keeps the addresses mapped,
+        // later to zeros that atomic loads may read (`InUse`'s drop).
         unsafe {
             RingMemory::in_mapping(
                 base.wrapping_add(control),
                 base.wrapping_add(data),
                 capacity,
                 Box::new(self.mapping.clone()),
+                self.mapping.0.clone(),
             )
         }
     }
@@ -281,4 +314,72 @@ impl Region {
 
 fn invalid(message: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, message.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsFd;
+
+    use super::*;
+    use crate::tests::send;
+
+    /// The line of `/proc/self/maps` for the mapping that starts at `address`, if any.
+    fn mapping_at(address: *const u8) -> Option<String> {
+        let start = format!("{:x}-", address as usize);
+        std::fs::read_to_string("/proc/self/maps")
+            .unwrap()
+            .lines()
+            .find(|line| line.starts_with(&start))
+            .map(str::to_owned)
+    }
+
+    /// Both ends of a connection's region in this process: (server, client).
+    fn connected(capacity: usize) -> (Region, Region) {
+        let (server, memfd) = Region::create(capacity).unwrap();
+        let client = Region::open(memfd.as_fd(), capacity).unwrap();
+        (server, client)
+    }
+
+    #[test]
+    fn an_arrival_hint_keeps_its_regions_addresses_and_not_its_pages() {
+        let (server, client) = connected(4 * MIN_CAPACITY);
+        let base = server.mapping.as_ptr();
+        server.populator().populate().unwrap();
+        let (mut client_producer, _client_consumer) =
+            client.split(Side::Client, Arc::new(NoWake), Arc::new(NoWake), usize::MAX);
+        let (server_producer, server_consumer) =
+            server.split(Side::Server, Arc::new(NoWake), Arc::new(NoWake), usize::MAX);
+        let hint = server_consumer.arrival_hint();
+        send(&mut client_producer, b"ping", false);
+        assert!(hint.maybe_arrived());
+        assert!(mapping_at(base).unwrap().contains("memfd:lanner-shm"));
+
+        // The server's side ends (its connection released its transport); its hint stays.
+        drop((server_producer, server_consumer));
+        let line = mapping_at(base).expect("the hint keeps the addresses mapped");
+        assert!(
+            !line.contains("memfd"),
+            "the region's pages are let go: {line}"
+        );
+        assert!(
+            !hint.maybe_arrived(),
+            "the released tail reads zero, as found empty"
+        );
+        // The client's side is untouched by it.
+        send(&mut client_producer, b"pong", false);
+
+        drop(hint);
+        assert_eq!(mapping_at(base), None, "the last holder unmaps it");
+    }
+
+    #[test]
+    fn a_region_without_hints_is_unmapped_as_it_ends() {
+        let (server, _client) = connected(MIN_CAPACITY);
+        let base = server.mapping.as_ptr();
+        let (producer, consumer) =
+            server.split(Side::Server, Arc::new(NoWake), Arc::new(NoWake), usize::MAX);
+        assert!(mapping_at(base).is_some());
+        drop((producer, consumer));
+        assert_eq!(mapping_at(base), None);
+    }
 }

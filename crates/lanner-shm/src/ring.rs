@@ -46,7 +46,7 @@ use std::collections::VecDeque;
 
 use bytes::{Bytes, BytesMut};
 
-use crate::memory::{InPlace, RingMemory, reserved_slice};
+use crate::memory::{InPlace, RingMemory, TailWatch, reserved_slice};
 use crate::sync::{Arc, AtomicU64, AtomicUsize, Mutex, Ordering};
 
 /// Something that wakes a sleeping party. The rings call it only when the party said it
@@ -519,7 +519,9 @@ pub struct Consumer {
 /// less often (they still receive now and then, and the receive checks the position).
 #[derive(Clone)]
 pub struct ArrivalHint {
-    memory: Arc<RingMemory>,
+    /// The ring's tail, without its memory: an ended connection's hint does not keep its
+    /// region (see [`TailWatch`]).
+    tail: TailWatch,
     empty_at: Arc<AtomicU64>,
 }
 
@@ -527,7 +529,7 @@ impl ArrivalHint {
     /// Whether the producer may have published something not taken yet.
     #[inline]
     pub fn maybe_arrived(&self) -> bool {
-        self.memory.tail().load(Ordering::Relaxed) != self.empty_at.load(Ordering::Relaxed)
+        self.tail.tail().load(Ordering::Relaxed) != self.empty_at.load(Ordering::Relaxed)
     }
 }
 
@@ -571,7 +573,7 @@ impl Consumer {
     /// A hint of arrivals readable without this consumer (see [`ArrivalHint`]).
     pub fn arrival_hint(&self) -> ArrivalHint {
         ArrivalHint {
-            memory: self.releases.memory.clone(),
+            tail: self.releases.memory.tail_watch(),
             empty_at: self.empty_at.clone(),
         }
     }

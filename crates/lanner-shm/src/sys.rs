@@ -143,6 +143,44 @@ impl Mapping {
         }
         Ok(())
     }
+
+    /// Gives the mapping's pages back while keeping its addresses mapped: the range is
+    /// replaced, in one step, by private read-only zero pages that take no memory
+    /// (`mmap(MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, PROT_READ)`). This
+    /// process's share of the file's memory goes at once; the file itself goes once the
+    /// peer lets go of it too. Reads of the range then find zeros; a write faults.
+    ///
+    /// On failure (the kernel is out of memory for the new mapping) the mapping is
+    /// unchanged.
+    ///
+    /// # Safety
+    /// From this call on, nothing in this process may write to the mapping, or read it
+    /// other than by atomic loads that accept a zero (as they must accept any value the
+    /// peer writes).
+    pub unsafe fn release_pages(&self) -> io::Result<()> {
+        // SAFETY: MAP_FIXED replaces exactly this mapping's range, which this `Mapping`
+        // owns (no other code maps or unmaps it); the caller guarantees nothing writes to
+        // it from now on and that its readers accept zeros. The range stays mapped, so no
+        // access faults, and `Drop` unmaps the replacement as it would have the original.
+        let ptr = unsafe {
+            libc::mmap(
+                self.ptr.as_ptr().cast::<c_void>(),
+                self.len,
+                libc::PROT_READ,
+                libc::MAP_FIXED | libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(annotate(
+                io::Error::last_os_error(),
+                format_args!("releasing the pages of a mapping of {} bytes", self.len),
+            ));
+        }
+        debug_assert_eq!(ptr.cast::<u8>(), self.ptr.as_ptr());
+        Ok(())
+    }
 }
 
 impl Drop for Mapping {
@@ -1038,6 +1076,27 @@ mod tests {
         let other = Mapping::map_shared(fd.as_fd(), len).unwrap();
         assert_eq!(resident_pages(&other), 64);
         other.populate().unwrap();
+    }
+
+    #[test]
+    fn released_pages_read_as_zeros_and_leave_the_file_to_its_other_mappings() {
+        let len = 16 * 4096;
+        let fd = create_sealed_memfd("lanner-test", len).unwrap();
+        let mapping = Mapping::map_shared(fd.as_fd(), len).unwrap();
+        mapping.populate().unwrap();
+        write_byte(&mapping, 5, 9);
+        let other = Mapping::map_shared(fd.as_fd(), len).unwrap();
+        let address = mapping.as_ptr();
+        // SAFETY: nothing writes to `mapping` from here on; it is only read below.
+        unsafe { mapping.release_pages() }.unwrap();
+        assert_eq!(mapping.as_ptr(), address, "the addresses stay mapped");
+        assert_eq!(resident_pages(&mapping), 0, "no page is held any more");
+        assert_eq!(read_byte(&mapping, 5), 0);
+        assert_eq!(read_byte(&mapping, len - 1), 0);
+        assert_eq!(read_byte(&other, 5), 9, "the file keeps its contents");
+        assert_eq!(resident_pages(&other), 16);
+        drop(mapping);
+        drop(other);
     }
 
     #[test]

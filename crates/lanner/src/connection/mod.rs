@@ -41,6 +41,7 @@ mod hand_backs;
 mod handshake;
 mod idle;
 mod keepalive;
+mod lending;
 mod lone_caller;
 mod outgoing;
 mod pending_reply;
@@ -146,7 +147,7 @@ pub(crate) struct Connection {
     /// (see [`crate::handoff::MAX_WAITING_PER_CONNECTION`]).
     redemptions_waiting: AtomicUsize,
     /// Where this side's loans come from (shared-memory transports).
-    loans: Option<lanner_shm::LoanArea>,
+    loans: lending::Lending,
     /// References to the peer's objects that this side holds and could not find again if
     /// the connection closed (see `Connection::reference_held`).
     references_held: AtomicUsize,
@@ -347,7 +348,7 @@ impl Connection {
                 granted,
                 redemptions_waiting: AtomicUsize::new(0),
                 goaway_heard: AtomicBool::new(false),
-                loans,
+                loans: lending::Lending::new(loans),
                 references_held: AtomicUsize::new(0),
             }
         });
@@ -545,10 +546,7 @@ impl Connection {
         crate::Traffic {
             messages_sent,
             messages_received: self.messages_received.load(Ordering::Relaxed),
-            payloads_lent: self
-                .loans
-                .as_ref()
-                .map_or(0, lanner_shm::LoanArea::lendings),
+            payloads_lent: self.loans.payloads_lent(),
             replies_to_their_caller: self.replies_to_their_caller.load(Ordering::Relaxed),
         }
     }
@@ -556,7 +554,7 @@ impl Connection {
     /// A buffer of `len` bytes for a payload to send on this connection: in its loan area
     /// if it has one with room (see [`crate::Loan`]).
     pub(crate) fn loan(&self, len: usize) -> crate::Loan {
-        crate::Loan::new(self.loans.as_ref(), len)
+        self.loans.loan(len)
     }
 
     /// The error the connection closed with, if it has.
@@ -824,8 +822,8 @@ impl Connection {
 
     /// Stops writing: what is queued is dropped, and a flusher waiting for a peer that
     /// stopped reading (which would wait forever) ends. On a connection that has ended,
-    /// also lets go of the transport's halves: a proxy that pins the connection no longer
-    /// pins its socket (or shared-memory doorbells). Both go once nothing more is written
+    /// also lets go of the transport's halves and its loan area: a proxy that pins the
+    /// connection no longer pins its socket (or shared-memory doorbells and region). Both go once nothing more is written
     /// (a shared-memory source hangs up the doorbells the sink waits on). A caller
     /// receiving for itself then finds the end (see [`crate::transport::Released`]).
     fn abort_writes(&self) {
@@ -838,6 +836,7 @@ impl Connection {
         let sink = writer.release();
         drop(writer);
         drop(sink);
+        self.loans.release();
         self.release_source();
     }
 
