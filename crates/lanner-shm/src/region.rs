@@ -372,6 +372,42 @@ mod tests {
         assert_eq!(mapping_at(base), None, "the last holder unmaps it");
     }
 
+    /// Calls of `Mapping::release_pages` on this thread so far.
+    fn pages_released() -> usize {
+        sys::PAGES_RELEASED.with(std::cell::Cell::get)
+    }
+
+    #[test]
+    fn pages_are_released_only_while_hints_remain() {
+        // The last user of the region is a ring (the consumer, dropped last), whose
+        // memory also holds the mapping's addresses for the hints it could give.
+        let (server, _client) = connected(MIN_CAPACITY);
+        let (producer, consumer) =
+            server.split(Side::Server, Arc::new(NoWake), Arc::new(NoWake), usize::MAX);
+        let before = pages_released();
+        drop(producer);
+        drop(consumer);
+        assert_eq!(
+            pages_released(),
+            before,
+            "no hint remains: the mapping is unmapped, not first replaced"
+        );
+
+        let (server, _client) = connected(MIN_CAPACITY);
+        let (producer, consumer) =
+            server.split(Side::Server, Arc::new(NoWake), Arc::new(NoWake), usize::MAX);
+        let hint = consumer.arrival_hint();
+        let before = pages_released();
+        drop(producer);
+        drop(consumer);
+        assert_eq!(
+            pages_released(),
+            before + 1,
+            "a hint remains: pages given back"
+        );
+        drop(hint);
+    }
+
     #[test]
     fn a_region_without_hints_is_unmapped_as_it_ends() {
         let (server, _client) = connected(MIN_CAPACITY);

@@ -158,6 +158,8 @@ impl Mapping {
     /// other than by atomic loads that accept a zero (as they must accept any value the
     /// peer writes).
     pub unsafe fn release_pages(&self) -> io::Result<()> {
+        #[cfg(test)]
+        PAGES_RELEASED.with(|calls| calls.set(calls.get() + 1));
         // SAFETY: MAP_FIXED replaces exactly this mapping's range, which this `Mapping`
         // owns (no other code maps or unmaps it); the caller guarantees nothing writes to
         // it from now on and that its readers accept zeros. The range stays mapped, so no
@@ -181,6 +183,12 @@ impl Mapping {
         debug_assert_eq!(ptr.cast::<u8>(), self.ptr.as_ptr());
         Ok(())
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Calls of [`Mapping::release_pages`] on this thread, for tests to count.
+    pub(crate) static PAGES_RELEASED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 impl Drop for Mapping {
