@@ -56,11 +56,13 @@ pub(crate) struct RingMemory {
     control: Control,
     data: *mut u8,
     capacity: usize,
-    _keep: Box<dyn Any + Send + Sync>,
     /// Keeps the control block's addresses mapped, not its contents: what a
     /// [`TailWatch`] holds instead of the ring. `None` where the ring itself is the only
-    /// owner of its memory (on the heap).
+    /// owner of its memory (on the heap). Declared before `_keep` so that it is dropped
+    /// first: the last user of a region (`_keep`) then finds the mapping shared only
+    /// where hints remain, and does not replace pages that are about to be unmapped.
     anchor: Option<Arc<dyn Any + Send + Sync>>,
+    _keep: Box<dyn Any + Send + Sync>,
 }
 
 /// A reader of the ring's tail word alone (an arrival hint), which may outlive the ring.
