@@ -85,9 +85,9 @@ impl Drop for InUse {
             // SAFETY: every reader or writer of the region's contents holds an `InUse`,
             // and this is the last one; what else holds the mapping is arrival hints,
             // which only load a ring's tail word atomically and accept any value.
-            // A failure (no memory for the new mapping) leaves the pages until the hints
-            // go, as they stayed before.
-            let _ = unsafe { self.0.release_pages() };
+            // A failure (no memory for the new mapping) aborts the process unless the
+            // range is zeros anyway (see `release_pages`).
+            unsafe { self.0.release_pages() };
         }
     }
 }

@@ -150,38 +150,84 @@ impl Mapping {
     /// process's share of the file's memory goes at once; the file itself goes once the
     /// peer lets go of it too. Reads of the range then find zeros; a write faults.
     ///
-    /// On failure (the kernel is out of memory for the new mapping) the mapping is
-    /// unchanged.
+    /// A failed `MAP_FIXED` may have left the range unmapped: Linux clears the old
+    /// mapping's page tables before it allocates the new one, and if that allocation fails
+    /// it leaves a gap (`vms_abort_munmap_vmas`; POSIX allows it too). A gap would fault
+    /// the readers this keeps the addresses for, and another mapping could take it, which
+    /// `Drop` would then unmap. So a failure is followed by mapping zeros into the gap
+    /// without replacing anything (`MAP_FIXED_NOREPLACE`); if the range cannot be shown to
+    /// be zeros that way (it is still mapped, as the original or as something else: there
+    /// is no telling), the process aborts, as it does when the allocator is out of memory.
     ///
     /// # Safety
     /// From this call on, nothing in this process may write to the mapping, or read it
     /// other than by atomic loads that accept a zero (as they must accept any value the
     /// peer writes).
-    pub unsafe fn release_pages(&self) -> io::Result<()> {
+    pub unsafe fn release_pages(&self) {
         #[cfg(test)]
         PAGES_RELEASED.with(|calls| calls.set(calls.get() + 1));
         // SAFETY: MAP_FIXED replaces exactly this mapping's range, which this `Mapping`
         // owns (no other code maps or unmaps it); the caller guarantees nothing writes to
-        // it from now on and that its readers accept zeros. The range stays mapped, so no
-        // access faults, and `Drop` unmaps the replacement as it would have the original.
+        // it from now on and that its readers accept zeros. On success the range stays
+        // mapped, so no access faults, and `Drop` unmaps the replacement as it would have
+        // the original.
+        if unsafe { self.map_zeros(libc::MAP_FIXED) } {
+            return;
+        }
+        let error = io::Error::last_os_error();
+        // SAFETY: as above; the range is this mapping's own.
+        unsafe { self.refill_after_failed_release(&error) }
+    }
+
+    /// After a failed [`Mapping::release_pages`]: maps zeros into the range if the kernel
+    /// left it unmapped, and aborts the process if it cannot show that it did (see
+    /// `release_pages`).
+    ///
+    /// # Safety
+    /// As for [`Mapping::release_pages`].
+    unsafe fn refill_after_failed_release(&self, error: &io::Error) {
+        // SAFETY: MAP_FIXED_NOREPLACE maps nothing over an existing mapping; a gap in this
+        // range is this mapping's (nothing else may map it while the `Mapping` lives).
+        if unsafe { self.map_zeros(libc::MAP_FIXED_NOREPLACE) } {
+            return;
+        }
+        eprintln!(
+            "lanner-shm: replacing a mapping of {} bytes at {:p} with zero pages failed ({error}), \
+             and the range may no longer be this mapping: aborting",
+            self.len, self.ptr
+        );
+        std::process::abort();
+    }
+
+    /// Maps private read-only zero pages at exactly this mapping's range, with `fixed`
+    /// (`MAP_FIXED` or `MAP_FIXED_NOREPLACE`); whether they are there now.
+    ///
+    /// # Safety
+    /// As for [`Mapping::release_pages`].
+    unsafe fn map_zeros(&self, fixed: c_int) -> bool {
+        let wanted = self.ptr.as_ptr().cast::<c_void>();
+        // SAFETY: per the callers: the range is this mapping's, and its readers accept
+        // zeros. Anything mapped elsewhere (a kernel before 4.17 takes
+        // MAP_FIXED_NOREPLACE as a hint) is unmapped again below.
         let ptr = unsafe {
             libc::mmap(
-                self.ptr.as_ptr().cast::<c_void>(),
+                wanted,
                 self.len,
                 libc::PROT_READ,
-                libc::MAP_FIXED | libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                fixed | libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
                 -1,
                 0,
             )
         };
         if ptr == libc::MAP_FAILED {
-            return Err(annotate(
-                io::Error::last_os_error(),
-                format_args!("releasing the pages of a mapping of {} bytes", self.len),
-            ));
+            return false;
         }
-        debug_assert_eq!(ptr.cast::<u8>(), self.ptr.as_ptr());
-        Ok(())
+        if ptr != wanted {
+            // SAFETY: `ptr` is the mapping just made, of `len` bytes, that nothing uses.
+            unsafe { libc::munmap(ptr, self.len) };
+            return false;
+        }
+        true
     }
 }
 
@@ -1096,7 +1142,7 @@ mod tests {
         let other = Mapping::map_shared(fd.as_fd(), len).unwrap();
         let address = mapping.as_ptr();
         // SAFETY: nothing writes to `mapping` from here on; it is only read below.
-        unsafe { mapping.release_pages() }.unwrap();
+        unsafe { mapping.release_pages() };
         assert_eq!(mapping.as_ptr(), address, "the addresses stay mapped");
         assert_eq!(resident_pages(&mapping), 0, "no page is held any more");
         assert_eq!(read_byte(&mapping, 5), 0);
@@ -1105,6 +1151,24 @@ mod tests {
         assert_eq!(resident_pages(&other), 16);
         drop(mapping);
         drop(other);
+    }
+
+    #[test]
+    fn a_range_a_failed_release_left_unmapped_is_mapped_to_zeros_again() {
+        let len = 16 * 4096;
+        let fd = create_sealed_memfd("lanner-test", len).unwrap();
+        let mapping = Mapping::map_shared(fd.as_fd(), len).unwrap();
+        write_byte(&mapping, 5, 9);
+        // What Linux leaves when MAP_FIXED fails after clearing the old mapping: a gap.
+        // SAFETY: nothing reads or writes the range until it is mapped again below.
+        assert_eq!(unsafe { libc::munmap(mapping.as_ptr().cast(), len) }, 0);
+        let error = io::Error::from_raw_os_error(libc::ENOMEM);
+        // SAFETY: nothing writes to `mapping` from here on; it is only read below.
+        unsafe { mapping.refill_after_failed_release(&error) };
+        assert_eq!(resident_pages(&mapping), 0, "mapped again, holding no page");
+        assert_eq!(read_byte(&mapping, 5), 0, "the range is zeros");
+        assert_eq!(read_byte(&mapping, len - 1), 0);
+        drop(mapping);
     }
 
     #[test]
