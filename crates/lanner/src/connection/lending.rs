@@ -29,9 +29,12 @@ impl Lending {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A buffer of `len` bytes, in the area if it is still held and has room.
+    /// A buffer of `len` bytes, in the area if it is still held and has room. The area is
+    /// taken out of the lock first: a loan in ordinary memory (no area, or no room) is
+    /// allocated and zeroed, which concurrent loans need not wait for.
     pub(super) fn loan(&self, len: usize) -> crate::Loan {
-        crate::Loan::new(self.held().area.as_ref(), len)
+        let area = self.held().area.clone();
+        crate::Loan::new(area.as_ref(), len)
     }
 
     /// Payloads sent by reference so far (see [`crate::Traffic::payloads_lent`]).
