@@ -15,10 +15,11 @@
 //! store.put(key, loan.freeze()).await?;   // sent by reference
 //! ```
 //!
-//! On other transports, or when the area has no room (blocks come back once the peer
-//! drops what it received and you drop your `Bytes`), a loan is ordinary memory and the
-//! payload travels as it would have anyway ([`Loan::is_shared`] tells which). So code that
-//! loans works on every transport and never waits for a loan.
+//! On other transports, on a connection that has ended (it lets go of its area), or when
+//! the area has no room (blocks come back once the peer drops what it received and you
+//! drop your `Bytes`), a loan is ordinary memory and the payload travels as it would have
+//! anyway ([`Loan::is_shared`] tells which). So code that loans works on every transport
+//! and never waits for a loan.
 //!
 //! A block is held until your last clone of the frozen `Bytes` is dropped *and* the peer
 //! dropped every copy it received: a peer that keeps payloads for long keeps your area
