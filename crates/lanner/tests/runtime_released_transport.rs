@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lanner::{Client, ErrorKind, Server};
+use lanner::{Client, ErrorKind, Proxy, Server};
 
 mod common;
 use common::*;
@@ -56,6 +56,8 @@ async fn proxy_outlives_its_server(endpoint: &str) {
         .unwrap();
     assert_eq!(calculator.add(2, 3).await, Ok(5));
     assert!(open_descriptors() > before);
+    let lends = endpoint.starts_with("shm://");
+    assert_eq!(calculator.object().loan(4096).is_shared(), lends);
 
     // The server goes away; the client keeps its proxy (and its client).
     listening.shutdown(Duration::ZERO).await;
@@ -79,6 +81,10 @@ async fn proxy_outlives_its_server(endpoint: &str) {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    assert!(
+        !calculator.object().loan(4096).is_shared(),
+        "an ended connection lends from ordinary memory"
+    );
     drop(calculator);
     drop(client);
 }
