@@ -235,10 +235,14 @@ impl Mapping {
 thread_local! {
     /// Calls of [`Mapping::release_pages`] on this thread, for tests to count.
     pub(crate) static PAGES_RELEASED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// Mappings unmapped (dropped) on this thread, for tests to count.
+    pub(crate) static MAPPINGS_UNMAPPED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 impl Drop for Mapping {
     fn drop(&mut self) {
+        #[cfg(test)]
+        MAPPINGS_UNMAPPED.with(|calls| calls.set(calls.get() + 1));
         munmap(self.ptr, self.len);
     }
 }
