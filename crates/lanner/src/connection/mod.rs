@@ -823,9 +823,10 @@ impl Connection {
     /// Stops writing: what is queued is dropped, and a flusher waiting for a peer that
     /// stopped reading (which would wait forever) ends. On a connection that has ended,
     /// also lets go of the transport's halves and its loan area: a proxy that pins the
-    /// connection no longer pins its socket (or shared-memory doorbells and region). Both go once nothing more is written
-    /// (a shared-memory source hangs up the doorbells the sink waits on). A caller
-    /// receiving for itself then finds the end (see [`crate::transport::Released`]).
+    /// connection no longer pins its socket (or shared-memory doorbells and region). They
+    /// go once nothing more is written (a shared-memory source hangs up the doorbells the
+    /// sink waits on). A caller receiving for itself then finds the end (see
+    /// [`crate::transport::Released`]).
     fn abort_writes(&self) {
         let mut writer = self.writer();
         writer.abort();
