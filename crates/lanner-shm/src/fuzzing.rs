@@ -12,13 +12,13 @@ use std::hint::black_box;
 use bytes::Bytes;
 
 use crate::memory::RingMemory;
-use crate::ring::{Consumer, Wake, hostile_consumer};
+use crate::ring::{Consumer, RECORD_ALIGN, Wake, hostile_consumer};
 use crate::sync::{Arc, Ordering};
 
 pub use loan_returns::loan_returns;
 
 /// Calls of `try_recv` per pass over a ring: far more than the records the largest ring
-/// can hold (1024), so a consumer that keeps returning records without advancing shows up
+/// can hold (256 lines), so a consumer that keeps returning records without advancing shows up
 /// as a violation, not as a hang.
 const MAX_RECVS: usize = 10_000;
 
@@ -35,23 +35,23 @@ const LAPS: usize = 4;
 ///
 /// Input layout:
 ///
-/// - byte 0: bits 0–2 select the capacity (`64 << n`, 64 to 8192 bytes), bits 3–4 the
-///   in-place threshold of the second pass (1, 8, 64 or 512 bytes);
-/// - bytes 1–8: the producer's `tail` (u64 little-endian), reduced to a multiple of 8 in
-///   `0..=capacity + 8` unless its top bit is set (bits 63–62 = `10`: reduced modulo twice
-///   the capacity, any alignment; `11`: taken as is);
+/// - byte 0: bits 0–2 select the capacity (`128 << n`, 128 to 16384 bytes), bits 3–4
+///   the in-place threshold of the second pass (1, 8, 64 or 512 bytes);
+/// - bytes 1–8: the producer's `tail` (u64 little-endian), reduced to a multiple of
+///   [`RECORD_ALIGN`] in `0..=capacity + RECORD_ALIGN` unless its top bit is set (bits
+///   63–62 = `10`: reduced modulo twice the capacity, any alignment; `11`: taken as is);
 /// - the rest: the ring's data area (truncated or zero-padded to the capacity).
 ///
 /// Missing bytes read as zero. Two passes run over the same ring:
 ///
 /// 1. a consumer over the hostile ring as given: one pass until `Ok(None)` or an error;
 /// 2. the same bytes, with the driver playing the producer: it publishes `tail` more bytes
-///    per lap (four laps), so the consumer wraps around and meets the bytes at other
-///    offsets, while the driver holds some in-place records across laps (whose space a
+///    per lap (four laps), so the consumer wraps around, its laps starting and ending at
+///    other places among the records, while the driver holds some in-place records across laps (whose space a
 ///    hostile producer is then overwriting) and releases them out of order.
 pub fn ring_read(data: &[u8]) {
     let selector = data.first().copied().unwrap_or(0);
-    let capacity = 64usize << (selector % 8);
+    let capacity = 128usize << (selector % 8);
     let in_place_min = 1usize << (3 * ((selector >> 3) % 4));
     let tail_bytes = data.get(1..).unwrap_or(&[]);
     let tail_bytes = &tail_bytes[..tail_bytes.len().min(8)];
@@ -104,9 +104,10 @@ pub fn ring_read(data: &[u8]) {
 /// Most raw values become an aligned tail within a ring (or just past it); the rest are
 /// left misaligned or far out of range.
 fn reduce_tail(raw: u64, capacity: usize) -> u64 {
+    const ALIGN: u64 = RECORD_ALIGN as u64;
     let capacity = capacity as u64;
     match raw >> 62 {
-        0 | 1 => (raw % (capacity / 8 + 2)) * 8,
+        0 | 1 => (raw % (capacity / ALIGN + 2)) * ALIGN,
         2 => raw % (2 * capacity),
         _ => raw,
     }
@@ -143,10 +144,11 @@ fn drain(consumer: &mut Consumer, capacity: usize, holder: &mut Holder) -> bool 
 /// Reads `head` and checks it against what the consumer can have released: it never goes
 /// backwards, stays aligned, and never passes the published tail.
 fn check_head(memory: &RingMemory, previous: u64, published: u64) -> u64 {
+    const ALIGN: u64 = RECORD_ALIGN as u64;
     let head = memory.head().load(Ordering::Acquire);
     assert!(head >= previous, "head went back from {previous} to {head}");
     assert!(head <= published, "head {head} passed the tail {published}");
-    assert_eq!(head % 8, 0, "misaligned head {head}");
+    assert_eq!(head % ALIGN, 0, "misaligned head {head}");
     head
 }
 

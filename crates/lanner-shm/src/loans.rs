@@ -25,15 +25,16 @@ use bytes::Bytes;
 use crate::area::{self, AreaMemory};
 use crate::bitmap::Bitmap;
 use crate::blocks::Blocks;
-use crate::ring::{Consumer, Producer, RingError, Wake};
+use crate::ring::{Consumer, Producer, RingError, Wake, record_size};
 
 /// The most lendings of one area the receiver may hold at once (blocks lent and not given
 /// back yet; a block lent twice counts twice). Bounds the returns ring's use.
 pub const MAX_LENT: usize = 1024;
 
-/// Bytes of each returns ring: [`MAX_LENT`] returns of 16 bytes (record header and offset)
-/// take a quarter of it, and the owner may leave a quarter unreleased.
-pub const RETURNS_CAPACITY: usize = 64 * 1024;
+/// Bytes of each returns ring: [`MAX_LENT`] returns (one record each, a cache line: see
+/// [`crate::ring::RECORD_ALIGN`]) take a quarter of it, and the owner may leave a quarter
+/// unreleased. (A return that finds the ring full is lost: its block stays lent.)
+pub const RETURNS_CAPACITY: usize = (4 * MAX_LENT * record_size(8)).next_power_of_two();
 
 /// The smallest block a loan takes; larger loans take whole multiples.
 const MIN_GRANULE: usize = 256;

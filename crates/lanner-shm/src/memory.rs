@@ -129,7 +129,8 @@ impl RingMemory {
 
     /// A ring on the heap, zeroed: for tests, fuzzing and model checking.
     pub(crate) fn heap(capacity: usize) -> RingMemory {
-        assert!(capacity.is_power_of_two() && capacity >= 64);
+        // A record takes at least a line, and at most three quarters of the ring.
+        assert!(capacity.is_power_of_two() && capacity >= 128);
         // Cache-line aligned, as a shared region's data area is (offsets and addresses
         // then agree modulo a line, which `Producer::try_reserve_aligned` relies on).
         let mut data = vec![Line([0; 64]); capacity / 64].into_boxed_slice();

@@ -34,9 +34,10 @@ use crate::sync::Arc;
 use crate::sys::{self, Mapping};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"LANNRSHM");
-/// The region's layout version: 3 since ring records may start with a prefix (see
-/// [`crate::ring`]), which a version-2 peer would refuse.
-const VERSION: u32 = 3;
+/// The region's layout version: 4 since ring records take whole cache lines (see
+/// [`crate::ring::RECORD_ALIGN`]), where a version-3 peer would read the next record's
+/// header 8 bytes after the last (3: records may start with a prefix).
+const VERSION: u32 = 4;
 const CONTROL_OFFSETS: [usize; 2] = [256, 512];
 const RETURNS_CONTROL_OFFSETS: [usize; 2] = [768, 1024];
 const DATA_OFFSET: usize = 4096;

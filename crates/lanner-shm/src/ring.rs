@@ -3,7 +3,8 @@
 //! Positions (`tail`, `head`) count bytes ever written and released, so they only grow;
 //! a position's place in the data area is `position % capacity`. A record is an 8-byte
 //! header (`len: u32`, `flags: u32`, little-endian) followed by `len` payload bytes, padded
-//! to a multiple of 8. Records never wrap: when one does not fit before the end of the
+//! to a whole number of cache lines ([`RECORD_ALIGN`]), so that every record starts on a
+//! line of its own. Records never wrap: when one does not fit before the end of the
 //! data area, the producer publishes a padding record that fills the rest, and the record
 //! starts at offset 0. Padding is therefore never at offset 0 (a record always fits in a
 //! whole ring), and a fragment (`FLAG_MORE`) carries at least one byte: the consumer
@@ -58,6 +59,16 @@ pub trait Wake: Send + Sync {
 
 /// Size of a record header.
 pub const RECORD_HEADER: usize = 8;
+
+/// What every record's size is a multiple of: a cache line. A small message then takes
+/// one line of its own, which the producer writes whole before the consumer reads it.
+/// Records packed at 8 bytes made most of Lanner's 40–56-byte frames straddle two lines,
+/// the first of them shared with the record before: the consumer, which had read that
+/// line for the previous record, lost it to the producer's write and fetched it again,
+/// and the producer had to take it back from the consumer first. That was one more
+/// cache-line transfer each way per message, 0.1–0.2 µs of a null call's round trip
+/// between cores (see `docs/decisions.md`, "Thirtieth session").
+pub const RECORD_ALIGN: usize = ALIGNMENT;
 const FLAG_PADDING: u32 = 1;
 const FLAG_MORE: u32 = 2;
 const FLAG_PREFIXED: u32 = 4;
@@ -71,9 +82,10 @@ pub const ALIGNMENT: usize = 64;
 #[error("shared-memory ring corrupted by the peer: {0}")]
 pub struct RingError(pub &'static str);
 
-/// Space a record of `len` payload bytes takes in the ring.
-pub fn record_size(len: usize) -> usize {
-    RECORD_HEADER + len.next_multiple_of(8)
+/// Space a record of `len` payload bytes takes in the ring: whole cache lines (see
+/// [`RECORD_ALIGN`]).
+pub const fn record_size(len: usize) -> usize {
+    (RECORD_HEADER + len).next_multiple_of(RECORD_ALIGN)
 }
 
 fn encode_header(len: u32, flags: u32) -> [u8; RECORD_HEADER] {
@@ -130,11 +142,12 @@ impl Producer {
         self.memory.capacity()
     }
 
-    /// The largest record payload the ring takes: three quarters of it, less the header
-    /// (the consumer may keep up to a quarter unreleased; see the module docs).
+    /// The largest record payload the ring takes: the whole lines of three quarters of
+    /// it, less the header (the consumer may keep up to a quarter unreleased; see the
+    /// module docs).
     pub fn max_record_len(&self) -> usize {
-        (self.capacity() - lazy_release(self.capacity() as u64) as usize - RECORD_HEADER)
-            .min(u32::MAX as usize)
+        let lines = self.capacity() - lazy_release(self.capacity() as u64) as usize;
+        (lines / RECORD_ALIGN * RECORD_ALIGN - RECORD_HEADER).min(u32::MAX as usize)
     }
 
     fn capacity_u64(&self) -> u64 {
@@ -147,7 +160,10 @@ impl Producer {
     /// violation.
     fn refresh_head(&mut self) -> Result<(), RingError> {
         let head = self.memory.head().load(Ordering::Acquire);
-        if head > self.published || self.tail - head > self.capacity_u64() || head % 8 != 0 {
+        if head > self.published
+            || self.tail - head > self.capacity_u64()
+            || head % RECORD_ALIGN as u64 != 0
+        {
             return Err(RingError("the consumer's position is out of range"));
         }
         // A stale or lying head that goes backwards only shrinks our free space.
@@ -621,7 +637,10 @@ impl Consumer {
         // held in place, and every record consumed meanwhile would queue behind it
         // (see `Releases::release_consumed`) without bound.
         let released = self.releases.stored_head.load(Ordering::Relaxed);
-        if tail < self.tail || tail % 8 != 0 || tail - released > self.capacity_u64() {
+        if tail < self.tail
+            || tail % RECORD_ALIGN as u64 != 0
+            || tail - released > self.capacity_u64()
+        {
             return Err(RingError("the producer's position is out of range"));
         }
         self.tail = tail;

@@ -73,8 +73,9 @@ fn a_sleeping_consumer_is_always_woken() {
     model(|| {
         let consumer_bell = Arc::new(Bell::default());
         let producer_bell = Arc::new(Bell::default());
+        // Two records of a line each: both fit in the 128-byte ring at once.
         let (mut producer, mut consumer) =
-            heap_ring(64, consumer_bell.clone(), producer_bell.clone(), 1000);
+            heap_ring(128, consumer_bell.clone(), producer_bell.clone(), 1000);
         let sender = thread::spawn(move || {
             for byte in [1u8, 2] {
                 let mut reservation = producer.try_reserve(1).unwrap().unwrap();
@@ -95,9 +96,11 @@ fn a_producer_waiting_for_space_is_always_woken() {
     model(|| {
         let consumer_bell = Arc::new(Bell::default());
         let producer_bell = Arc::new(Bell::default());
-        // Two 24-byte records fill the 64-byte ring; the third must wait.
+        // Two 24-byte records (a line each) fill the 128-byte ring; the third must wait.
+        // A record consumed is a line, more than the quarter ring (32 bytes) the consumer
+        // may keep: its space is given back at once.
         let (mut producer, mut consumer) =
-            heap_ring(64, consumer_bell.clone(), producer_bell.clone(), 1000);
+            heap_ring(128, consumer_bell.clone(), producer_bell.clone(), 1000);
         let sender = thread::spawn(move || {
             let mut sent = 0u8;
             while sent < 3 {
@@ -127,9 +130,13 @@ fn a_producer_waiting_for_space_is_always_woken() {
 fn records_released_on_another_thread_free_their_space() {
     model(|| {
         let bell = Arc::new(Bell::default());
-        let (mut producer, mut consumer) = heap_ring(64, bell.clone(), bell.clone(), 16);
-        for len in [16usize, 8] {
-            // The first is held in place, the second copied out and released at once.
+        // A 512-byte ring: the two records take 192 bytes, so the largest record (376
+        // bytes, six lines with its header) fits only once both are given back and the
+        // padding to the end is consumed.
+        let (mut producer, mut consumer) = heap_ring(512, bell.clone(), bell.clone(), 16);
+        for len in [120usize, 8] {
+            // The first (two lines) is held in place, the second (a line) copied out and
+            // released at once, behind the first.
             let mut reservation = producer.try_reserve(len).unwrap().unwrap();
             reservation.write(0, &[7]);
             reservation.commit(false);
@@ -153,13 +160,15 @@ fn a_producer_waiting_for_space_is_woken_by_lazily_released_records() {
     model(|| {
         let consumer_bell = Arc::new(Bell::default());
         let producer_bell = Arc::new(Bell::default());
-        // In a 64-byte ring the consumer gives space back once 16 bytes are consumed: an
-        // empty record (8 bytes) is kept unreleased until the next one is consumed. The
-        // third record does not fit before the ring's end: it pads the rest and waits for
-        // the space of the first two.
+        // In a 512-byte ring the consumer gives space back once 128 bytes are consumed: an
+        // empty record (a line, 64 bytes) is kept unreleased until the next one is
+        // consumed. The first two take 448 bytes (the second is the largest record, six
+        // lines); the third (two lines) does not fit in the last line: it pads the rest
+        // and waits for the space of the first two. The padding (64 bytes) is kept
+        // unreleased in turn, until the third is consumed.
         let (mut producer, mut consumer) =
-            heap_ring(64, consumer_bell.clone(), producer_bell.clone(), 1000);
-        let lens = [0usize, 40, 1, 0];
+            heap_ring(512, consumer_bell.clone(), producer_bell.clone(), 1000);
+        let lens = [0usize, 376, 64, 0];
         let sender = thread::spawn(move || {
             let mut sent = 0;
             while sent < lens.len() {

@@ -185,7 +185,12 @@ fn one_collection_takes_at_most_max_lent_returns() {
         "the genuine return waits behind the bogus ones"
     );
     area.collect_returns();
-    assert_eq!(area.lent(), 0);
+    assert_eq!(
+        area.lent(),
+        0,
+        "the genuine return was read by the next collection (the returns ring must hold \
+         more than MAX_LENT returns, or the receiver drops it)"
+    );
 }
 
 mod hostile_returns {

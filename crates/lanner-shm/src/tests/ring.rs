@@ -12,16 +12,13 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
 #[test]
 fn records_arrive_in_order_with_their_bytes() {
     let (mut producer, mut consumer, _, _) = ring(4096, 64);
-    for (i, len) in [0usize, 1, 7, 8, 9, 63, 64, 65, 1000]
-        .into_iter()
-        .enumerate()
-    {
+    // Around the 8-byte steps, and around the lines a record fills (a payload of 56 takes
+    // one whole line with its header, 57 a second one).
+    let lens = [0usize, 1, 7, 8, 9, 55, 56, 57, 63, 64, 65, 120, 121, 1000];
+    for (i, len) in lens.into_iter().enumerate() {
         send(&mut producer, &pattern(len, i as u8), false);
     }
-    for (i, len) in [0usize, 1, 7, 8, 9, 63, 64, 65, 1000]
-        .into_iter()
-        .enumerate()
-    {
+    for (i, len) in lens.into_iter().enumerate() {
         let record = consumer.try_recv().unwrap().expect("a record");
         assert_eq!(record.bytes, pattern(len, i as u8));
         assert!(!record.more);
@@ -76,61 +73,77 @@ fn records_wrap_around_the_end_through_padding() {
 #[test]
 fn the_largest_record_fits_wherever_an_idle_consumer_left_the_ring() {
     let (mut producer, mut consumer, _, _) = ring(256, 1);
-    // Three quarters of the ring: the consumer may keep the other quarter unreleased.
+    // Three quarters of the ring (three lines), less the header: the consumer may keep
+    // the other quarter unreleased.
     assert_eq!(producer.max_record_len(), 184);
+    let mut padded = 0;
     for round in 0..40usize {
-        // Small records move the ring's position a little each round (and may wrap).
-        send_to_idle(&mut producer, &mut consumer, &pattern(round % 24, 0), false);
+        // Records of one to three lines move the ring's position by a line or more each
+        // round (and may wrap), so the largest record meets every offset.
+        let filler = pattern(round * 37 % 180, 0);
+        send_to_idle(&mut producer, &mut consumer, &filler, false);
         consumer.try_recv().unwrap().unwrap();
         let max = producer.max_record_len();
         if producer.try_reserve(max).unwrap().is_none() {
             // Only the padding to the ring's end was missing; consuming it makes room.
             assert_eq!(consumer.try_recv().unwrap(), None);
+            padded += 1;
         }
         send(&mut producer, &pattern(max, round as u8), false);
         let record = consumer.try_recv().unwrap().unwrap();
         assert_eq!(record.bytes, pattern(max, round as u8), "round {round}");
     }
+    assert!(
+        (1..40).contains(&padded),
+        "{padded} of 40 rounds padded: the offsets did not vary"
+    );
 }
 
 #[test]
 fn consumed_space_is_given_back_a_quarter_ring_at_a_time() {
-    let (mut producer, mut consumer, _, producer_bell) = ring(256, 1_000_000);
+    let (mut producer, mut consumer, _, producer_bell) = ring(1024, 1_000_000);
     let head = |consumer: &crate::Consumer| consumer.shared().head().load(Ordering::Relaxed);
-    // Records of 16 bytes in the ring: three of them stay below a quarter (64 bytes).
+    // Records of a line (64 bytes) in the ring: three of them stay below a quarter (256
+    // bytes).
     for _ in 0..3 {
         send(&mut producer, &pattern(8, 0), false);
         consumer.try_recv().unwrap().unwrap();
     }
-    assert_eq!(head(&consumer), 0, "48 bytes consumed: not given back yet");
+    assert_eq!(head(&consumer), 0, "192 bytes consumed: not given back yet");
     send(&mut producer, &pattern(8, 0), false);
     consumer.try_recv().unwrap().unwrap();
     assert_eq!(
         head(&consumer),
-        64,
+        256,
         "a quarter consumed: given back at once"
     );
     // A producer waiting for room is woken by the release that crosses the threshold.
-    send(&mut producer, &pattern(184, 1), false);
-    assert!(producer.try_reserve(64).unwrap().is_none());
-    assert!(producer.prepare_wait(64).unwrap());
+    // The largest record (760 bytes, 768 with its header) leaves 256 bytes free: not
+    // enough for a 256-byte payload (320 bytes in the ring).
+    assert_eq!(producer.max_record_len(), 760);
+    send(&mut producer, &pattern(760, 1), false);
+    assert!(producer.try_reserve(256).unwrap().is_none());
+    assert!(producer.prepare_wait(256).unwrap());
     consumer.try_recv().unwrap().unwrap();
-    assert_eq!(head(&consumer), 256);
+    assert_eq!(head(&consumer), 1024);
     assert_eq!(producer_bell.count(), 1);
-    assert!(producer.try_reserve(64).unwrap().is_some());
+    assert!(producer.try_reserve(256).unwrap().is_some());
 }
 
 #[test]
 fn a_full_ring_refuses_then_wakes_the_waiting_producer() {
     let (mut producer, mut consumer, _, producer_bell) = ring(256, 1_000_000);
+    // Two records of two lines each (128 bytes: 120 bytes and the header is the most two
+    // lines hold, 57 the least) fill the ring.
     send(&mut producer, &pattern(120, 0), false);
-    send(&mut producer, &pattern(112, 1), false);
+    send(&mut producer, &pattern(57, 1), false);
     assert!(producer.try_reserve(8).unwrap().is_none());
     assert!(
         producer.prepare_wait(8).unwrap(),
         "no room: the producer may sleep"
     );
     assert_eq!(producer_bell.count(), 0);
+    // The first record's 128 bytes are more than the quarter ring kept unreleased.
     consumer.try_recv().unwrap().unwrap();
     assert_eq!(
         producer_bell.count(),
@@ -164,7 +177,8 @@ fn the_consumer_is_woken_only_when_it_sleeps() {
 #[test]
 fn held_records_pin_their_space_until_all_before_them_are_released() {
     let (mut producer, mut consumer, _, _) = ring(1024, 64);
-    let size = record_size(200);
+    // Four lines each, then one line: 576 bytes of the ring.
+    assert_eq!(record_size(200), 256);
     send(&mut producer, &pattern(200, 1), false);
     send(&mut producer, &pattern(200, 2), false);
     send(&mut producer, &pattern(8, 3), false); // copied: released behind the held ones
@@ -178,13 +192,13 @@ fn held_records_pin_their_space_until_all_before_them_are_released() {
     assert!(producer.try_reserve(max).unwrap().is_none());
     drop(second);
     assert!(
-        producer.try_reserve(size).unwrap().is_none(),
+        producer.try_reserve(200).unwrap().is_none(),
         "the second record's space is behind the first, still held"
     );
     let first_copy = first.clone();
     drop(first);
     assert!(
-        producer.try_reserve(size).unwrap().is_none(),
+        producer.try_reserve(200).unwrap().is_none(),
         "a clone still holds it"
     );
     drop(first_copy);
@@ -197,7 +211,9 @@ fn records_consumed_behind_a_held_one_take_one_entry_together() {
     let (mut producer, mut consumer, _, _) = ring(4096, 64);
     send(&mut producer, &pattern(100, 1), false);
     let held = consumer.try_recv().unwrap().unwrap().bytes;
-    for seed in 0..100 {
+    // 50 one-line records behind the held one (two lines): 3,328 bytes of the 4,096,
+    // none of them given back while the first is held.
+    for seed in 0..50 {
         send(&mut producer, &pattern(8, seed), false);
         assert_eq!(
             consumer.try_recv().unwrap().unwrap().bytes,
@@ -233,37 +249,80 @@ fn hostile_positions_and_headers_are_errors_not_panics() {
         bytes.extend_from_slice(&flags.to_le_bytes());
         bytes
     };
-    let cases: Vec<(Vec<u8>, u64, &str)> = vec![
-        (header(4, 0), 4097, "tail beyond a ring"),
-        (header(4, 0), 12, "misaligned tail"),
-        (header(4, 8), 16, "unknown flag"),
-        (header(100, 0), 16, "record past the published data"),
-        (header(5000, 0), 4096, "record past the end of the ring"),
-        (header(0, 1), 16, "padding past the published data"),
-        (header(u32::MAX, 0), 4096, "huge length"),
-        (header(0, 2), 8, "an empty fragment"),
-        (header(4088, 1), 4096, "padding over the whole ring"),
-        (header(0, 4), 8, "an empty prefixed record"),
+    const POSITION: &str = "the producer's position is out of range";
+    const PAST: &str = "a record runs past the published data";
+    // Tails are whole lines (a record's 64 bytes) unless the case is about the tail: each
+    // case is refused for the reason it names, not for a misaligned tail.
+    let cases: Vec<(Vec<u8>, u64, &str, &str)> = vec![
+        (header(4, 0), 4096 + 64, POSITION, "tail beyond a ring"),
+        (header(4, 0), 12, POSITION, "misaligned tail"),
+        (
+            header(4, 0),
+            8,
+            POSITION,
+            "tail of 8 bytes, not a whole line",
+        ),
+        (
+            header(4, 8),
+            64,
+            "a record has unknown flags",
+            "unknown flag",
+        ),
+        (header(100, 0), 64, PAST, "record past the published data"),
+        (
+            header(5000, 0),
+            4096,
+            PAST,
+            "record past the end of the ring",
+        ),
+        (
+            header(0, 1),
+            64,
+            "a padding record runs past the published data",
+            "padding past the published data",
+        ),
+        (header(u32::MAX, 0), 4096, PAST, "huge length"),
+        (
+            header(0, 2),
+            64,
+            "a fragment record is empty",
+            "an empty fragment",
+        ),
+        (
+            header(4088, 1),
+            4096,
+            "a padding record fills the whole ring",
+            "padding over the whole ring",
+        ),
+        (
+            header(0, 4),
+            64,
+            "a prefixed record is empty",
+            "an empty prefixed record",
+        ),
         (
             [header(4, 4), vec![0, 1, 2, 3]].concat(),
-            16,
+            64,
+            "a record's prefix does not fit in it",
             "a prefix of no bytes",
         ),
         (
             [header(4, 4), vec![5, 1, 2, 3]].concat(),
-            16,
+            64,
+            "a record's prefix does not fit in it",
             "a prefix longer than its record",
         ),
         (
             [header(4, 6), vec![4, 1, 2, 3]].concat(),
-            16,
+            64,
+            "a fragment record is empty",
             "a fragment that is all prefix",
         ),
     ];
-    for (contents, tail, why) in cases {
+    for (contents, tail, error, why) in cases {
         let mut consumer = hostile_consumer(4096, &contents, tail);
         let result = consumer.try_recv();
-        assert!(matches!(result, Err(RingError(_))), "{why}: {result:?}");
+        assert_eq!(result, Err(RingError(error)), "{why}");
     }
 }
 
@@ -274,15 +333,23 @@ fn a_tail_that_goes_backwards_is_an_error() {
     send(&mut producer, b"12345678", false);
     consumer.try_recv().unwrap().unwrap();
     consumer.try_recv().unwrap().unwrap();
-    consumer.shared().tail().store(16, Ordering::Relaxed);
-    assert!(consumer.try_recv().is_err());
+    // Back from 128 to the end of the first record: aligned, only going backwards.
+    consumer.shared().tail().store(64, Ordering::Relaxed);
+    assert_eq!(
+        consumer.try_recv(),
+        Err(RingError("the producer's position is out of range"))
+    );
 }
 
 #[test]
 fn a_head_out_of_range_is_an_error_for_the_producer() {
     let (mut producer, consumer, _, _) = ring(1024, 64);
     send(&mut producer, b"12345678", false);
-    for (head, why) in [(64, "past the tail (16)"), (3, "misaligned")] {
+    for (head, why) in [
+        (128, "past the tail (64)"),
+        (3, "misaligned"),
+        (8, "misaligned: 8 bytes, not a whole line"),
+    ] {
         consumer.shared().head().store(head, Ordering::Relaxed);
         assert!(producer.prepare_wait(8).is_err(), "{why}");
     }
@@ -321,9 +388,14 @@ fn records_committed_unpublished_appear_together_at_publication() {
 fn an_empty_fragment_is_an_error_even_in_a_stream_of_them() {
     // A ring full of empty fragments, which add nothing to their message: without the
     // check a consumer would take them lap after lap as the peer republishes.
-    let contents: Vec<u8> = (0..512).flat_map(|_| [0, 0, 0, 0, 2, 0, 0, 0]).collect();
+    // One per line, where records start.
+    let fragment: Vec<u8> = [[0, 0, 0, 0, 2, 0, 0, 0].as_slice(), &[0; 56]].concat();
+    let contents = fragment.repeat(64);
     let mut consumer = hostile_consumer(4096, &contents, 4096);
-    assert!(consumer.try_recv().is_err());
+    assert_eq!(
+        consumer.try_recv(),
+        Err(RingError("a fragment record is empty"))
+    );
 }
 
 #[test]
@@ -331,18 +403,22 @@ fn a_lap_published_over_a_held_record_is_an_error() {
     // The producer may write a ring past what the consumer released, not past what it
     // read: a record held in place keeps its space, and every record consumed while it
     // is held waits behind it (bookkeeping that would otherwise grow without bound).
+    // The record takes a line: the lap ends a ring past its end.
     let (mut producer, mut consumer, _, _) = ring(4096, 8);
     send(&mut producer, b"12345678", false);
     let held = consumer.try_recv().unwrap().expect("published").bytes;
-    consumer.shared().tail().store(16 + 4096, Ordering::Release);
-    assert!(consumer.try_recv().is_err());
+    consumer.shared().tail().store(64 + 4096, Ordering::Release);
+    assert_eq!(
+        consumer.try_recv(),
+        Err(RingError("the producer's position is out of range"))
+    );
     drop(held);
 
     // Once the record is released, a whole ring past it is fine.
     let (mut producer, mut consumer, _, _) = ring(4096, 8);
     send(&mut producer, b"12345678", false);
     drop(consumer.try_recv().unwrap().expect("published"));
-    consumer.shared().tail().store(16 + 4096, Ordering::Release);
+    consumer.shared().tail().store(64 + 4096, Ordering::Release);
     assert!(consumer.try_recv().is_ok());
 }
 
@@ -355,7 +431,9 @@ fn a_head_past_what_was_published_is_an_error_for_the_producer() {
     let mut reservation = producer.try_reserve(8).unwrap().unwrap();
     reservation.write(0, b"unpublis");
     reservation.commit_unpublished(false);
-    consumer.shared().head().store(32, Ordering::Relaxed);
+    // Published up to 64, committed up to 128: a head of 128 (aligned, within the ring)
+    // names the unpublished record.
+    consumer.shared().head().store(128, Ordering::Relaxed);
     assert!(producer.prepare_wait(8).is_err());
 }
 

@@ -24,19 +24,6 @@ use crate::transport::FrameSink;
 /// but not for its prefix goes unaligned (the general path) rather than waiting.
 const ALIGNED_BULK_MIN: usize = 16 * 1024;
 
-/// Frames up to this size sent on their own (published at once: a lone call, its answer)
-/// end their record on a cache line, with a prefix before the message
-/// ([`Producer::try_reserve_aligned`]), so that the next such record starts on one: a null
-/// request (40 bytes) or its answer (28) then crosses one line to the peer, where packed
-/// records straddled two one time in two, and the producer's prefetch of the line ahead
-/// takes the very line the next record fills. Batches stay packed: there every line holds
-/// several frames. Same-run A/B, slow host state, ten rounds: shm null-call p50 1.05–1.11
-/// µs against 1.08–1.21, p99 1.37–1.49 against 1.49–1.73; no change in the fast state.
-/// Larger frames measured worse so ended (a 64-byte payload +0.03 µs, 512 bytes +0.2 µs):
-/// their payload then lies at an offset that is not a multiple of 8, and its copies into
-/// and out of the ring took 40% more samples. So only frames of a null call's size are.
-const LINE_ENDED_MAX: usize = 48;
-
 /// The longest a sink polls for room in a full ring before it sleeps until the consumer
 /// rings (whatever the connection's spin budget: the poll holds its thread, and the writer's
 /// lock when a caller sends). A consumer at work frees room a quarter ring at a time
@@ -184,9 +171,9 @@ impl ShmSink {
     /// table) is `head_len` bytes and whose first bulk segment is `first`, placed for its
     /// copy: large ones are aligned when their bulk is large enough for the copy to feel
     /// it ([`ALIGNED_BULK_MIN`]; the prefix fits: a whole frame takes at most half a
-    /// ring, a record three quarters); small ones (null calls among them) go straight on,
-    /// ending on a line if `line_ended` ([`LINE_ENDED_MAX`]). `None` if the ring has no
-    /// room now.
+    /// ring, a record three quarters); others go straight on (every record starts on a
+    /// cache line: see [`lanner_shm::ring::RECORD_ALIGN`]). `None` if the ring has no room
+    /// now.
     // Always inlined: a reservation returned through memory is read back with a load that
     // waits for the stores before it, the previous frames' copies among them (see
     // `try_send_whole`). Not inlined, this made the shm null call 1.10 µs against 1.02-1.04
@@ -197,15 +184,11 @@ impl ShmSink {
         len: usize,
         head_len: usize,
         first: Option<&[u8]>,
-        line_ended: bool,
     ) -> io::Result<Option<Reservation<'_>>> {
         let reserved = match first {
             Some(first) if len >= ALIGNED_BULK_MIN + head_len => {
                 let residue = first.as_ptr() as usize % ALIGNMENT;
                 self.producer.try_reserve_aligned(len, head_len, residue)
-            }
-            _ if line_ended && len <= LINE_ENDED_MAX => {
-                self.producer.try_reserve_aligned(len, len, 0)
             }
             _ => self.producer.try_reserve(len),
         };
@@ -222,10 +205,7 @@ impl ShmSink {
             return Ok(false);
         }
         let first = (!bulk.is_empty()).then_some(bulk);
-        // Not ended on a line: a plain null request (44 bytes) and its answer (32) so
-        // placed measured no better, 0.54–0.58 µs against 0.53 packed (fast host state,
-        // four alternated rounds; twenty-third session).
-        let Some(mut reservation) = self.try_reserve_placed(len, head.len(), first, false)? else {
+        let Some(mut reservation) = self.try_reserve_placed(len, head.len(), first)? else {
             return Ok(false);
         };
         // Through the slice, as `try_send_whole` copies (see there).
@@ -263,9 +243,7 @@ impl ShmSink {
         }
         let (head, bulk) = frame.parts();
         let first = bulk.first().map(|first| &first[..]);
-        // Ended on a line when published alone (see `LINE_ENDED_MAX`).
-        let Some(mut reservation) = self.try_reserve_placed(len, head.len(), first, publish)?
-        else {
+        let Some(mut reservation) = self.try_reserve_placed(len, head.len(), first)? else {
             return Ok(false);
         };
         // Copied through the slice, not `Reservation::write`: the closure then keeps only a
@@ -397,7 +375,7 @@ mod tests {
     use std::sync::Arc;
 
     use bytes::Bytes;
-    use lanner_shm::ring::{Wake, heap_ring};
+    use lanner_shm::ring::{RECORD_HEADER, Wake, heap_ring};
 
     use super::*;
 
@@ -537,30 +515,34 @@ mod tests {
         }
     }
 
-    /// A small frame sent on its own ends its record on a cache line, so the next one
-    /// starts on one, whatever the frames before it left; frames sent in a batch stay
-    /// packed. Each arrives whole, without the prefix.
+    /// Every frame's record starts on a cache line, in a batch or alone, so a small frame
+    /// takes one line of its own; a frame larger than a line takes as few as its size
+    /// allows. Each arrives whole, right after its record's header.
     #[tokio::test]
-    async fn a_lone_small_frame_ends_its_record_on_a_line_and_a_batch_stays_packed() {
+    async fn every_record_starts_on_a_line_whether_batched_or_alone() {
         let (mut sink, mut consumer, _peer) = sink_on_ring(1 << 16, 1);
         let mut cx = Context::from_waker(std::task::Waker::noop());
         let frame = |len: usize| OutFrame::contiguous(Bytes::from(vec![len as u8; len]));
-        let mut batch = [frame(8), frame(24), frame(16)];
+        let mut batch = [frame(8), frame(24), frame(56), frame(57), frame(16)];
         assert!(matches!(
             sink.poll_send_batch(&mut cx, &mut batch),
             Poll::Ready(Ok(()))
         ));
-        let packed = records(&mut consumer);
+        let batched = records(&mut consumer);
         assert_eq!(
-            packed.iter().map(Bytes::len).collect::<Vec<_>>(),
-            [8, 24, 16]
+            batched.iter().map(Bytes::len).collect::<Vec<_>>(),
+            [8, 24, 56, 57, 16]
         );
+        let gaps: Vec<usize> = batched
+            .windows(2)
+            .map(|pair| pair[1].as_ptr() as usize - pair[0].as_ptr() as usize)
+            .collect();
         assert_eq!(
-            packed[1].as_ptr() as usize - packed[0].as_ptr() as usize,
-            16,
-            "the second record follows the first (8-byte header, 8-byte message)"
+            gaps,
+            [64, 64, 64, 128],
+            "one line per record of up to 56 bytes, two for 57 (8-byte header)"
         );
-        for len in [1, 8, 28, 40, LINE_ENDED_MAX, 1, LINE_ENDED_MAX] {
+        for len in [1, 28, 40, 56, 100, 1, 44] {
             let record = send_and_take(&mut sink, &mut consumer, &mut frame(len));
             assert!(
                 record.in_place,
@@ -568,19 +550,11 @@ mod tests {
             );
             assert_eq!(record.bytes, vec![len as u8; len], "len {len}");
             assert_eq!(
-                (record.bytes.as_ptr() as usize + len) % ALIGNMENT,
-                0,
-                "len {len}: the record ends on a line"
+                record.bytes.as_ptr() as usize % ALIGNMENT,
+                RECORD_HEADER,
+                "len {len}: the record starts on a line"
             );
         }
-        // Larger frames are not worth it (see `LINE_ENDED_MAX`): no prefix, the message
-        // right after the header, on the line where the last record ended.
-        let record = send_and_take(&mut sink, &mut consumer, &mut frame(LINE_ENDED_MAX + 8));
-        assert_eq!(
-            record.bytes,
-            vec![(LINE_ENDED_MAX + 8) as u8; LINE_ENDED_MAX + 8]
-        );
-        assert_eq!(record.bytes.as_ptr() as usize % ALIGNMENT, 8);
     }
 
     #[tokio::test]

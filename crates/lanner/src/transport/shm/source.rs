@@ -272,8 +272,8 @@ mod tests {
     use super::*;
     use lanner_shm::Wake;
     use lanner_shm::loans::heap_loans;
-    use lanner_shm::ring::RECORD_HEADER;
     use lanner_shm::ring::heap_ring;
+    use lanner_shm::ring::record_size;
 
     struct Nobody;
 
@@ -345,8 +345,8 @@ mod tests {
             reservation.commit(true);
         };
         send(&first);
-        // Three quarters of the ring in one-byte pieces (16 bytes of ring each).
-        while (pieces + 2) * (RECORD_HEADER + 8) <= CAPACITY * 3 / 4 {
+        // Three quarters of the ring in one-byte pieces (a line of ring each).
+        while (pieces + 2) * record_size(1) <= CAPACITY * 3 / 4 {
             send(&[7]);
             pieces += 1;
         }
