@@ -18,8 +18,8 @@ use crate::sync::{Arc, Ordering};
 pub use loan_returns::loan_returns;
 
 /// Calls of `try_recv` per pass over a ring: far more than the records the largest ring
-/// can hold (256 lines), so a consumer that keeps returning records without advancing shows up
-/// as a violation, not as a hang.
+/// can hold (256, a line each), so a consumer that keeps returning records without
+/// advancing shows up as a violation, not as a hang.
 const MAX_RECVS: usize = 10_000;
 
 /// In-place records the driver keeps alive at once.
@@ -47,8 +47,9 @@ const LAPS: usize = 4;
 /// 1. a consumer over the hostile ring as given: one pass until `Ok(None)` or an error;
 /// 2. the same bytes, with the driver playing the producer: it publishes `tail` more bytes
 ///    per lap (four laps), so the consumer wraps around, its laps starting and ending at
-///    other places among the records, while the driver holds some in-place records across laps (whose space a
-///    hostile producer is then overwriting) and releases them out of order.
+///    other places among the records, while the driver holds some in-place records
+///    across laps (whose space a hostile producer is then overwriting) and releases them
+///    out of order.
 pub fn ring_read(data: &[u8]) {
     let selector = data.first().copied().unwrap_or(0);
     let capacity = 128usize << (selector % 8);
