@@ -28,6 +28,9 @@ const MAX_HELD: usize = 6;
 /// Laps of the second pass: the peer republishes the same bytes this many times.
 const LAPS: usize = 4;
 
+/// Records' alignment, as positions count it (see [`RECORD_ALIGN`]).
+const ALIGN: u64 = RECORD_ALIGN as u64;
+
 /// The consumer reads whatever a hostile producer left in its ring: it never panics, every
 /// record it returns fits in the ring, and once every record is dropped its releases bring
 /// `head` to the published `tail`, or less than the quarter ring it may keep unreleased
@@ -105,7 +108,6 @@ pub fn ring_read(data: &[u8]) {
 /// Most raw values become an aligned tail within a ring (or just past it); the rest are
 /// left misaligned or far out of range.
 fn reduce_tail(raw: u64, capacity: usize) -> u64 {
-    const ALIGN: u64 = RECORD_ALIGN as u64;
     let capacity = capacity as u64;
     match raw >> 62 {
         0 | 1 => (raw % (capacity / ALIGN + 2)) * ALIGN,
@@ -145,7 +147,6 @@ fn drain(consumer: &mut Consumer, capacity: usize, holder: &mut Holder) -> bool 
 /// Reads `head` and checks it against what the consumer can have released: it never goes
 /// backwards, stays aligned, and never passes the published tail.
 fn check_head(memory: &RingMemory, previous: u64, published: u64) -> u64 {
-    const ALIGN: u64 = RECORD_ALIGN as u64;
     let head = memory.head().load(Ordering::Acquire);
     assert!(head >= previous, "head went back from {previous} to {head}");
     assert!(head <= published, "head {head} passed the tail {published}");
