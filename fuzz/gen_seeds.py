@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes the seed inputs in fuzz/seeds/<target>/: valid frames of every kind, alone and
-as streams, records lending payloads, and encoded values, so the fuzzer starts from
-inputs that get past the length checks. run.sh
-passes these directories to libFuzzer read-only; new inputs go to fuzz/corpus/."""
+as streams, records lending payloads, encoded values, and shared-memory rings, so the
+fuzzer starts from inputs that get past the length checks. run.sh passes these
+directories to libFuzzer read-only; new inputs go to fuzz/corpus/."""
 
 import os
 import struct
@@ -204,6 +204,87 @@ LOAN_SCRIPTS = {
 }
 for name, script in LOAN_SCRIPTS.items():
     write("loan_returns", name, bytes(b for step in script for b in step))
+
+
+# Rings for lanner_shm::fuzzing::ring_read: a selector byte (capacity 256 << (b % 8), the
+# in-place threshold 1 << (3 * ((b >> 3) % 4))), then the data area. A record is a header
+# word (len, then flags: u32 little-endian each) and its payload, padded to whole 64-byte
+# lines; every well-formed header sets WRITTEN, and a zero word means "nothing here".
+PADDING, MORE, PREFIXED, WRITTEN = 1, 2, 4, 8
+LINE = 64
+
+
+def ring_header(length, flags=WRITTEN):
+    return struct.pack("<II", length, flags)
+
+
+def ring_record(payload, flags=WRITTEN):
+    data = ring_header(len(payload), flags) + payload
+    return data + bytes(-len(data) % LINE)
+
+
+def ring_pattern(length, seed):
+    return bytes((i * 31 + seed) % 256 for i in range(length))
+
+
+def decoys(length, seed):
+    """A payload whose first word on every line it covers is a well-formed header."""
+    payload = bytearray(ring_pattern(length, seed))
+    words = [ring_header(0), ring_header(56), ring_header(0, PADDING | WRITTEN)]
+    for k, at in enumerate(range(LINE - 8, length - 7, LINE)):
+        payload[at : at + 8] = words[(seed + k) % len(words)]
+    return bytes(payload)
+
+
+RINGS = {
+    "empty": (0, b""),
+    "one_record": (0, ring_record(b"hello")),
+    # Up to the end of a ring of 32 KiB, with room to spare for the laps.
+    "many_records": (7, b"".join(ring_record(ring_pattern(i * 37 % 300, i)) for i in range(90))),
+    "fragments": (
+        2 << 3 | 1,
+        ring_record(b"first piece", MORE | WRITTEN)
+        + ring_record(b"middle", MORE | WRITTEN)
+        + ring_record(b"last")
+        + ring_record(ring_pattern(200, 1)),
+    ),
+    # The largest record a consumer takes at offset 0 of 256 bytes: all but the free line.
+    "full_record": (0, ring_record(ring_pattern(184, 2))),
+    "huge_len": (0, ring_header(0xFFFFFFFF)),
+    # Records, then padding to the end of the ring (256 bytes): the next lap starts at 0.
+    "padding_to_end": (
+        0,
+        ring_record(ring_pattern(20, 3)) + ring_record(ring_pattern(100, 4))
+        + ring_record(b"", PADDING | WRITTEN),
+    ),
+    "padding_at_zero": (0, ring_record(bytes(56), PADDING | WRITTEN)),
+    "unknown_flag": (0, ring_record(b"abcd", 0x10 | WRITTEN)),
+    "no_written_flag": (0, ring_record(b"abcd", 0)),
+    # A record to the last line, then one of two lines there.
+    "record_past_end": (0, ring_record(ring_pattern(184, 5)) + ring_header(57)),
+    # A record of the whole ring: it would end, with its free line, a ring past the start.
+    "lap_ahead": (0, ring_header(248)),
+    # One to six lines each in a ring of 1 KiB, with headers inside the payloads, and a
+    # zero line: each lap starts where the last stopped, in the middle of earlier records.
+    "mixed_sizes": (
+        2 | 1 << 3,
+        b"".join(ring_record(decoys(n, i)) for i, n in enumerate([57, 0, 200, 56, 300])),
+    ),
+    # A record of a line and one of two lines whose second line holds a header: laps at
+    # 0, 192 (wrapping the second record to 0) and 128, where it runs past the end.
+    "laps_offset": (0, ring_record(b"a") + ring_record(decoys(120, 0))),
+    "prefixed": (
+        1,
+        ring_record(bytes([3, 0, 0]) + b"message", PREFIXED | WRITTEN)
+        + ring_record(bytes([63]) + bytes(62) + b"m", PREFIXED | WRITTEN)
+        + ring_record(bytes([9]) + b"short", PREFIXED | WRITTEN),
+    ),
+    "empty_fragments": (0, ring_record(b"", MORE | WRITTEN) * 4),
+    # A header on every line: a stream without end.
+    "every_line": (3 << 3, ring_record(b"x") * 4),
+}
+for name, (selector, contents) in RINGS.items():
+    write("ring_read", name, bytes([selector]) + contents)
 
 
 # URLs for lanner::fuzzing::url_parse: one of every scheme, as endpoints and object URLs.

@@ -186,7 +186,7 @@ impl RawShm {
             if let Some(message) = self.try_receive()? {
                 return Ok(message);
             }
-            if !budget.keep_spinning() && self.consumer.prepare_sleep().map_err(ring_error)? {
+            if !budget.keep_spinning() && self.consumer.prepare_sleep() {
                 RawShm::sleep(&self.data)?;
                 budget.restart();
             }

@@ -1,19 +1,22 @@
 //! The raw memory of one ring: its control words and its data area.
 //!
 //! This is the only module of the ring that touches raw pointers. The control block is
-//! four cache lines (so producer and consumer never write the same line):
+//! four cache lines (so producer and consumer never write the same line), the last
+//! unused:
 //!
 //! ```text
-//! +0    tail: u64       bytes ever published by the producer
-//! +64   head: u64       bytes ever released by the consumer
-//! +128  sleeping: u32   the consumer sleeps on its doorbell (set by it, cleared by the producer)
-//! +192  waiting: u32    the producer waits for space (set by it, cleared by the consumer)
+//! +0    head: u64       bytes ever released by the consumer
+//! +64   sleeping: u32   the consumer sleeps on its doorbell (set by it, cleared by the producer)
+//! +128  waiting: u32    the producer waits for space (set by it, cleared by the consumer)
 //! ```
 //!
-//! The data area holds the records. Both sides only ever access it through copies
-//! ([`RingMemory::read`], [`RingMemory::read_append`] into a vector's spare capacity,
-//! [`RingMemory::write`]) or through a slice of a record this side
-//! owns at the moment (a reservation being filled, a received record held in place).
+//! The data area holds the records. The first word of each of its cache lines may hold a
+//! record's header, which both sides access only atomically ([`RingMemory::header`]):
+//! it is how the producer publishes (see `ring.rs`). Otherwise both sides only ever
+//! access the data area through copies ([`RingMemory::read`], [`RingMemory::read_append`]
+//! into a vector's spare capacity, [`RingMemory::write`]) or through a slice of a record
+//! this side owns at the moment (a reservation being filled, a received record held in
+//! place).
 
 use std::any::Any;
 
@@ -32,20 +35,19 @@ struct Control {
 impl Control {
     fn word64(&self, offset: usize) -> &AtomicU64 {
         // SAFETY: `base` is 64-byte aligned with CONTROL_SIZE bytes that live as long as
-        // the RingMemory (guaranteed by its constructors); offsets 0 and 64 are aligned for
-        // u64; both processes access these words only atomically.
+        // the RingMemory (guaranteed by its constructors); offset 0 is aligned for u64;
+        // both processes access this word only atomically.
         unsafe { AtomicU64::from_ptr(self.base.add(offset).cast()) }
     }
 
     fn word32(&self, offset: usize) -> &AtomicU32 {
-        // SAFETY: as in `word64`; offsets 128 and 192 are aligned for u32.
+        // SAFETY: as in `word64`; offsets 64 and 128 are aligned for u32.
         unsafe { AtomicU32::from_ptr(self.base.add(offset).cast()) }
     }
 }
 
 #[cfg(loom)]
 struct Control {
-    tail: AtomicU64,
     head: AtomicU64,
     sleeping: AtomicU32,
     waiting: AtomicU32,
@@ -56,8 +58,12 @@ pub(crate) struct RingMemory {
     control: Control,
     data: *mut u8,
     capacity: usize,
-    /// Keeps the control block's addresses mapped, not its contents: what a
-    /// [`TailWatch`] holds instead of the ring. `None` where the ring itself is the only
+    /// Under loom, the header words live here, one per line of the data area: loom checks
+    /// only its own atomics.
+    #[cfg(loom)]
+    headers: Box<[AtomicU64]>,
+    /// Keeps the data area's addresses mapped, not its contents: what a [`HeaderWatch`]
+    /// holds instead of the ring. `None` where the ring itself is the only
     /// owner of its memory (on the heap). Declared before `_keep` so that it is dropped
     /// first: the last user of a region (`_keep`) then finds the mapping shared only
     /// where hints remain, and does not replace pages that are about to be unmapped.
@@ -65,31 +71,45 @@ pub(crate) struct RingMemory {
     _keep: Box<dyn Any + Send + Sync>,
 }
 
-/// A reader of the ring's tail word alone (an arrival hint), which may outlive the ring.
+/// A reader of the ring's header words alone (an arrival hint), which may outlive the
+/// ring.
 ///
 /// Holding the whole ring would keep its memory (a shared region of megabytes) for as long
 /// as the watch lives. A ring in a shared region gives the watch the region's mapping
 /// instead: once every user of the region's contents has let go, the region's pages are
 /// given back and the addresses stay mapped to zeros (see `region::InUse`), so the watch
-/// reads a zero tail from then on, a value it must accept anyway (the peer may write any).
+/// reads zero headers ("nothing published") from then on, a value it must accept anyway
+/// (the peer may write any).
 #[derive(Clone)]
-pub(crate) struct TailWatch {
-    tail: *const AtomicU64,
+pub(crate) struct HeaderWatch {
+    /// The first line's header word; the others follow at [`HeaderWatch::STRIDE`].
+    first: *const AtomicU64,
+    /// The number of lines less one (a power of two less one).
+    line_mask: u64,
     _anchor: Arc<dyn Any + Send + Sync>,
 }
 
-// SAFETY: the pointer is to an atomic word kept mapped by `_anchor`, read only atomically.
-unsafe impl Send for TailWatch {}
-// SAFETY: as for `Send`: shared references only load the word atomically.
-unsafe impl Sync for TailWatch {}
+// SAFETY: the pointer is to atomic words kept mapped by `_anchor`, read only atomically.
+unsafe impl Send for HeaderWatch {}
+// SAFETY: as for `Send`: shared references only load the words atomically.
+unsafe impl Sync for HeaderWatch {}
 
-impl TailWatch {
-    /// The ring's tail word (bytes ever published), or zero once its region is released.
-    pub(crate) fn tail(&self) -> &AtomicU64 {
-        // SAFETY: `_anchor` keeps the word's address mapped (the ring's memory, or the
-        // region's mapping, whose pages may have been replaced by zeros: still mapped,
-        // still aligned), and it is only ever accessed atomically.
-        unsafe { &*self.tail }
+impl HeaderWatch {
+    /// Bytes from one line's header word to the next's.
+    #[cfg(not(loom))]
+    const STRIDE: usize = LINE;
+    #[cfg(loom)]
+    const STRIDE: usize = std::mem::size_of::<AtomicU64>();
+
+    /// The header word of the line holding ring position `position`, or zero once the
+    /// ring's region is released.
+    pub(crate) fn header(&self, position: u64) -> &AtomicU64 {
+        let line = ((position / LINE as u64) & self.line_mask) as usize;
+        // SAFETY: `line` is within the ring's lines (masked), so the word lies in the data
+        // area (or the loom header array), which `_anchor` keeps mapped (the ring's
+        // memory, or the region's mapping, whose pages may have been replaced by zeros:
+        // still mapped, still aligned); it is only ever accessed atomically.
+        unsafe { &*self.first.byte_add(line * Self::STRIDE) }
     }
 }
 
@@ -118,6 +138,7 @@ impl RingMemory {
         anchor: Arc<dyn Any + Send + Sync>,
     ) -> RingMemory {
         debug_assert!(capacity.is_power_of_two(), "ring capacity {capacity}");
+        debug_assert!(data.addr() % LINE == 0, "ring data area misaligned");
         RingMemory {
             control: Control { base: control },
             data,
@@ -129,8 +150,9 @@ impl RingMemory {
 
     /// A ring on the heap, zeroed: for tests, fuzzing and model checking.
     pub(crate) fn heap(capacity: usize) -> RingMemory {
-        // A record takes at least a line, and at most three quarters of the ring.
-        assert!(capacity.is_power_of_two() && capacity >= 128);
+        // A record takes at least a line, and at most three quarters of the ring less the
+        // line kept free after it (see `ring.rs`).
+        assert!(capacity.is_power_of_two() && capacity >= 256);
         // Cache-line aligned, as a shared region's data area is (offsets and addresses
         // then agree modulo a line, which `Producer::try_reserve_aligned` relies on).
         let mut data = vec![Line([0; 64]); capacity / 64].into_boxed_slice();
@@ -150,13 +172,13 @@ impl RingMemory {
         #[cfg(loom)]
         RingMemory {
             control: Control {
-                tail: AtomicU64::new(0),
                 head: AtomicU64::new(0),
                 sleeping: AtomicU32::new(0),
                 waiting: AtomicU32::new(0),
             },
             data: data_ptr,
             capacity,
+            headers: (0..capacity / LINE).map(|_| AtomicU64::new(0)).collect(),
             _keep: Box::new(data),
             anchor: None,
         }
@@ -174,19 +196,31 @@ impl RingMemory {
         position & (self.capacity as u64 - 1)
     }
 
-    /// Bytes ever published by the producer.
-    pub(crate) fn tail(&self) -> &AtomicU64 {
+    /// The header word at data offset `offset`, which must start a cache line: where a
+    /// record may start. Both sides access these words only atomically.
+    #[inline]
+    pub(crate) fn header(&self, offset: usize) -> &AtomicU64 {
+        assert!(
+            offset < self.capacity && offset % LINE == 0,
+            "ring header out of bounds"
+        );
         #[cfg(not(loom))]
-        return self.control.word64(0);
+        // SAFETY: the word lies in the data area (just checked), alive as long as `self`,
+        // and is 8-byte aligned (a line's start; the data area starts on a line). Both
+        // processes access a line's first word atomically whenever it may be a header;
+        // payload copies touch it only while this side owns the line (see the module
+        // docs), ordered by the ring protocol's release/acquire pairs.
+        return unsafe { AtomicU64::from_ptr(self.data.add(offset).cast()) };
         #[cfg(loom)]
-        return &self.control.tail;
+        return &self.headers[offset / LINE];
     }
 
-    /// A watch of [`RingMemory::tail`] that does not keep the ring's contents (see
-    /// [`TailWatch`]).
-    pub(crate) fn tail_watch(self: &Arc<Self>) -> TailWatch {
-        TailWatch {
-            tail: std::ptr::from_ref(self.tail()),
+    /// A watch of the ring's header words that does not keep the ring's contents (see
+    /// [`HeaderWatch`]).
+    pub(crate) fn header_watch(self: &Arc<Self>) -> HeaderWatch {
+        HeaderWatch {
+            first: std::ptr::from_ref(self.header(0)),
+            line_mask: (self.capacity / LINE - 1) as u64,
             _anchor: match &self.anchor {
                 Some(anchor) => anchor.clone(),
                 None => self.clone(),
@@ -197,7 +231,7 @@ impl RingMemory {
     /// Bytes ever released by the consumer.
     pub(crate) fn head(&self) -> &AtomicU64 {
         #[cfg(not(loom))]
-        return self.control.word64(64);
+        return self.control.word64(0);
         #[cfg(loom)]
         return &self.control.head;
     }
@@ -205,7 +239,7 @@ impl RingMemory {
     /// Set while the consumer sleeps waiting for records.
     pub(crate) fn sleeping(&self) -> &AtomicU32 {
         #[cfg(not(loom))]
-        return self.control.word32(128);
+        return self.control.word32(64);
         #[cfg(loom)]
         return &self.control.sleeping;
     }
@@ -213,7 +247,7 @@ impl RingMemory {
     /// Set while the producer waits for space.
     pub(crate) fn waiting(&self) -> &AtomicU32 {
         #[cfg(not(loom))]
-        return self.control.word32(192);
+        return self.control.word32(128);
         #[cfg(loom)]
         return &self.control.waiting;
     }
@@ -297,10 +331,14 @@ impl RingMemory {
     }
 }
 
+/// A cache line's size: records start on lines, and each line's first word may hold a
+/// header.
+const LINE: usize = 64;
+
 /// One cache line of zeroes, to allocate an aligned heap control block and data area.
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
-struct Line([u8; 64]);
+struct Line([u8; LINE]);
 
 /// Copies `dst.len()` bytes from shared memory at `src`. The peer may write those bytes
 /// concurrently; the copy then holds some mix of old and new bytes, which callers validate.

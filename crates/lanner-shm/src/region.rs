@@ -34,10 +34,10 @@ use crate::sync::Arc;
 use crate::sys::{self, Mapping};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"LANNRSHM");
-/// The region's layout version: 4 since ring records take whole cache lines (see
-/// [`crate::ring::RECORD_ALIGN`]), where a version-3 peer would read the next record's
-/// header 8 bytes after the last (3: records may start with a prefix).
-const VERSION: u32 = 4;
+/// The region's layout version: 5 since a ring's producer publishes by storing a record's
+/// header, not a shared `tail` (see `ring.rs`), which a version-4 peer would wait for
+/// forever (4: records take whole cache lines; 3: records may start with a prefix).
+const VERSION: u32 = 5;
 const CONTROL_OFFSETS: [usize; 2] = [256, 512];
 const RETURNS_CONTROL_OFFSETS: [usize; 2] = [768, 1024];
 const DATA_OFFSET: usize = 4096;
@@ -85,7 +85,7 @@ impl Drop for InUse {
         if Arc::strong_count(&self.0) > 1 {
             // SAFETY: every reader or writer of the region's contents holds an `InUse`,
             // and this is the last one; what else holds the mapping is arrival hints,
-            // which only load a ring's tail word atomically and accept any value.
+            // which only load a ring's header words atomically and accept any value.
             // A failure (no memory for the new mapping) aborts the process unless the
             // range is zeros anyway (see `release_pages`).
             unsafe { self.0.release_pages() };
@@ -385,9 +385,9 @@ mod tests {
         assert_eq!(mappings_unmapped(), unmapped, "its addresses are not");
         // SAFETY: the hint keeps the addresses mapped.
         assert_eq!(unsafe { first_word(base) }, 0, "zeros where the region was");
-        // The released tail reads zero (whatever the hint then says, a receive finds the
-        // connection's end): no fault.
-        let _ = hint.maybe_arrived();
+        // The released header words read zero, "nothing arrived" (a receive would find
+        // the connection's end): no fault.
+        assert!(!hint.maybe_arrived());
         // The client's side is untouched by it.
         send(&mut client_producer, b"pong", false);
 

@@ -1,15 +1,41 @@
 //! A single-producer/single-consumer ring of variable-size records.
 //!
-//! Positions (`tail`, `head`) count bytes ever written and released, so they only grow;
-//! a position's place in the data area is `position % capacity`. A record is an 8-byte
-//! header (`len: u32`, `flags: u32`, little-endian) followed by `len` payload bytes, padded
-//! to a whole number of cache lines ([`RECORD_ALIGN`]), so that every record starts on a
-//! line of its own. Records never wrap: when one does not fit before the end of the
-//! data area, the producer publishes a padding record that fills the rest, and the record
-//! starts at offset 0. Padding is therefore never at offset 0 (a record always fits in a
-//! whole ring), and a fragment (`FLAG_MORE`) carries at least one byte: the consumer
-//! refuses either, as it refuses a `tail` more than a ring ahead of the `head` it last
-//! stored, so that no sequence of records can keep it taking records that lead nowhere.
+//! Positions (the producer's tail, `head`) count bytes ever written and released, so they
+//! only grow; a position's place in the data area is `position % capacity`. A record is an
+//! 8-byte header (`len: u32`, `flags: u32`, little-endian: one `u64` word, accessed only
+//! atomically) followed by `len` payload bytes, padded to a whole number of cache lines
+//! ([`RECORD_ALIGN`]), so that every record starts on a line of its own. Records never
+//! wrap: when one does not fit before the end of the data area, the producer publishes a
+//! padding record that fills the rest, and the record starts at offset 0. Padding is
+//! therefore never at offset 0 (a record always fits in a whole ring), and a fragment
+//! (`FLAG_MORE`) carries at least one byte: the consumer refuses either, as it refuses a
+//! record that ends more than a ring ahead of the `head` it last stored, so that no
+//! sequence of records can keep it taking records that lead nowhere.
+//!
+//! **The header is the arrival flag.** There is no shared `tail`: the consumer polls the
+//! header word where the next record will start, and a nonzero word (every header sets
+//! `FLAG_WRITTEN`) is a record. A shared `tail` cost each message three cache-line
+//! transfers: the producer's store of `tail` took its line from the polling consumer, the
+//! consumer's next poll fetched it back, and the consumer then fetched the record's line.
+//! Polling the record's own line saves the last (see `docs/decisions.md`, "Thirty-first
+//! session"). Two rules
+//! make a header's word mean "published" and nothing else:
+//!
+//! - **Zero ahead.** Before the producer writes a record's header, it stores a zero word
+//!   where the next record will start (the line after the record, offset 0 after a
+//!   padding record). A consumer that acquired a record's header therefore finds, where
+//!   it looks next, that zero or a header written after it: never a header of an earlier
+//!   lap or payload bytes. That line must be free, so the producer keeps one line
+//!   ([`SLACK`]) past its records unused: a record needs its size and a line of room.
+//!   The data area starts zeroed, so the first record's place reads zero too.
+//! - **Withheld until published.** Records committed unpublished (a batch) must stay
+//!   invisible: the producer keeps the header of the first of them back and stores it
+//!   at publication (release), while it writes the others' headers at once. The consumer
+//!   cannot pass the first, so one store publishes the batch. That header also says how
+//!   many records follow it in the batch (its flags' upper half), so the consumer knows
+//!   that more are waiting without reading their lines
+//!   ([`Consumer::has_known_records`]): a peek at the next record's line cost the null
+//!   call 0.2 µs, fetching a line the producer was about to write.
 //!
 //! A record may start its payload with a prefix (`FLAG_PREFIXED`): its first byte says how
 //! many bytes (at least one, at most the payload) come before the message, which then
@@ -18,7 +44,7 @@
 //! ([`Producer::try_reserve_aligned`]): a copy runs faster when its source and
 //! destination agree modulo a cache line.
 //!
-//! The producer publishes by storing `tail` (release); the consumer releases space by
+//! The producer publishes by storing a header (release); the consumer releases space by
 //! storing `head`. A side about to sleep sets its flag with a swap, then re-checks the
 //! ring; the other side, after storing its position, always clears the flag with a swap
 //! and rings the doorbell only if it was set. Both are read-modify-writes of the same
@@ -47,7 +73,7 @@ use std::collections::VecDeque;
 
 use bytes::{Bytes, BytesMut};
 
-use crate::memory::{InPlace, RingMemory, TailWatch, reserved_slice};
+use crate::memory::{HeaderWatch, InPlace, RingMemory, reserved_slice};
 use crate::sync::{Arc, AtomicU64, AtomicUsize, Mutex, Ordering};
 
 /// Something that wakes a sleeping party. The rings call it only when the party said it
@@ -72,7 +98,17 @@ pub const RECORD_ALIGN: usize = ALIGNMENT;
 const FLAG_PADDING: u32 = 1;
 const FLAG_MORE: u32 = 2;
 const FLAG_PREFIXED: u32 = 4;
-const KNOWN_FLAGS: u32 = FLAG_PADDING | FLAG_MORE | FLAG_PREFIXED;
+/// Set in every header, so that a header word is never zero: zero is "nothing published
+/// here yet".
+const FLAG_WRITTEN: u32 = 8;
+const KNOWN_FLAGS: u32 = FLAG_PADDING | FLAG_MORE | FLAG_PREFIXED | FLAG_WRITTEN;
+/// Where the flags' upper half starts: the number of records published with this one
+/// after it (see the module docs), at most `u16::MAX`.
+const FOLLOWING_SHIFT: u32 = 16;
+
+/// Room the producer keeps free past its last record: the line where it stores the zero
+/// word that says "nothing here yet" (see the module docs).
+pub const SLACK: usize = RECORD_ALIGN;
 
 /// What [`Producer::try_reserve_aligned`] aligns to: a cache line.
 pub const ALIGNMENT: usize = 64;
@@ -88,32 +124,36 @@ pub const fn record_size(len: usize) -> usize {
     (RECORD_HEADER + len).next_multiple_of(RECORD_ALIGN)
 }
 
-fn encode_header(len: u32, flags: u32) -> [u8; RECORD_HEADER] {
-    let mut header = [0u8; RECORD_HEADER];
-    header[..4].copy_from_slice(&len.to_le_bytes());
-    header[4..].copy_from_slice(&flags.to_le_bytes());
-    header
+/// A header's word: `len` in the low half, `flags` (with [`FLAG_WRITTEN`]) in the high
+/// half. Stored as a little-endian `u64` in shared memory, that is `len` then `flags`,
+/// each little-endian.
+fn header_word(len: u32, flags: u32) -> u64 {
+    u64::from(len) | u64::from(flags | FLAG_WRITTEN) << 32
 }
 
-fn decode_header(header: [u8; RECORD_HEADER]) -> (u32, u32) {
-    let [a, b, c, d, e, f, g, h] = header;
-    (
-        u32::from_le_bytes([a, b, c, d]),
-        u32::from_le_bytes([e, f, g, h]),
-    )
+/// A header word's `len`, `flags` and the count of records published after it with it.
+fn split_header(word: u64) -> (u32, u32, u32) {
+    let high = (word >> 32) as u32;
+    let flags = high & ((1 << FOLLOWING_SHIFT) - 1);
+    (word as u32, flags, high >> FOLLOWING_SHIFT)
 }
 
 /// The writing end of a ring.
 pub struct Producer {
     memory: Arc<RingMemory>,
-    /// Our own copy of `tail`: never read back from shared memory.
+    /// Where the next record goes: the end of the last one committed (published or not).
     tail: u64,
     /// The last `head` read and validated.
     head: u64,
-    /// The `tail` last published (stored in shared memory); below `tail` while records
+    /// The position up to which records are published; below `tail` while records
     /// committed with [`Reservation::commit_unpublished`] wait for
     /// [`Producer::publish_pending`].
     published: u64,
+    /// The header of the record at `published` while it waits to be published: stored
+    /// only at publication (see the module docs).
+    withheld: u64,
+    /// Records (padding included) committed since the last publication.
+    unpublished: u32,
     wake_consumer: Arc<dyn Wake>,
 }
 
@@ -133,6 +173,8 @@ impl Producer {
             tail: 0,
             head: 0,
             published: 0,
+            withheld: 0,
+            unpublished: 0,
             wake_consumer,
         }
     }
@@ -143,11 +185,11 @@ impl Producer {
     }
 
     /// The largest record payload the ring takes: the whole lines of three quarters of
-    /// it, less the header (the consumer may keep up to a quarter unreleased; see the
-    /// module docs).
+    /// it, less the line kept free after the record ([`SLACK`]) and the header (the
+    /// consumer may keep up to a quarter unreleased; see the module docs).
     pub fn max_record_len(&self) -> usize {
         let lines = self.capacity() - lazy_release(self.capacity() as u64) as usize;
-        (lines / RECORD_ALIGN * RECORD_ALIGN - RECORD_HEADER).min(u32::MAX as usize)
+        (lines / RECORD_ALIGN * RECORD_ALIGN - SLACK - RECORD_HEADER).min(u32::MAX as usize)
     }
 
     fn capacity_u64(&self) -> u64 {
@@ -171,8 +213,9 @@ impl Producer {
         Ok(())
     }
 
+    /// Room for records: the space not in use, less the line kept free past them.
     fn free(&self) -> u64 {
-        self.capacity_u64() - (self.tail - self.head)
+        self.capacity_u64() - SLACK as u64 - (self.tail - self.head)
     }
 
     /// Reserves room for a record of `len` payload bytes (at most
@@ -197,7 +240,7 @@ impl Producer {
                 prefix: 0,
             }));
         }
-        self.try_reserve_slowly(len, need, offset, to_end)
+        self.try_reserve_slowly(len, need, to_end)
     }
 
     /// [`Producer::try_reserve`] when the record needs padding before it or a fresh look
@@ -208,7 +251,6 @@ impl Producer {
         &mut self,
         len: usize,
         need: u64,
-        offset: u64,
         to_end: u64,
     ) -> Result<Option<Reservation<'_>>, RingError> {
         if need > to_end {
@@ -220,9 +262,8 @@ impl Producer {
                 }
             }
             let pad = u32::try_from(to_end - RECORD_HEADER as u64).unwrap_or(u32::MAX);
-            self.memory
-                .write(offset as usize, &encode_header(pad, FLAG_PADDING));
-            self.publish(self.tail + to_end);
+            self.put_header(header_word(pad, FLAG_PADDING), to_end);
+            self.publish_pending();
         }
         if need > self.free() {
             self.refresh_head()?;
@@ -287,20 +328,40 @@ impl Producer {
     /// Publishes the records committed with [`Reservation::commit_unpublished`] since the
     /// last publication, all at once (one store and one wake-up check for all of them).
     pub fn publish_pending(&mut self) {
-        if self.published != self.tail {
-            self.publish(self.tail);
+        if self.published == self.tail {
+            return;
         }
-    }
-
-    fn publish(&mut self, tail: u64) {
-        self.tail = tail;
-        self.published = tail;
-        self.memory.tail().store(tail, Ordering::Release);
+        let first = self.memory.offset_of(self.published) as usize;
+        let following = (self.unpublished - 1).min(u32::from(u16::MAX));
+        let word = self.withheld | u64::from(following) << (32 + FOLLOWING_SHIFT);
+        self.memory.header(first).store(word, Ordering::Release);
+        self.published = self.tail;
+        self.unpublished = 0;
         // Always a read-modify-write: see the module docs for why this cannot miss a
         // consumer going to sleep.
         if self.memory.sleeping().swap(0, Ordering::AcqRel) != 0 {
             self.wake_consumer.wake();
         }
+    }
+
+    /// Places the header `word` of a record of `size` bytes at the tail, and moves the tail
+    /// past it: first the zero word where the next record will start, then the header,
+    /// or, for the first record not yet published, keeps it for
+    /// [`Producer::publish_pending`] (see the module docs).
+    fn put_header(&mut self, word: u64, size: u64) {
+        let start = self.tail;
+        let end = start + size;
+        let next = self.memory.offset_of(end) as usize;
+        // Ordered before the header's store (release) below or at publication.
+        self.memory.header(next).store(0, Ordering::Relaxed);
+        if start == self.published {
+            self.withheld = word;
+        } else {
+            let at = self.memory.offset_of(start) as usize;
+            self.memory.header(at).store(word, Ordering::Release);
+        }
+        self.tail = end;
+        self.unpublished = self.unpublished.saturating_add(1);
     }
 }
 
@@ -314,7 +375,7 @@ pub struct Reservation<'a> {
     prefix: usize,
 }
 
-impl Reservation<'_> {
+impl<'a> Reservation<'a> {
     fn payload_offset(&self) -> usize {
         self.producer.memory.offset_of(self.producer.tail) as usize + RECORD_HEADER
     }
@@ -344,8 +405,8 @@ impl Reservation<'_> {
     /// a fragment: the next record continues the same message. A fragment carries at
     /// least one byte (the consumer refuses an empty one, which could make it loop).
     pub fn commit(self, more: bool) {
-        let tail = self.finish(more);
-        self.producer.publish(tail);
+        let producer = self.finish(more);
+        producer.publish_pending();
     }
 
     /// Completes the record without publishing it: the consumer sees it (with every
@@ -353,32 +414,29 @@ impl Reservation<'_> {
     /// next [`Reservation::commit`]. For writing a batch of records with one publication.
     /// Publish before waiting for room: unpublished records cannot be consumed.
     pub fn commit_unpublished(self, more: bool) {
-        let tail = self.finish(more);
-        self.producer.tail = tail;
+        self.finish(more);
     }
 
-    /// Writes the record's header; returns the tail after it. Also asks for the line
-    /// [`PREFETCH_AHEAD`] bytes past that tail in writable state: the records that follow
-    /// go there.
-    fn finish(&self, more: bool) -> u64 {
+    /// Places the record's header (see [`Producer::put_header`]) and returns the producer.
+    /// Also asks for the line [`PREFETCH_AHEAD`] bytes past the new tail in writable
+    /// state: the records that follow go there.
+    fn finish(self, more: bool) -> &'a mut Producer {
         assert!(
             !more || self.len > 0,
             "an empty record cannot be a fragment"
         );
-        let producer = &self.producer;
-        let offset = producer.memory.offset_of(producer.tail) as usize;
         let mut flags = if more { FLAG_MORE } else { 0 };
         if self.prefix > 0 {
             flags |= FLAG_PREFIXED;
         }
         let payload = self.prefix + self.len;
         let len = u32::try_from(payload).expect("len ≤ max_record_len");
-        producer.memory.write(offset, &encode_header(len, flags));
-        let tail = producer.tail + record_size(payload) as u64;
+        let producer = self.producer;
+        producer.put_header(header_word(len, flags), record_size(payload) as u64);
         producer
             .memory
-            .prefetch_for_write((tail + PREFETCH_AHEAD) as usize);
-        tail
+            .prefetch_for_write((producer.tail + PREFETCH_AHEAD) as usize);
+        producer
     }
 }
 
@@ -516,28 +574,38 @@ pub struct Consumer {
     releases: Arc<Releases>,
     /// Position of the next record: our own, never read back from shared memory.
     read: u64,
-    /// The last `tail` read and validated.
-    tail: u64,
+    /// Records known to be published after `read`'s predecessor: what the last batch's
+    /// first header said, less those taken since (a hint, see the module docs).
+    known: u32,
     in_place_min: usize,
     /// Where records smaller than `in_place_min` are copied: each is split off it, so a
     /// small message costs no allocation (see [`Consumer::copy_out`]).
     copies: BytesMut,
-    /// The position at which this consumer last found the ring empty (see
-    /// [`ArrivalHint`]).
+    /// The position at which this consumer last found the ring empty, or [`NOT_EMPTY`]
+    /// once it took a record there (see [`ArrivalHint`]).
     empty_at: Arc<AtomicU64>,
+    /// What this consumer last stored in `empty_at` (it alone stores there): compared per
+    /// record without loading the word the pollers read.
+    empty_at_stored: u64,
 }
 
+/// What [`Consumer::empty_at`] holds while the consumer has not found the ring empty since
+/// it last took a record: no position reaches it.
+const NOT_EMPTY: u64 = u64::MAX;
+
 /// Tells, without the consumer and without a read-modify-write, whether the producer has
-/// published since its consumer last found the ring empty: one load of the producer's
-/// position. A poller checks it before taking whatever lock guards the consumer. A hint:
-/// a true may find nothing new (records taken since); a false is exact as of the load for
-/// an honest producer, and a hostile one can only make its own connection's pollers look
-/// less often (they still receive now and then, and the receive checks the position).
+/// published since its consumer last found the ring empty: one load of the header word
+/// where the consumer found nothing. A poller checks it before taking whatever lock guards
+/// the consumer. A hint: a true may find nothing new (records taken since); a false is
+/// exact as of the load for an honest producer (the consumer has taken nothing since it
+/// found that word zero, so the producer has not lapped it), and a hostile one can only
+/// make its own connection's pollers look less often (they still receive now and then,
+/// and the receive checks the header).
 #[derive(Clone)]
 pub struct ArrivalHint {
-    /// The ring's tail, without its memory: an ended connection's hint does not keep its
-    /// region (see [`TailWatch`]).
-    tail: TailWatch,
+    /// The ring's header words, without its memory: an ended connection's hint does not
+    /// keep its region (see [`HeaderWatch`]).
+    headers: HeaderWatch,
     empty_at: Arc<AtomicU64>,
 }
 
@@ -545,7 +613,8 @@ impl ArrivalHint {
     /// Whether the producer may have published something not taken yet.
     #[inline]
     pub fn maybe_arrived(&self) -> bool {
-        self.tail.tail().load(Ordering::Relaxed) != self.empty_at.load(Ordering::Relaxed)
+        let empty_at = self.empty_at.load(Ordering::Relaxed);
+        empty_at == NOT_EMPTY || self.headers.header(empty_at).load(Ordering::Relaxed) != 0
     }
 }
 
@@ -556,7 +625,6 @@ impl std::fmt::Debug for Consumer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Consumer")
             .field("read", &self.read)
-            .field("tail", &self.tail)
             .finish_non_exhaustive()
     }
 }
@@ -579,17 +647,18 @@ impl Consumer {
                 held_count: AtomicUsize::new(0),
             }),
             read: 0,
-            tail: 0,
+            known: 0,
             in_place_min: in_place_min.max(1),
             copies: BytesMut::new(),
             empty_at: Arc::new(AtomicU64::new(0)),
+            empty_at_stored: 0,
         }
     }
 
     /// A hint of arrivals readable without this consumer (see [`ArrivalHint`]).
     pub fn arrival_hint(&self) -> ArrivalHint {
         ArrivalHint {
-            tail: self.releases.memory.tail_watch(),
+            headers: self.releases.memory.header_watch(),
             empty_at: self.empty_at.clone(),
         }
     }
@@ -625,74 +694,88 @@ impl Consumer {
         self.capacity() as u64
     }
 
-    /// Reads `tail`. A value that goes backwards, is misaligned, or is more than a ring
-    /// ahead of what we released is a protocol violation.
-    fn refresh_tail(&mut self) -> Result<(), RingError> {
-        let tail = self.memory().tail().load(Ordering::Acquire);
-        // The producer never writes more than a ring past the head it read, which is at
-        // most the head we stored last (`stored_head`, stored before `head`, which the
-        // producer reads before it publishes this tail: the load above makes that store
-        // visible here). Checked against our own copy, not the shared `head` the peer
-        // can rewrite. Without it a peer could publish lap after lap while a record is
-        // held in place, and every record consumed meanwhile would queue behind it
-        // (see `Releases::release_consumed`) without bound.
-        let released = self.releases.stored_head.load(Ordering::Relaxed);
-        if tail < self.tail
-            || tail % RECORD_ALIGN as u64 != 0
-            || tail - released > self.capacity_u64()
-        {
-            return Err(RingError("the producer's position is out of range"));
-        }
-        self.tail = tail;
-        Ok(())
+    fn set_empty_at(&mut self, position: u64) {
+        self.empty_at_stored = position;
+        self.empty_at.store(position, Ordering::Relaxed);
     }
 
-    /// Whether records are known to be published and not yet taken (as of the last look
-    /// at the producer's position; no shared memory is read): the next
-    /// [`Consumer::try_recv`] returns one (or finds the ring corrupted).
+    /// The header word where the next record will start (zero: nothing published yet).
+    fn next_header(&self) -> u64 {
+        let offset = self.memory().offset_of(self.read) as usize;
+        self.memory().header(offset).load(Ordering::Acquire)
+    }
+
+    /// Whether records are known to be published and not yet taken (the rest of a batch
+    /// whose first record was taken; no shared memory is read): the next
+    /// [`Consumer::try_recv`] returns one, or finds the ring corrupted (or, if the
+    /// producer lied about its batch, nothing).
     pub fn has_known_records(&self) -> bool {
-        self.read != self.tail
+        self.known > 0
     }
 
     /// Takes the next record, if one has been published.
     pub fn try_recv(&mut self) -> Result<Option<Record>, RingError> {
         loop {
-            if self.read == self.tail {
-                self.refresh_tail()?;
-                if self.read == self.tail {
-                    // Stored only when it moved: an idle poller does not write it each time.
-                    if self.empty_at.load(Ordering::Relaxed) != self.read {
-                        self.empty_at.store(self.read, Ordering::Relaxed);
-                    }
-                    return Ok(None);
+            let word = self.next_header();
+            if word == 0 {
+                // Stored only when it moved: an idle poller does not write it each time.
+                if self.empty_at_stored != self.read {
+                    self.set_empty_at(self.read);
                 }
+                return Ok(None);
             }
-            let offset = self.memory().offset_of(self.read) as usize;
-            let available = self.tail - self.read;
-            let mut header = [0u8; RECORD_HEADER];
-            self.memory().read(offset, &mut header);
-            let (len, flags) = decode_header(header);
+            if self.empty_at_stored == self.read {
+                // Once this record is taken, the word where the ring was found empty may
+                // be zeroed again (the producer's next lap): the hint must not trust it.
+                self.set_empty_at(NOT_EMPTY);
+            }
+            let (len, flags, following) = split_header(word);
+            self.known = match following {
+                0 => self.known.saturating_sub(1),
+                following => following,
+            };
             if flags & !KNOWN_FLAGS != 0 {
                 return Err(RingError("a record has unknown flags"));
             }
+            if flags & FLAG_WRITTEN == 0 {
+                return Err(RingError("a record header lacks its written flag"));
+            }
+            let offset = self.memory().offset_of(self.read) as usize;
             let to_end = self.capacity_u64() - offset as u64;
-            if flags & FLAG_PADDING != 0 {
-                if to_end > available {
-                    return Err(RingError("a padding record runs past the published data"));
-                }
+            let padding = flags & FLAG_PADDING != 0;
+            let size = if padding {
                 // A producer pads only when a record does not fit before the end, and
                 // every record fits in a whole ring: padding at offset 0 would only make
                 // this loop go round the ring again.
                 if offset == 0 {
                     return Err(RingError("a padding record fills the whole ring"));
                 }
+                to_end
+            } else {
+                let size = record_size(len as usize) as u64;
+                if size > to_end {
+                    return Err(RingError("a record runs past the ring's end"));
+                }
+                size
+            };
+            // The producer never writes past a ring (less the line it keeps free) beyond
+            // the head it read, which is at most the head we stored last (`stored_head`,
+            // stored before `head`, which the producer read before it stored this header:
+            // the acquire load of the header makes that store visible here). Checked
+            // against our own copy, not the shared `head` the peer can rewrite. Without
+            // it a peer could publish lap after lap while a record is held in place, and
+            // every record consumed meanwhile would queue behind it (see
+            // `Releases::release_consumed`) without bound.
+            let released = self.releases.stored_head.load(Ordering::Relaxed);
+            if self.read + size + SLACK as u64 - released > self.capacity_u64() {
+                return Err(RingError(
+                    "a record lies more than a ring ahead of the consumer",
+                ));
+            }
+            if padding {
                 self.read += to_end;
                 self.releases.release_consumed(self.read);
                 continue;
-            }
-            let size = record_size(len as usize) as u64;
-            if size > to_end || size > available {
-                return Err(RingError("a record runs past the published data"));
             }
             let (start, len) = self.skip_prefix(offset + RECORD_HEADER, len as usize, flags)?;
             let more = flags & FLAG_MORE != 0;
@@ -749,17 +832,16 @@ impl Consumer {
 
     /// Announces that this side will sleep until the producer publishes. Returns false if
     /// a record arrived meanwhile (do not sleep: receive it).
-    pub fn prepare_sleep(&mut self) -> Result<bool, RingError> {
+    pub fn prepare_sleep(&mut self) -> bool {
         self.memory().sleeping().swap(1, Ordering::AcqRel);
-        self.refresh_tail()?;
-        if self.read != self.tail {
+        if self.next_header() != 0 {
             // A swap, not a store: a plain store here could come after the producer's
             // swap in the flag's modification order without synchronizing with it, and
             // the next sleep would then miss its publication (loom found this).
             self.memory().sleeping().swap(0, Ordering::AcqRel);
-            return Ok(false);
+            return false;
         }
-        Ok(true)
+        true
     }
 }
 
@@ -792,14 +874,13 @@ pub fn heap_ring(
 }
 
 /// A consumer over a heap ring whose data area holds `contents` (truncated or zero-padded
-/// to `capacity`) and whose producer claims to have published `tail` bytes: what a hostile
-/// peer could present. For fuzzing the reader.
+/// to `capacity`): what a hostile peer could present, headers and all. For fuzzing the
+/// reader.
 #[cfg(not(loom))]
-pub(crate) fn hostile_consumer(capacity: usize, contents: &[u8], tail: u64) -> Consumer {
+pub(crate) fn hostile_consumer(capacity: usize, contents: &[u8]) -> Consumer {
     let memory = RingMemory::heap(capacity);
     let len = contents.len().min(capacity);
     memory.write(0, &contents[..len]);
-    memory.tail().store(tail, Ordering::Relaxed);
     struct Nobody;
     impl Wake for Nobody {
         fn wake(&self) {}

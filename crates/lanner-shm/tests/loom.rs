@@ -54,7 +54,7 @@ fn receive(consumer: &mut Consumer, bell: &Bell, count: usize) -> Vec<Bytes> {
         match consumer.try_recv().unwrap() {
             Some(record) => received.push(record.bytes),
             None => {
-                if consumer.prepare_sleep().unwrap() {
+                if consumer.prepare_sleep() {
                     bell.wait();
                 }
             }
@@ -73,9 +73,9 @@ fn a_sleeping_consumer_is_always_woken() {
     model(|| {
         let consumer_bell = Arc::new(Bell::default());
         let producer_bell = Arc::new(Bell::default());
-        // Two records of a line each: both fit in the 128-byte ring at once.
+        // Two records of a line each: both fit in the 256-byte ring at once.
         let (mut producer, mut consumer) =
-            heap_ring(128, consumer_bell.clone(), producer_bell.clone(), 1000);
+            heap_ring(256, consumer_bell.clone(), producer_bell.clone(), 1000);
         let sender = thread::spawn(move || {
             for byte in [1u8, 2] {
                 let mut reservation = producer.try_reserve(1).unwrap().unwrap();
@@ -96,22 +96,23 @@ fn a_producer_waiting_for_space_is_always_woken() {
     model(|| {
         let consumer_bell = Arc::new(Bell::default());
         let producer_bell = Arc::new(Bell::default());
-        // Two 24-byte records (a line each) fill the 128-byte ring; the third must wait.
-        // A record consumed is a line, more than the quarter ring (32 bytes) the consumer
-        // may keep: its space is given back at once.
+        // A 100-byte record (two lines) fills the 256-byte ring beside the line the
+        // producer keeps free: the second and third must wait. A record consumed is two
+        // lines, more than the quarter ring (64 bytes) the consumer may keep: its space is
+        // given back at once.
         let (mut producer, mut consumer) =
-            heap_ring(128, consumer_bell.clone(), producer_bell.clone(), 1000);
+            heap_ring(256, consumer_bell.clone(), producer_bell.clone(), 1000);
         let sender = thread::spawn(move || {
             let mut sent = 0u8;
             while sent < 3 {
-                match producer.try_reserve(24).unwrap() {
+                match producer.try_reserve(100).unwrap() {
                     Some(mut reservation) => {
                         reservation.write(0, &[sent]);
                         reservation.commit(false);
                         sent += 1;
                     }
                     None => {
-                        if producer.prepare_wait(24).unwrap() {
+                        if producer.prepare_wait(100).unwrap() {
                             producer_bell.wait();
                         }
                     }
@@ -130,9 +131,9 @@ fn a_producer_waiting_for_space_is_always_woken() {
 fn records_released_on_another_thread_free_their_space() {
     model(|| {
         let bell = Arc::new(Bell::default());
-        // A 512-byte ring: the two records take 192 bytes, so the largest record (376
-        // bytes, six lines with its header) fits only once both are given back and the
-        // padding to the end is consumed.
+        // A 512-byte ring: the two records take 192 bytes, so the largest record (312
+        // bytes, five lines with its header, and the line kept free after it) fits only
+        // once both are given back.
         let (mut producer, mut consumer) = heap_ring(512, bell.clone(), bell.clone(), 16);
         for len in [120usize, 8] {
             // The first (two lines) is held in place, the second (a line) copied out and
@@ -162,13 +163,12 @@ fn a_producer_waiting_for_space_is_woken_by_lazily_released_records() {
         let producer_bell = Arc::new(Bell::default());
         // In a 512-byte ring the consumer gives space back once 128 bytes are consumed: an
         // empty record (a line, 64 bytes) is kept unreleased until the next one is
-        // consumed. The first two take 448 bytes (the second is the largest record, six
-        // lines); the third (two lines) does not fit in the last line: it pads the rest
-        // and waits for the space of the first two. The padding (64 bytes) is kept
-        // unreleased in turn, until the third is consumed.
+        // consumed. The first two take 384 bytes (the second is the largest record, five
+        // lines), leaving the line kept free; the third (three lines) does not fit in the
+        // last two: it waits for the space of the first two, then pads the rest.
         let (mut producer, mut consumer) =
             heap_ring(512, consumer_bell.clone(), producer_bell.clone(), 1000);
-        let lens = [0usize, 376, 64, 0];
+        let lens = [0usize, 312, 150, 0];
         let sender = thread::spawn(move || {
             let mut sent = 0;
             while sent < lens.len() {
@@ -188,6 +188,50 @@ fn a_producer_waiting_for_space_is_woken_by_lazily_released_records() {
         let received = receive(&mut consumer, &consumer_bell, lens.len());
         let received: Vec<usize> = received.iter().map(Bytes::len).collect();
         assert_eq!(received, lens);
+        sender.join().unwrap();
+    });
+}
+
+#[test]
+fn batches_across_laps_arrive_whole_and_once() {
+    model(|| {
+        let consumer_bell = Arc::new(Bell::default());
+        let producer_bell = Arc::new(Bell::default());
+        // Five one-line records in a 256-byte ring that holds three beside the line kept
+        // free: the fifth lands where the first was, a lap later, so a consumer that took
+        // the first lap's header there for a record would receive a sixth (or a repeat).
+        // They go in batches (two unpublished, then published with the third's commit), so
+        // a consumer that took a batch's records before their publication would release
+        // space the producer has not published, which the producer refuses.
+        let (mut producer, mut consumer) =
+            heap_ring(256, consumer_bell.clone(), producer_bell.clone(), 1000);
+        let sender = thread::spawn(move || {
+            let mut sent = 0u8;
+            while sent < 5 {
+                match producer.try_reserve(1).unwrap() {
+                    Some(mut reservation) => {
+                        reservation.write(0, &[sent]);
+                        if sent % 3 == 2 || sent == 4 {
+                            reservation.commit(false);
+                        } else {
+                            reservation.commit_unpublished(false);
+                        }
+                        sent += 1;
+                    }
+                    None => {
+                        producer.publish_pending();
+                        if producer.prepare_wait(1).unwrap() {
+                            producer_bell.wait();
+                        }
+                    }
+                }
+            }
+        });
+        assert_eq!(
+            first_bytes(receive(&mut consumer, &consumer_bell, 5)),
+            [0, 1, 2, 3, 4]
+        );
+        assert!(consumer.try_recv().unwrap().is_none(), "no stale record");
         sender.join().unwrap();
     });
 }

@@ -3,7 +3,9 @@
 mod fuzz_regressions;
 mod loans;
 mod ring;
+mod ring_hostile;
 mod ring_model;
+mod ring_publish;
 
 use std::io::{self, Read};
 use std::os::unix::net::UnixStream;
@@ -13,6 +15,36 @@ use std::time::{Duration, Instant};
 
 use crate::ring::Wake;
 use crate::ring::{Consumer, Producer, heap_ring};
+
+/// A record header's flags, as the ring lays them out (see `ring.rs`), for tests that
+/// play a hostile peer.
+pub(crate) const FLAG_PADDING: u32 = 1;
+pub(crate) const FLAG_MORE: u32 = 2;
+pub(crate) const FLAG_PREFIXED: u32 = 4;
+pub(crate) const FLAG_WRITTEN: u32 = 8;
+
+/// A header word: `len` in the low half, `flags` (as given: add [`FLAG_WRITTEN`] for a
+/// well-formed one) in the high half.
+pub(crate) fn word(len: u32, flags: u32) -> u64 {
+    u64::from(len) | u64::from(flags) << 32
+}
+
+/// `payload` laid out as a record: its header word (flags as given), the payload, zeros to
+/// the end of its last line (the next record starts on a line of its own).
+pub(crate) fn record_bytes(payload: &[u8], flags: u32) -> Vec<u8> {
+    let len = u32::try_from(payload.len()).unwrap();
+    let mut bytes = word(len, flags).to_le_bytes().to_vec();
+    bytes.extend_from_slice(payload);
+    bytes.resize(crate::ring::record_size(payload.len()), 0);
+    bytes
+}
+
+/// `len` bytes of a pattern that `seed` varies.
+pub(crate) fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
 
 /// A doorbell that counts its rings.
 #[derive(Default)]

@@ -54,8 +54,8 @@ proptest! {
 
     #[test]
     fn the_ring_behaves_like_a_queue(
-        // 128 bytes (two lines, records of one) to 2 KiB.
-        capacity_log in 7u32..12,
+        // 256 bytes (four lines: records of one or two, and the free line) to 2 KiB.
+        capacity_log in 8u32..12,
         in_place_min in 0usize..400,
         ops in proptest::collection::vec(op(), 1..300),
     ) {

@@ -222,7 +222,7 @@ impl FrameSource for ShmSource {
             if let Some(received) = self.receive()? {
                 return Poll::Ready(Ok(received));
             }
-            if !self.consumer.prepare_sleep().map_err(ring_error)? {
+            if !self.consumer.prepare_sleep() {
                 continue;
             }
             match self.waiter.poll_rung(cx) {
@@ -242,8 +242,9 @@ impl FrameSource for ShmSource {
         true
     }
 
-    /// Records already known to be published: usually a whole frame (a piece of a large
-    /// one at worst, which the next receive takes as partial progress).
+    /// Records already known to be published (the rest of a batch): usually a whole frame
+    /// (a piece of a large one at worst, which the next receive takes as partial
+    /// progress).
     fn frame_ready(&self) -> bool {
         self.consumer.has_known_records()
     }
@@ -339,10 +340,11 @@ mod tests {
         let mut first = [0u8; 8];
         first[..4].copy_from_slice(&(1u32 << 20).to_le_bytes());
         let mut pieces = 0;
+        // All in one batch, as a sink sends them: the receiver then knows they wait.
         let mut send = |bytes: &[u8]| {
             let mut reservation = producer.try_reserve(bytes.len()).unwrap().expect("room");
             reservation.write(0, bytes);
-            reservation.commit(true);
+            reservation.commit_unpublished(true);
         };
         send(&first);
         // Three quarters of the ring in one-byte pieces (a line of ring each).
@@ -350,6 +352,7 @@ mod tests {
             send(&[7]);
             pieces += 1;
         }
+        producer.publish_pending();
         assert!(matches!(source.try_recv(), Ok(Received::Partial)));
         assert!(
             source.frame_ready(),
