@@ -435,8 +435,8 @@ impl Connection {
 
     /// [`Connection::receive_once`], unless the transport can tell, without its lock and
     /// without a read-modify-write, that nothing arrived since a receive last found it
-    /// empty (shared memory: one load of the peer's position; see
-    /// [`crate::transport::ArrivalHint`]): then [`Progress::Empty`] at once. Spinning
+    /// empty (shared memory: one load of the header word where the next record will start;
+    /// see [`crate::transport::ArrivalHint`]): then [`Progress::Empty`] at once. Spinning
     /// receivers look this way: an empty poll through the receive lock costs two
     /// read-modify-writes and a hundred instructions, and a poll that cheap notices an
     /// arrival sooner (the shm null call's median fell by 0.05–0.15 µs,
