@@ -60,7 +60,7 @@ fn max_recvs(capacity: usize) -> usize {
 ///    error, or the endless-stream limit (`max_recvs`);
 /// 2. the driver plays a hostile producer for `LAPS` laps: each lap it zeroes the data
 ///    area and writes the same bytes again, starting where the consumer last found the
-///    ring empty (the one line whose word, once nonzero, turns the arrival hint on), and
+///    ring empty (the line whose word, once nonzero, turns the arrival hint on), and
 ///    wrapping at the end, so the records fall at other places in the ring lap after lap,
 ///    over the space of records it still holds; then it drains. It holds some in-place
 ///    records across laps and releases them out of order. The pass ends at the first
@@ -102,7 +102,7 @@ pub fn ring_read(data: &[u8]) {
         if !empty {
             break;
         }
-        at = empty_line(&memory, &hint);
+        at = empty_line(&memory, &consumer, &hint);
         assert!(consumer.prepare_sleep(), "slept on a ring found empty");
         holder.release_some();
         head = check_head(&memory, head);
@@ -208,29 +208,28 @@ fn check_in_place(bytes: &Bytes, ring: Option<*const u8>, capacity: usize, holde
     }
 }
 
-/// After a drain that found the ring empty: the hint says nothing arrived, and exactly
-/// one line (the consumer's position) makes it say otherwise once written. Returns that
-/// line's offset. Probing writes a nonzero word into zero words only, and restores them.
-fn empty_line(memory: &RingMemory, hint: &ArrivalHint) -> usize {
+/// After a drain that found the ring empty: the hint says nothing arrived, the word where
+/// the consumer looks next is zero, and a nonzero word there turns the hint on. Returns
+/// that word's offset.
+fn empty_line(memory: &RingMemory, consumer: &Consumer, hint: &ArrivalHint) -> usize {
     assert!(
         !hint.maybe_arrived(),
         "the hint saw a record in an empty ring"
     );
-    let mut found = None;
-    for offset in (0..memory.capacity()).step_by(RECORD_ALIGN) {
-        let word = memory.header(offset);
-        if word.load(Ordering::Relaxed) != 0 {
-            continue;
-        }
-        word.store(u64::MAX, Ordering::Relaxed);
-        let arrived = hint.maybe_arrived();
-        word.store(0, Ordering::Relaxed);
-        if arrived {
-            assert_eq!(found, None, "the hint watches two lines");
-            found = Some(offset);
-        }
-    }
-    found.expect("the hint watches no empty line")
+    let offset = memory.offset_of(consumer.position()) as usize;
+    let word = memory.header(offset);
+    assert_eq!(
+        word.load(Ordering::Relaxed),
+        0,
+        "the consumer found the ring empty at a record"
+    );
+    word.store(u64::MAX, Ordering::Relaxed);
+    assert!(
+        hint.maybe_arrived(),
+        "the hint does not watch where the consumer looks"
+    );
+    word.store(0, Ordering::Relaxed);
+    offset
 }
 
 /// Reads `head` and checks it against what the consumer can have released: it never goes

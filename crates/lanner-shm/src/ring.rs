@@ -18,8 +18,7 @@
 //! transfers: the producer's store of `tail` took its line from the polling consumer, the
 //! consumer's next poll fetched it back, and the consumer then fetched the record's line.
 //! Polling the record's own line saves the last (see `docs/decisions.md`, "Thirty-first
-//! session"). Two rules
-//! make a header's word mean "published" and nothing else:
+//! session"). Two rules make a header's word mean "published" and nothing else:
 //!
 //! - **Zero ahead.** Before the producer writes a record's header, it stores a zero word
 //!   where the next record will start (the line after the record, offset 0 after a
@@ -46,11 +45,11 @@
 //!
 //! The producer publishes by storing a header (release); the consumer releases space by
 //! storing `head`. A side about to sleep sets its flag with a swap, then re-checks the
-//! ring; the other side, after storing its position, always clears the flag with a swap
+//! ring; the other side, after publishing or releasing, always clears the flag with a swap
 //! and rings the doorbell only if it was set. Both are read-modify-writes of the same
 //! word, so one comes first in its modification order: if the waker's swap comes first,
 //! the sleeper's swap reads from it (acquire/release) and its re-check sees the new
-//! position; otherwise the waker sees the flag and rings. No wake-up is lost (the loom
+//! header or `head`; otherwise the waker sees the flag and rings. No wake-up is lost (the loom
 //! tests check it), and a doorbell costs a system call only when the peer really sleeps.
 //!
 //! The consumer stores `head` lazily: space of records it consumed and released at once is
@@ -697,6 +696,12 @@ impl Consumer {
     fn set_empty_at(&mut self, position: u64) {
         self.empty_at_stored = position;
         self.empty_at.store(position, Ordering::Relaxed);
+    }
+
+    /// Position of the next record: where the fuzz driver expects the consumer to look.
+    #[cfg(not(loom))]
+    pub(crate) fn position(&self) -> u64 {
+        self.read
     }
 
     /// The header word where the next record will start (zero: nothing published yet).
