@@ -576,6 +576,12 @@ pub struct Consumer {
     /// Records known to be published after `read`'s predecessor: what the last batch's
     /// first header said, less those taken since (a hint, see the module docs).
     known: u32,
+    /// Records taken since the ring was last found empty.
+    run: u32,
+    /// Whether the last run (records taken between two empty looks) was more than one:
+    /// records then arrive back to back, and a look at the next one is likely to find it
+    /// (see [`Consumer::has_known_records`]).
+    back_to_back: bool,
     in_place_min: usize,
     /// Where records smaller than `in_place_min` are copied: each is split off it, so a
     /// small message costs no allocation (see [`Consumer::copy_out`]).
@@ -647,6 +653,8 @@ impl Consumer {
             }),
             read: 0,
             known: 0,
+            run: 0,
+            back_to_back: false,
             in_place_min: in_place_min.max(1),
             copies: BytesMut::new(),
             empty_at: Arc::new(AtomicU64::new(0)),
@@ -710,12 +718,20 @@ impl Consumer {
         self.memory().header(offset).load(Ordering::Acquire)
     }
 
-    /// Whether records are known to be published and not yet taken (the rest of a batch
-    /// whose first record was taken; no shared memory is read): the next
-    /// [`Consumer::try_recv`] returns one, or finds the ring corrupted (or, if the
+    /// Whether records are known to be published and not yet taken: the rest of a batch
+    /// whose first record was taken (no shared memory is read), or, while records arrive
+    /// back to back, a record whose header is in place (one load). The next
+    /// [`Consumer::try_recv`] then returns one, or finds the ring corrupted (or, if the
     /// producer lied about its batch, nothing).
+    ///
+    /// The load is skipped while records come one at a time (each run between empty looks
+    /// is one record, as in a ping-pong): the next record's line is then the one the
+    /// producer is about to write, and loading it stalled the null call 0.1 µs a side.
+    /// Records published one by one in a pipeline are found by the load; without it a
+    /// receiver answered each at once instead of together (20% fewer calls per second at
+    /// 8 outstanding).
     pub fn has_known_records(&self) -> bool {
-        self.known > 0
+        self.known > 0 || ((self.back_to_back || self.run > 1) && self.next_header() != 0)
     }
 
     /// Takes the next record, if one has been published.
@@ -725,6 +741,9 @@ impl Consumer {
             if word == 0 {
                 // Stored only when it moved: an idle poller does not write it each time.
                 if self.empty_at_stored != self.read {
+                    // The first empty look after records: a run ends.
+                    self.back_to_back = self.run > 1;
+                    self.run = 0;
                     self.set_empty_at(self.read);
                 }
                 return Ok(None);
@@ -790,6 +809,7 @@ impl Consumer {
                 return Err(RingError("a fragment record is empty"));
             }
             self.read += size;
+            self.run = self.run.saturating_add(1);
             let in_place = len >= self.in_place_min && !more;
             let bytes = if in_place {
                 let seq = self.releases.hold(self.read);

@@ -60,13 +60,49 @@ fn records_committed_unpublished_stay_invisible_until_published() {
     assert_eq!(consumer.try_recv().unwrap().unwrap().bytes, &b"late"[..]);
     assert!(consumer.has_known_records(), "published with the first");
     assert_eq!(consumer.try_recv().unwrap().unwrap().bytes, &b"now"[..]);
-    // Records published one at a time are not known in advance: the receiver learns of
-    // each where it looks (false when unsure, never a read of the next record's line).
-    send(&mut producer, b"one", false);
-    send(&mut producer, b"two", false);
-    assert_eq!(consumer.try_recv().unwrap().unwrap().bytes, &b"one"[..]);
+}
+
+#[test]
+fn records_published_one_by_one_are_looked_for_only_while_they_come_back_to_back() {
+    let (mut producer, mut consumer, _, _) = ring(4096, 64);
+    let take = |consumer: &mut Consumer, expected: &[u8]| {
+        let record = consumer.try_recv().unwrap().expect("a record");
+        assert_eq!(record.bytes, expected);
+    };
+    // One at a time, as in a ping-pong: the next record's line is not looked at, even
+    // when a record waits there (false when unsure).
+    send(&mut producer, b"a", false);
+    take(&mut consumer, b"a");
+    assert_eq!(consumer.try_recv().unwrap(), None);
+    send(&mut producer, b"b", false);
+    send(&mut producer, b"c", false);
+    take(&mut consumer, b"b");
+    assert!(
+        !consumer.has_known_records(),
+        "the first of a run, after runs of one"
+    );
+    // The second record of a run: they come back to back, so the next one is looked for.
+    take(&mut consumer, b"c");
+    assert!(!consumer.has_known_records(), "nothing there");
+    send(&mut producer, b"d", false);
+    assert!(consumer.has_known_records(), "found where it will be");
+    take(&mut consumer, b"d");
+    assert_eq!(consumer.try_recv().unwrap(), None);
+    // That run was three records: the next run's first record looks too.
+    send(&mut producer, b"e", false);
+    send(&mut producer, b"f", false);
+    take(&mut consumer, b"e");
+    assert!(consumer.has_known_records());
+    take(&mut consumer, b"f");
+    assert_eq!(consumer.try_recv().unwrap(), None);
+    // A run of one ends the looking again.
+    send(&mut producer, b"g", false);
+    take(&mut consumer, b"g");
+    assert_eq!(consumer.try_recv().unwrap(), None);
+    send(&mut producer, b"h", false);
+    send(&mut producer, b"i", false);
+    take(&mut consumer, b"h");
     assert!(!consumer.has_known_records());
-    assert_eq!(consumer.try_recv().unwrap().unwrap().bytes, &b"two"[..]);
 }
 
 #[test]

@@ -242,9 +242,10 @@ impl FrameSource for ShmSource {
         true
     }
 
-    /// Records already known to be published (the rest of a batch): usually a whole frame
-    /// (a piece of a large one at worst, which the next receive takes as partial
-    /// progress).
+    /// Records known to be published (the rest of a batch, or, while records come back to
+    /// back, the next one found in place; see `Consumer::has_known_records`): usually a
+    /// whole frame (a piece of a large one at worst, which the next receive takes as
+    /// partial progress).
     fn frame_ready(&self) -> bool {
         self.consumer.has_known_records()
     }
