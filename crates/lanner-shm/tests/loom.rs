@@ -11,7 +11,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use lanner_shm::ring::heap_ring;
-use lanner_shm::{Consumer, Wake};
+use lanner_shm::{Consumer, Producer, Wake};
 use loom::sync::Notify;
 use loom::thread;
 
@@ -63,6 +63,34 @@ fn receive(consumer: &mut Consumer, bell: &Bell, count: usize) -> Vec<Bytes> {
     received
 }
 
+/// Sends a record of each length in `lens` (the first byte of each its index), waiting on
+/// `bell` for space. A record is published with its commit if `publish(index)`, else left
+/// for a later commit, or for the publication before a wait.
+fn send_all(producer: &mut Producer, bell: &Bell, lens: &[usize], publish: impl Fn(usize) -> bool) {
+    let mut sent = 0;
+    while sent < lens.len() {
+        match producer.try_reserve(lens[sent]).unwrap() {
+            Some(mut reservation) => {
+                if lens[sent] > 0 {
+                    reservation.write(0, &[sent as u8]);
+                }
+                if publish(sent) {
+                    reservation.commit(false);
+                } else {
+                    reservation.commit_unpublished(false);
+                }
+                sent += 1;
+            }
+            None => {
+                producer.publish_pending();
+                if producer.prepare_wait(lens[sent]).unwrap() {
+                    bell.wait();
+                }
+            }
+        }
+    }
+}
+
 /// The first byte of each payload.
 fn first_bytes(payloads: Vec<Bytes>) -> Vec<u8> {
     payloads.iter().map(|payload| payload[0]).collect()
@@ -103,21 +131,7 @@ fn a_producer_waiting_for_space_is_always_woken() {
         let (mut producer, mut consumer) =
             heap_ring(256, consumer_bell.clone(), producer_bell.clone(), 1000);
         let sender = thread::spawn(move || {
-            let mut sent = 0u8;
-            while sent < 3 {
-                match producer.try_reserve(100).unwrap() {
-                    Some(mut reservation) => {
-                        reservation.write(0, &[sent]);
-                        reservation.commit(false);
-                        sent += 1;
-                    }
-                    None => {
-                        if producer.prepare_wait(100).unwrap() {
-                            producer_bell.wait();
-                        }
-                    }
-                }
-            }
+            send_all(&mut producer, &producer_bell, &[100; 3], |_| true);
         });
         assert_eq!(
             first_bytes(receive(&mut consumer, &consumer_bell, 3)),
@@ -170,20 +184,7 @@ fn a_producer_waiting_for_space_is_woken_by_lazily_released_records() {
             heap_ring(512, consumer_bell.clone(), producer_bell.clone(), 1000);
         let lens = [0usize, 312, 150, 0];
         let sender = thread::spawn(move || {
-            let mut sent = 0;
-            while sent < lens.len() {
-                match producer.try_reserve(lens[sent]).unwrap() {
-                    Some(reservation) => {
-                        reservation.commit(false);
-                        sent += 1;
-                    }
-                    None => {
-                        if producer.prepare_wait(lens[sent]).unwrap() {
-                            producer_bell.wait();
-                        }
-                    }
-                }
-            }
+            send_all(&mut producer, &producer_bell, &lens, |_| true);
         });
         let received = receive(&mut consumer, &consumer_bell, lens.len());
         let received: Vec<usize> = received.iter().map(Bytes::len).collect();
@@ -206,26 +207,9 @@ fn batches_across_laps_arrive_whole_and_once() {
         let (mut producer, mut consumer) =
             heap_ring(256, consumer_bell.clone(), producer_bell.clone(), 1000);
         let sender = thread::spawn(move || {
-            let mut sent = 0u8;
-            while sent < 5 {
-                match producer.try_reserve(1).unwrap() {
-                    Some(mut reservation) => {
-                        reservation.write(0, &[sent]);
-                        if sent % 3 == 2 || sent == 4 {
-                            reservation.commit(false);
-                        } else {
-                            reservation.commit_unpublished(false);
-                        }
-                        sent += 1;
-                    }
-                    None => {
-                        producer.publish_pending();
-                        if producer.prepare_wait(1).unwrap() {
-                            producer_bell.wait();
-                        }
-                    }
-                }
-            }
+            send_all(&mut producer, &producer_bell, &[1; 5], |index| {
+                index % 3 == 2 || index == 4
+            });
         });
         assert_eq!(
             first_bytes(receive(&mut consumer, &consumer_bell, 5)),
