@@ -124,11 +124,12 @@ impl RingMemory {
     /// A ring in memory owned by `keep` (a shared mapping).
     ///
     /// # Safety
-    /// `control` must be 64-byte aligned and valid for CONTROL_SIZE bytes, `data` valid
-    /// for `capacity` bytes, both for as long as `keep` lives, and not used by anything
-    /// else in this process. `anchor` must keep `control`'s addresses mapped and readable
-    /// for as long as it lives, and whatever it lets happen to their contents once `keep`
-    /// is gone must leave them readable by atomic loads.
+    /// `control` must be 64-byte aligned and valid for CONTROL_SIZE bytes, `data` 64-byte
+    /// aligned and valid for `capacity` bytes, both for as long as `keep` lives, and not
+    /// used by anything else in this process. `anchor` must keep `data`'s addresses mapped
+    /// and readable for as long as it lives (a [`HeaderWatch`] loads header words there),
+    /// and whatever it lets happen to their contents once `keep` is gone must leave them
+    /// readable by atomic loads.
     #[cfg(not(loom))]
     pub(crate) unsafe fn in_mapping(
         control: *mut u8,
