@@ -275,9 +275,10 @@ impl Region {
         // SAFETY: every caller passes offsets of the layout: `control` is one of the
         // control offsets (64-byte aligned, four cache lines inside the first page) and
         // `data` (page-aligned) has `capacity` bytes inside the mapping, which is
-        // `len_for(capacity)` bytes long; the ring keeps the mapping and its contents alive through its clone of the
-        // `Arc<InUse>`, and the anchor, the mapping itself, keeps the addresses mapped,
-        // later to zeros that atomic loads may read (`InUse`'s drop).
+        // `len_for(capacity)` bytes long; the ring keeps the mapping and its contents
+        // alive through its clone of the `Arc<InUse>`, and the anchor, the mapping
+        // itself, keeps the addresses mapped, later to zeros that atomic loads may read
+        // (`InUse`'s drop).
         unsafe {
             RingMemory::in_mapping(
                 base.wrapping_add(control),
