@@ -49,8 +49,9 @@
 //! and rings the doorbell only if it was set. Both are read-modify-writes of the same
 //! word, so one comes first in its modification order: if the waker's swap comes first,
 //! the sleeper's swap reads from it (acquire/release) and its re-check sees the new
-//! header or `head`; otherwise the waker sees the flag and rings. No wake-up is lost (the loom
-//! tests check it), and a doorbell costs a system call only when the peer really sleeps.
+//! header or `head`; otherwise the waker sees the flag and rings. No wake-up is lost (the
+//! loom tests check it), and a doorbell costs a system call only when the peer really
+//! sleeps.
 //!
 //! The consumer stores `head` lazily: space of records it consumed and released at once is
 //! given back when at least a quarter of the ring has accumulated (`LAZY_RELEASE`), not
