@@ -1,8 +1,6 @@
 //! The calling side: a call takes a credit, is written by its caller, and waits for its
 //! reply in a slot of the pending-call table (no channel allocated per call).
 
-use std::collections::HashMap;
-use std::collections::hash_map::Entry;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, Waker};
@@ -15,7 +13,6 @@ use crate::id::MethodInfo;
 use super::outgoing::{Outgoing, Stamped};
 use super::{Answer, Connection, State};
 use crate::error::{Error, ErrorKind};
-use crate::id_hasher::IdBuildHasher;
 
 /// One outstanding call: its reply once it arrives, and who to wake then.
 #[derive(Default)]
@@ -72,15 +69,14 @@ fn one_way_goes_now(alone: bool, len: usize) -> bool {
 /// outstanding.
 pub(super) type Begun = (u64, Stamped, bool);
 
-/// Outstanding calls by call id.
-pub(super) type PendingCalls = HashMap<u64, PendingCall, IdBuildHasher>;
+pub(super) use super::pending_calls::PendingCalls;
 
 /// Fails every outstanding call with `error`; returns the wakers to wake (outside the lock).
 /// Calls their callers gave up on are forgotten: no answer will come for them.
 pub(super) fn fail_all(pending: &mut PendingCalls, error: &Error) -> Vec<Waker> {
-    pending.retain(|_, call| call.discard.is_none());
+    pending.retain(|call| call.discard.is_none());
     pending
-        .values_mut()
+        .calls_mut()
         .filter_map(|call| {
             call.reply.get_or_insert_with(|| Err(error.clone()));
             call.waker.take()
@@ -216,20 +212,19 @@ impl Connection {
             let mut state = self.state();
             // On a closed connection no answer will come: nothing to wait for.
             let discard = discard.filter(|_| state.closed.is_none());
-            let arrived = match state.pending.entry(call_id) {
-                Entry::Occupied(mut entry) => match (discard, entry.get_mut().reply.take()) {
+            let arrived = match state.pending.get_mut(call_id) {
+                Some(call) => match (discard, call.reply.take()) {
                     (Some(discard), None) => {
-                        let call = entry.get_mut();
                         call.waker = None;
                         call.discard = Some(discard);
                         None
                     }
                     (discard, reply) => {
-                        entry.remove();
+                        state.pending.remove(call_id);
                         discard.zip(reply.and_then(Result::ok))
                     }
                 },
-                Entry::Vacant(_) => None,
+                None => None,
             };
             let cancel = match state.closed {
                 Some(_) => None,
@@ -328,14 +323,13 @@ impl Connection {
         cx: &mut Context<'_>,
     ) -> Poll<Result<Answer, Error>> {
         let mut state = self.state();
-        let Entry::Occupied(mut entry) = state.pending.entry(call_id) else {
+        let Some(call) = state.pending.get_mut(call_id) else {
             return Poll::Ready(Err(Error::unavailable("the call is no longer outstanding")));
         };
-        if let Some(reply) = entry.get_mut().reply.take() {
-            entry.remove();
+        if let Some(reply) = call.reply.take() {
+            state.pending.remove(call_id);
             return Poll::Ready(reply);
         }
-        let call = entry.get_mut();
         match &call.waker {
             Some(waker) if waker.will_wake(cx.waker()) => {}
             _ => call.waker = Some(cx.waker().clone()),
@@ -346,11 +340,8 @@ impl Connection {
     /// Takes the reply to `call_id` if it has arrived (removing the call).
     pub(super) fn take_reply(&self, call_id: u64) -> Option<Result<Answer, Error>> {
         let mut state = self.state();
-        let Entry::Occupied(mut entry) = state.pending.entry(call_id) else {
-            return None;
-        };
-        let reply = entry.get_mut().reply.take()?;
-        entry.remove();
+        let reply = state.pending.get_mut(call_id)?.reply.take()?;
+        state.pending.remove(call_id);
         Some(reply)
     }
 }
@@ -428,13 +419,13 @@ pub(super) fn deliver(
 ) -> Delivered {
     let call_id = response.call_id;
     if mine == Some(call_id) {
-        pending.remove(&call_id);
+        pending.remove(call_id);
         return Delivered::Mine(response);
     }
-    match pending.get_mut(&call_id) {
+    match pending.get_mut(call_id) {
         Some(call) => {
             if let Some(discard) = call.discard {
-                pending.remove(&call_id);
+                pending.remove(call_id);
                 return Delivered::Discarded(discard, response);
             }
             call.reply = Some(Ok(response));

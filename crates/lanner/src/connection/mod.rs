@@ -44,6 +44,7 @@ mod keepalive;
 mod lending;
 mod lone_caller;
 mod outgoing;
+mod pending_calls;
 mod pending_reply;
 mod poll_interval;
 mod reader;
@@ -305,7 +306,7 @@ impl Connection {
             Connection {
                 state: Mutex::new(State {
                     proto,
-                    pending: HashMap::default(),
+                    pending: calls::PendingCalls::default(),
                     calls: 0,
                     closed: None,
                     credit_waiters: 0,

@@ -67,6 +67,9 @@ pub(crate) struct PendingReply<'a> {
     discard: Option<Discard>,
     /// What the last look for the reply under the lock saw (see `delivery_marks`).
     last_look: Option<LastLook>,
+    /// The call's delivery mark, read before its request was written: a reply stored
+    /// later moves it (see [`Connection::spin_for_reply`]).
+    mark_before_sending: u32,
     /// This side's objects the request exported, while it waits for a credit:
     /// unexported if it is dropped unsent (see [`PendingReply::unless_sent`]).
     unsent: UnsentExports,
@@ -100,6 +103,7 @@ impl Connection {
             timer: None,
             discard: None,
             last_look: None,
+            mark_before_sending: 0,
             unsent: UnsentExports::default(),
         };
         match pending.connection.try_begin(request, false) {
@@ -149,6 +153,7 @@ impl PendingReply<'_> {
     fn send(&mut self, (call_id, stamped, alone): Begun) {
         self.call_id = call_id;
         self.armed = true;
+        self.mark_before_sending = self.connection.marks.read(call_id);
         self.phase = match self.write(stamped, alone) {
             Ok(phase) => {
                 std::mem::take(&mut self.unsent).sent();
@@ -206,7 +211,9 @@ impl PendingReply<'_> {
             Phase::Yielded => connection.lone_caller.remember(caller),
             _ => {}
         }
-        if let Some(reply) = connection.spin_for_reply(cx, self.call_id, self.deadline) {
+        if let Some(reply) =
+            connection.spin_for_reply(cx, self.call_id, self.mark_before_sending, self.deadline)
+        {
             phase_marks::mark(Mark::ReplyTaken);
             // Taking the reply removed the call.
             self.armed = false;

@@ -476,11 +476,13 @@ impl Connection {
     /// own. Those may be able to run only on this thread (a current-thread runtime; a
     /// worker's next-task slot, which other workers do not take), so spinning on would
     /// hold them up, and if our reply waits for them (a callback the server awaits), until
-    /// the spin ends.
+    /// the spin ends. `mark` is the call's delivery mark read before its request was
+    /// written (see `delivery_marks`).
     pub(super) fn spin_for_reply(
         self: &Arc<Self>,
         cx: &mut Context<'_>,
         call_id: u64,
+        mut mark: u32,
         call_deadline: Option<Instant>,
     ) -> Option<Result<Answer, Error>> {
         // The clock is read only every few tries (and not at all for a quick reply).
@@ -508,9 +510,16 @@ impl Connection {
             tries = tries.wrapping_add(1);
             if tries % 8 == 0 {
                 // On a multi-threaded runtime the reader task may have received our reply
-                // while we spun.
-                if let Some(reply) = self.take_reply(call_id) {
-                    return Some(reply);
+                // while we spun; it bumps the call's delivery mark after storing it. The
+                // spin looks under the state's lock only when the mark has moved since
+                // `mark`, read before the request was written: a lock every few tries
+                // made the spin notice an arriving reply later.
+                let now_marked = self.marks.read(call_id);
+                if now_marked != mark {
+                    mark = now_marked;
+                    if let Some(reply) = self.take_reply(call_id) {
+                        return Some(reply);
+                    }
                 }
                 // Requests other threads' callers deferred to the reader meanwhile go out
                 // as the reader would send them, before it receives: the reader may be
