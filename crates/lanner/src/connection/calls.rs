@@ -11,6 +11,7 @@ use lanner_proto::{OutFrame, PlainRequest, Response, SendError};
 use crate::id::MethodInfo;
 
 use super::outgoing::{Outgoing, Stamped};
+use super::pending_calls::PendingCalls;
 use super::{Answer, Connection, State};
 use crate::error::{Error, ErrorKind};
 
@@ -68,8 +69,6 @@ fn one_way_goes_now(alone: bool, len: usize) -> bool {
 /// A call stamped and registered: its id, its request, and whether it is the only one
 /// outstanding.
 pub(super) type Begun = (u64, Stamped, bool);
-
-pub(super) use super::pending_calls::PendingCalls;
 
 /// Fails every outstanding call with `error`; returns the wakers to wake (outside the lock).
 /// Calls their callers gave up on are forgotten: no answer will come for them.

@@ -156,7 +156,7 @@ pub(crate) struct Connection {
 
 struct State {
     proto: lanner_proto::Connection,
-    pending: calls::PendingCalls,
+    pending: pending_calls::PendingCalls,
     /// Calls made and received so far (for the idle check).
     calls: u64,
     closed: Option<Error>,
@@ -306,7 +306,7 @@ impl Connection {
             Connection {
                 state: Mutex::new(State {
                     proto,
-                    pending: calls::PendingCalls::default(),
+                    pending: pending_calls::PendingCalls::default(),
                     calls: 0,
                     closed: None,
                     credit_waiters: 0,
