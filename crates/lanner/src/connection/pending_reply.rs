@@ -67,8 +67,8 @@ pub(crate) struct PendingReply<'a> {
     discard: Option<Discard>,
     /// What the last look for the reply under the lock saw (see `delivery_marks`).
     last_look: Option<LastLook>,
-    /// The call's delivery mark, read before its request was written: a reply stored
-    /// later moves it (see [`Connection::spin_for_reply`]).
+    /// The call's delivery mark, read before its request was written if it went out
+    /// alone: a reply stored later moves it (see [`Connection::spin_for_reply`]).
     mark_before_sending: u32,
     /// This side's objects the request exported, while it waits for a credit:
     /// unexported if it is dropped unsent (see [`PendingReply::unless_sent`]).
@@ -153,7 +153,12 @@ impl PendingReply<'_> {
     fn send(&mut self, (call_id, stamped, alone): Begun) {
         self.call_id = call_id;
         self.armed = true;
-        self.mark_before_sending = self.connection.marks.read(call_id);
+        if alone {
+            // Only a call that goes out alone spins for its reply (`Phase::Alone`). Not read
+            // for the others: in a pipeline the reader bumps these marks all the time, and
+            // each read would fetch the line back from it.
+            self.mark_before_sending = self.connection.marks.read(call_id);
+        }
         self.phase = match self.write(stamped, alone) {
             Ok(phase) => {
                 std::mem::take(&mut self.unsent).sent();
