@@ -21,7 +21,7 @@ lands at a random 16-byte offset within its cache line, so each layout is a samp
 Then the benchmark runs, alternating the two revisions layout by layout, round after
 round (the host's speed drifts over minutes), and the script prints each revision's
 mean and the paired difference with its standard error. Adding eight locked
-increments to the serving path measured +80 ns (SE 7 ns) this way.
+increments to the serving path measured +80 ns (SE 7 ns) over shuffled layouts.
 
 A cold build takes about four minutes per revision on two cores; each run of the
 benchmark a few seconds. Nothing else should run meanwhile.
