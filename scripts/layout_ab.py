@@ -129,7 +129,10 @@ def measure(binary, bench, iters):
         check=True, capture_output=True, text=True,
     ).stdout.strip().splitlines()[-1]
     row = json.loads(out)["rows"][0]
-    return row.get("rpc_p50_us"), row.get("ratio_p50")
+    if "rpc_p50_us" not in row:
+        sys.exit(f"`lanner bench {bench}` reports no rpc_p50_us (its first row: {row}); "
+                 "this script compares latency workloads such as pingpong")
+    return row["rpc_p50_us"], row.get("ratio_p50")
 
 
 def main():
@@ -139,7 +142,8 @@ def main():
     parser.add_argument("--seeds", type=int, default=8, help="layouts per revision")
     parser.add_argument("--rounds", type=int, default=3, help="runs per layout")
     parser.add_argument("--iters", type=int, default=100_000)
-    parser.add_argument("--bench", default="pingpong --transport shm --sizes 0")
+    parser.add_argument("--bench", default="pingpong --transport shm --sizes 0",
+                        help="a `lanner bench` workload reporting rpc_p50_us (pingpong)")
     args = parser.parse_args()
     if args.a == args.b:
         parser.error("compare two different revisions (or a revision and WORKTREE)")
