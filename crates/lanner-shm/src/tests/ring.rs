@@ -24,6 +24,28 @@ fn records_arrive_in_order_with_their_bytes() {
 }
 
 #[test]
+fn an_abandoned_reservation_leaves_nothing_the_consumer_takes_for_a_header() {
+    let (mut producer, mut consumer, _, _) = ring(4096, 1_000_000);
+    // The producer zeroes the header words of several lines ahead at once; a reservation
+    // filled across such lines and given up must not leave its bytes where the next
+    // record's successor is looked for.
+    send(&mut producer, b"first", false);
+    // Given up at the end of this block.
+    {
+        let mut reservation = producer.try_reserve(500).unwrap().expect("room");
+        reservation.as_mut_slice().fill(0xff);
+    }
+    send(&mut producer, b"second", false);
+    for expected in [&b"first"[..], b"second"] {
+        assert_eq!(
+            consumer.try_recv().unwrap().expect("a record").bytes,
+            expected
+        );
+    }
+    assert_eq!(consumer.try_recv().unwrap(), None);
+}
+
+#[test]
 fn fragments_carry_the_more_flag_and_are_copied() {
     let (mut producer, mut consumer, _, _) = ring(4096, 1);
     send(&mut producer, b"first piece", true);

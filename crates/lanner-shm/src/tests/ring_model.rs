@@ -18,6 +18,8 @@ enum Op {
         more: bool,
         aligned: Option<(usize, usize)>,
     },
+    /// Room for a record of `len` bytes, filled with ones and given up: nothing arrives.
+    Abandon(usize),
     Recv,
     Release(usize),
 }
@@ -26,6 +28,7 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => (0usize..700, any::<bool>(), proptest::option::of((any::<usize>(), 0usize..64)))
             .prop_map(|(len, more, aligned)| Op::Send { len, more, aligned }),
+        1 => (0usize..700).prop_map(Op::Abandon),
         4 => Just(Op::Recv),
         2 => any::<usize>().prop_map(Op::Release),
     ]
@@ -89,6 +92,12 @@ proptest! {
                         reservation.write(0, &bytes);
                         reservation.commit(more);
                         in_flight.push_back((bytes, more));
+                    }
+                }
+                Op::Abandon(len) => {
+                    let len = len.min(producer.max_record_len());
+                    if let Some(mut reservation) = reserve(&mut producer, len, None) {
+                        reservation.as_mut_slice().fill(0xff);
                     }
                 }
                 Op::Recv => {
