@@ -32,11 +32,11 @@
 //!   before a header went to a line the polling consumer often held as well (the
 //!   processor fetches lines in pairs and streams ahead of sequential reads), and the
 //!   header's store, which cannot become visible before an earlier store, waited for
-//!   that line to be taken back from the consumer's cache. That was one more transfer between
-//!   cores each way: the raw null round trip took 0.58 µs instead of 0.46 on the
-//!   measuring host (see `docs/decisions.md`, "Thirty-fourth session"). A reservation
-//!   spanning several lines may write payload over zeroed words; if it is given up,
-//!   those lines are zeroed again before the next header.
+//!   that line to be taken back from the consumer's cache. That was one more transfer
+//!   between cores each way: the raw null round trip took 0.58 µs instead of 0.46 on
+//!   the measuring host (see `docs/decisions.md`, "Thirty-fourth session"). A
+//!   reservation spanning several lines may write payload over zeroed words; if it is
+//!   given up, those lines are zeroed again before the next header.
 //! - **Withheld until published.** Records committed unpublished (a batch) must stay
 //!   invisible: the producer keeps the header of the first of them back and stores it
 //!   at publication (release), while it writes the others' headers at once. The consumer
@@ -164,7 +164,8 @@ pub struct Producer {
     withheld: u64,
     /// Records (padding included) committed since the last publication.
     unpublished: u32,
-    /// The header word of every line from the tail up to here is zero (see
+    /// The header word of every line from the tail up to here (exclusive) is zero: the
+    /// producer zeroed them and has written nothing there since (see
     /// [`Producer::zero_ahead`]).
     zeroed_to: u64,
     wake_consumer: Arc<dyn Wake>,
@@ -379,6 +380,7 @@ impl Producer {
             self.memory.header(offset).store(0, Ordering::Relaxed);
             at += RECORD_ALIGN as u64;
         }
+        debug_assert!(at > from, "the line kept free past a record was not zeroed");
         self.zeroed_to = at;
     }
 
