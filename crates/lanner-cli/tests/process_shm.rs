@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use lanner::ErrorKind;
+use lanner::transport::shm::DEFAULT_RING_CAPACITY;
 use lanner_cli::server_process::ServerProcess;
 use lanner_cli::services::{Echo, EchoProxy};
 use lanner_cli::transport_arg::TransportArg;
@@ -541,11 +542,14 @@ const REFUSED_AT_ONCE: Duration = Duration::from_secs(2);
 #[test]
 fn scribbling_over_the_region_closes_only_that_connection() {
     let server = server(TransportArg::Shm);
-    let capacity = Scribbler::connect(&server).capacity;
-    // Each write puts one record header (or garbage) where the server looks for the first
+    // The server offers rings of the default size (each scribbler checks it).
+    let capacity = DEFAULT_RING_CAPACITY as u64;
+    let lines = capacity as usize / 64;
+    let empty_fragment_line = [header(0, MORE | WRITTEN), vec![0; 56]].concat();
+    // Each write puts record headers (or garbage) where the server looks for the first
     // record, and each connection must be closed for it at once, not at the handshake's
     // deadline (5 s), which would close it anyway.
-    let cases: [(&str, Vec<u8>); 7] = [
+    let cases: [(&str, Vec<u8>); 8] = [
         (
             "a length far beyond the ring",
             header(u32::MAX - 7, WRITTEN),
@@ -563,35 +567,37 @@ fn scribbling_over_the_region_closes_only_that_connection() {
             "flags this version does not know",
             header(0, 0x80 | WRITTEN),
         ),
-        ("padding over the whole ring, which no producer writes", {
-            header(capacity as u32 - 8, 1 | WRITTEN)
-        }),
+        (
+            "padding over the whole ring, which no producer writes",
+            header(capacity as u32 - 8, PADDING | WRITTEN),
+        ),
         (
             "garbage over the whole data area",
             garbage(capacity as u32, 9),
         ),
+        (
+            // They add nothing to a message: republished lap after lap, they would keep
+            // the server's receiver taking them.
+            "a ring of empty fragments",
+            empty_fragment_line.repeat(lines),
+        ),
     ];
     for (case, bytes) in cases {
         let mut scribbler = Scribbler::connect(&server);
+        assert_eq!(scribbler.capacity, capacity, "the offered ring's size");
         scribbler.write(RING0_DATA, &bytes);
         scribbler.wake();
         eprintln!("case: {case}");
         expect_eof_within(&mut scribbler.socket, REFUSED_AT_ONCE);
     }
 
-    // A ring of empty fragments, which add nothing to a message: republished lap after
-    // lap, they would keep the server's receiver taking them.
-    let mut scribbler = Scribbler::connect(&server);
-    let empty_fragment = header(0, 2 | WRITTEN);
-    let line = [empty_fragment, vec![0; 56]].concat();
-    scribbler.write(RING0_DATA, &line.repeat(capacity as usize / 64));
-    scribbler.wake();
-    expect_eof_within(&mut scribbler.socket, REFUSED_AT_ONCE);
-
     still_serving(&server);
 }
 
-/// The flag every record header carries (see `lanner_shm::ring`).
+/// Record header flags (see `lanner_shm::ring`): padding, a fragment, and the flag every
+/// header carries.
+const PADDING: u32 = 1;
+const MORE: u32 = 2;
 const WRITTEN: u32 = 8;
 
 /// A ring record header: `len`, then `flags`, each a little-endian `u32`.
