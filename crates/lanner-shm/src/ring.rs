@@ -380,7 +380,11 @@ impl Producer {
             self.memory.header(offset).store(0, Ordering::Relaxed);
             at += RECORD_ALIGN as u64;
         }
-        debug_assert!(at > from, "the line kept free past a record was not zeroed");
+        // The free-space check leaves `SLACK` past every record, so the limit is past `from`.
+        debug_assert!(
+            at > from,
+            "no room to zero the line past a record: the free-space check and the limit disagree"
+        );
         self.zeroed_to = at;
     }
 
@@ -395,6 +399,16 @@ impl Producer {
         if end >= self.zeroed_to {
             self.zero_ahead(end);
         }
+        // Zeroed now or by an earlier batch: the rule the whole scheme rests on. Checked in
+        // this crate's own tests only: elsewhere a hostile consumer could write the word.
+        #[cfg(test)]
+        debug_assert_eq!(
+            self.memory
+                .header(self.memory.offset_of(end) as usize)
+                .load(Ordering::Relaxed),
+            0,
+            "the header word past a record is not zero"
+        );
         if start == self.published {
             self.withheld = word;
         } else {

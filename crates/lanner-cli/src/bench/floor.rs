@@ -6,8 +6,10 @@
 //!   pingpong`'s raw side does;
 //! - **core**: Lanner's protocol core alone (`lanner_proto::Connection`, sans-IO: call ids,
 //!   credits, frame encoding and validation) on both ends of the same rings, and a
-//!   one-entry table standing in for the export table. No runtime: no locks, futures,
-//!   tasks, pending-call table, call context or stub;
+//!   one-entry table standing in for the export table. Its frames are the ones a null
+//!   echo sends (plain: the header stamped on the stack and written into the ring with
+//!   the empty bulk segment after it, see `lanner_proto::PlainRequest`). No runtime: no
+//!   locks, futures, tasks, pending-call table, call context or stub;
 //! - **lanner**: a null call through the public API to a `lanner serve` process, as `bench
 //!   pingpong --sizes 0` makes it.
 //!
@@ -30,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use lanner::transport::shm::{DEFAULT_RING_CAPACITY, IN_PLACE_MIN};
-use lanner_proto::{Event, Limits, MessageBuilder, OutFrame, Status};
+use lanner_proto::{Event, Limits, PlainHead, PlainRequest};
 use lanner_shm::region::{Region, Side};
 use lanner_shm::{Consumer, Producer};
 use serde::Serialize;
@@ -322,21 +324,6 @@ fn send(rings: &mut Rings, parts: &[&[u8]]) -> Result<(), String> {
     }
 }
 
-/// Sends a protocol frame as one record.
-fn send_frame(rings: &mut Rings, frame: OutFrame) -> Result<(), String> {
-    let (head, segments) = frame.parts();
-    let sent = match segments {
-        [] => send(rings, &[head]),
-        _ => {
-            let mut parts: Vec<&[u8]> = vec![head];
-            parts.extend(segments.iter().map(|segment| &segment[..]));
-            send(rings, &parts)
-        }
-    };
-    frame.recycle();
-    sent
-}
-
 /// Sets its flag when dropped: the thread holding it is gone, however it left.
 struct Leaving(Arc<AtomicBool>);
 
@@ -384,9 +371,8 @@ fn serve_raw(mut rings: Rings, blocks: mpsc::Receiver<Block>) -> Result<(), Stri
 }
 
 fn core_round_trip(rings: &mut Rings, client: &mut lanner_proto::Connection) -> BlockResult {
-    let request = MessageBuilder::request(HANDLE, 0, 0, 0);
-    let (call_id, frame) = client.send_request(request).map_err(|(error, _)| error)?;
-    send_frame(rings, frame)?;
+    let (call_id, head) = stamp_request(client)?;
+    send(rings, &[head.as_bytes()])?;
     match client.handle_frame(receive(rings)?)? {
         Event::Response(response) if response.call_id == call_id => Ok(()),
         other => Err(format!("expected the answer to call {call_id}, got {other:?}").into()),
@@ -413,7 +399,7 @@ fn serve_core(mut rings: Rings, blocks: mpsc::Receiver<Block>) -> Result<(), Str
                 for _ in 0..count {
                     let frame = receive(&mut rings)?;
                     let answer = serve_one(&mut server, frame, &table)?;
-                    send_frame(&mut rings, answer)?;
+                    send(&mut rings, &[answer.as_bytes()])?;
                 }
             }
         }
@@ -421,23 +407,45 @@ fn serve_core(mut rings: Rings, blocks: mpsc::Receiver<Block>) -> Result<(), Str
     Ok(())
 }
 
-/// Decodes one request and stamps its answer, as the server's reader does before and after
-/// its dispatch.
+/// A null echo's request (an empty bulk payload, no inline arguments), stamped with a
+/// fresh call id and a credit spent, as a proxy's call stamps it. Its bulk segment is
+/// empty: the header is the whole frame.
+fn stamp_request(client: &mut lanner_proto::Connection) -> Result<(u64, PlainHead), String> {
+    let request = PlainRequest {
+        object: HANDLE,
+        slot: 0,
+        method: 0,
+        fingerprint: 0,
+        timeout: None,
+        one_way: false,
+        bulk: Some(Bytes::new()),
+    };
+    let (call_id, head, _empty) = client
+        .stamp_plain_request(request)
+        .map_err(|(error, _)| error.to_string())?;
+    Ok((call_id, head))
+}
+
+/// Decodes one request and stamps its answer (the empty payload echoed), as the server's
+/// reader does before and after its dispatch: a request for an object not in `table`
+/// is a protocol error here, where the server would answer NOT_FOUND.
 fn serve_one(
     server: &mut lanner_proto::Connection,
     frame: Bytes,
     table: &[u64],
-) -> Result<OutFrame, String> {
+) -> Result<PlainHead, String> {
     let Event::Request(request) = server.handle_frame(frame).map_err(|e| e.to_string())? else {
         return Err("expected a request".to_owned());
     };
-    let status = match table.contains(&request.object) {
-        true => Status::Ok,
-        false => Status::NotFound,
-    };
-    server
-        .send_response(request.call_id, MessageBuilder::response(status))
-        .map_err(|e| e.to_string())
+    if !table.contains(&request.object) {
+        return Err(format!("no object {:#x} in the table", request.object));
+    }
+    let max = server.peer_limits().max_frame_size;
+    let head = lanner_proto::stamp_plain_response(request.call_id, Some(&[]), max)
+        .ok_or("an empty answer is larger than the peer's frame limit")?;
+    // The answer is counted as the server's receiver counts one it stamped itself.
+    server.responses_sent(1).map_err(|e| e.to_string())?;
+    Ok(head)
 }
 
 /// The protocol core's round trip on one thread: both ends' work, frames handed over as
@@ -487,12 +495,9 @@ fn round_trips(
     arena: &mut CopyArena,
 ) -> Result<(), String> {
     for _ in 0..CPU_ROUND_TRIPS {
-        let request = MessageBuilder::request(HANDLE, 0, 0, 0);
-        let (call_id, frame) = client
-            .send_request(request)
-            .map_err(|(e, _)| e.to_string())?;
-        let answer = serve_one(server, arena.copied(frame), table)?;
-        match client.handle_frame(arena.copied(answer)) {
+        let (call_id, request) = stamp_request(client)?;
+        let answer = serve_one(server, arena.copied(request.as_bytes()), table)?;
+        match client.handle_frame(arena.copied(answer.as_bytes())) {
             Ok(Event::Response(r)) if r.call_id == call_id => {}
             other => return Err(format!("unexpected answer {other:?}")),
         }
@@ -505,13 +510,12 @@ fn round_trips(
 struct CopyArena(BytesMut);
 
 impl CopyArena {
-    /// `frame` as a receiver gets it from the ring, its header buffer back in its pool.
-    fn copied(&mut self, frame: OutFrame) -> Bytes {
-        if self.0.capacity() < frame.remaining() {
-            self.0 = BytesMut::with_capacity(COPY_ARENA.max(frame.remaining()));
+    /// `frame` as a receiver gets it from the ring.
+    fn copied(&mut self, frame: &[u8]) -> Bytes {
+        if self.0.capacity() < frame.len() {
+            self.0 = BytesMut::with_capacity(COPY_ARENA.max(frame.len()));
         }
-        frame.for_each_unwritten(|part| self.0.extend_from_slice(part));
-        frame.recycle();
+        self.0.extend_from_slice(frame);
         self.0.split().freeze()
     }
 }
