@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 
 use super::{FLAG_MORE, FLAG_PADDING, FLAG_PREFIXED, FLAG_WRITTEN, record_bytes, ring, send, word};
-use crate::ring::{Consumer, RingError, hostile_consumer};
+use crate::ring::{Consumer, Producer, RingError, hostile_consumer};
 
 const W: u32 = FLAG_WRITTEN;
 const AHEAD: RingError = RingError("a record lies more than a ring ahead of the consumer");
@@ -237,4 +237,41 @@ fn a_head_past_what_was_published_is_an_error_for_the_producer() {
     // names the unpublished record.
     consumer.shared().head().store(128, Ordering::Relaxed);
     assert!(producer.prepare_wait(8).is_err());
+}
+
+#[test]
+fn a_head_stored_early_does_not_let_the_producer_zero_a_pending_batch() {
+    // The consumer stores `head` lazily (a quarter of the ring at a time), but may store
+    // it at once, and a hostile one at any value it could have reached: here all it read.
+    // The producer then zeroes header words ahead up to a ring past that head, while a
+    // batch committed before the store is still unpublished: none of the batch's headers
+    // may be among them, or its records would never arrive.
+    let (mut producer, mut consumer, _, _) = ring(1024, 1024);
+    send(&mut producer, b"first", false);
+    assert_eq!(&consumer.try_recv().unwrap().unwrap().bytes[..], b"first");
+    let mut pending: Vec<Vec<u8>> = Vec::new();
+    // Commits one more record to the batch if it fits.
+    fn commit(producer: &mut Producer, pending: &mut Vec<Vec<u8>>) -> bool {
+        let bytes = format!("pending {}", pending.len()).into_bytes();
+        match producer.try_reserve(bytes.len()).unwrap() {
+            Some(mut reservation) => {
+                reservation.write(0, &bytes);
+                reservation.commit_unpublished(false);
+                pending.push(bytes);
+                true
+            }
+            None => false,
+        }
+    }
+    assert!(commit(&mut producer, &mut pending) && commit(&mut producer, &mut pending));
+    consumer.shared().head().store(64, Ordering::Relaxed);
+    // As many more as fit: every header placed zeroes ahead as far as the head allows.
+    while commit(&mut producer, &mut pending) {}
+    assert!(pending.len() > 10, "only {} records fit", pending.len());
+    producer.publish_pending();
+    for expected in &pending {
+        let record = consumer.try_recv().unwrap().expect("a record of the batch");
+        assert_eq!(&record.bytes[..], &expected[..]);
+    }
+    assert_eq!(consumer.try_recv().unwrap(), None);
 }
