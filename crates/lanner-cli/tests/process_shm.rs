@@ -107,7 +107,7 @@ impl Hostile {
     /// Waits (up to `within`) for the server to hang up, then returns the CLOSE frame it
     /// left in the ring, if any.
     fn expect_hang_up_within(mut self, within: Duration) -> Option<Close> {
-        expect_eof_within(&mut self.socket, within);
+        expect_eof_within(&mut self.socket, within, "waiting for the hang-up");
         let mut close = None;
         // Bounded: the ring holds at most a few frames from the server.
         for _ in 0..16 {
@@ -126,9 +126,9 @@ impl Hostile {
     }
 }
 
-/// Reads the setup socket until end of file (doorbell rings come first). Panics if the
-/// server keeps it open for `within`.
-fn expect_eof_within(socket: &mut UnixStream, within: Duration) {
+/// Reads the setup socket until end of file (doorbell rings come first). Panics, naming
+/// `case`, if the server keeps it open for `within`.
+fn expect_eof_within(socket: &mut UnixStream, within: Duration, case: &str) {
     let deadline = Instant::now() + within;
     let mut buf = [0u8; 256];
     while Instant::now() < deadline {
@@ -151,7 +151,7 @@ fn expect_eof_within(socket: &mut UnixStream, within: Duration) {
             Err(e) => panic!("reading the setup socket failed: {e}"),
         }
     }
-    panic!("the server did not close the connection within {within:?}");
+    panic!("{case}: the server did not close the connection within {within:?}");
 }
 
 fn assert_closed_with(close: Option<Close>, status: Status, needle: &str) {
@@ -587,8 +587,7 @@ fn scribbling_over_the_region_closes_only_that_connection() {
         assert_eq!(scribbler.capacity, capacity, "the offered ring's size");
         scribbler.write(RING0_DATA, &bytes);
         scribbler.wake();
-        eprintln!("case: {case}");
-        expect_eof_within(&mut scribbler.socket, REFUSED_AT_ONCE);
+        expect_eof_within(&mut scribbler.socket, REFUSED_AT_ONCE, case);
     }
 
     still_serving(&server);
@@ -635,7 +634,7 @@ fn idle_clients_do_not_stop_the_server() {
     let mut offer = [0u8; 16];
     let (len, _memfd) = lanner_shm::sys::recv_with_fds(silent.as_fd(), &mut offer).unwrap();
     assert_eq!(len, 16, "the silent client was offered a region");
-    expect_eof_within(&mut silent, grace);
+    expect_eof_within(&mut silent, grace, "a client silent after the offer");
 }
 
 #[test]

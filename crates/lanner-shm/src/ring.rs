@@ -399,8 +399,9 @@ impl Producer {
         if end >= self.zeroed_to {
             self.zero_ahead(end);
         }
-        // Zeroed now or by an earlier batch: the rule the whole scheme rests on. Checked in
-        // this crate's own tests only: elsewhere a hostile consumer could write the word.
+        // Zeroed just now or by an earlier `zero_ahead`: the rule the whole scheme rests on.
+        // Checked in this crate's own tests only: elsewhere a hostile consumer could write
+        // the word.
         #[cfg(test)]
         debug_assert_eq!(
             self.memory
