@@ -91,6 +91,13 @@ pub struct Traffic {
     /// while nothing else was outstanding (the "private socket" path: no hand-off from
     /// the connection's reader to the caller's thread).
     pub replies_to_their_caller: u64,
+    /// Calls whose caller spun for its reply on its own thread and gave up before it came
+    /// (the spin budget passed, or what arrived meanwhile was work for others): the thread
+    /// was held for nothing. Frequent when the peer's answers are slower than the spin
+    /// budget (lower it, see [`crate::ConnectionOptions::with_spin`]); a caller whose peer
+    /// runs on its own thread (a server on the same current-thread runtime) is kept from
+    /// spinning in vain on every call.
+    pub spins_unanswered: u64,
 }
 
 /// Where calls through a reference go: a connection and the object's handle on it.

@@ -265,6 +265,26 @@ impl Shadowing for Shadowed {
     }
 }
 
+/// A caller and a server on one current-thread runtime (what `#[tokio::test]` makes):
+/// the server answers only while the caller lets go of the thread, so a caller that spun
+/// at once for each reply, as a sequential caller does, would hold the thread for its
+/// whole spin budget on every call. After a spin that went unanswered it is held off,
+/// for ever longer, and spins in vain only now and then.
+#[tokio::test]
+async fn a_caller_whose_server_runs_on_its_thread_seldom_spins_in_vain() {
+    let (_server, _listening, _service) = serve_service("calls-same-thread", Server::new()).await;
+    let control: ControlProxy = lanner::connect(&url("calls-same-thread")).await.unwrap();
+    for i in 0..1000 {
+        assert_eq!(control.echo(i).await, Ok(i));
+    }
+    let traffic = control.object().traffic();
+    assert!(
+        traffic.spins_unanswered <= 16,
+        "{} of 1000 calls spun for their reply in vain",
+        traffic.spins_unanswered
+    );
+}
+
 #[tokio::test]
 async fn parameters_may_have_any_name() {
     let object = lanner::Object::new(ShadowingStub::new(Arc::new(Shadowed)));

@@ -123,6 +123,8 @@ pub(crate) struct Connection {
     messages_received: AtomicU64,
     /// Replies the waiting caller received itself (see [`crate::Traffic`]).
     replies_to_their_caller: AtomicU64,
+    /// Spins for a reply that ended without it (see [`crate::Traffic`]).
+    spins_unanswered: AtomicU64,
     /// Handles of the peer's objects whose last reference here was dropped, to be sent
     /// in the next RELEASE frame.
     releases: Mutex<releases::QueuedReleases>,
@@ -340,6 +342,7 @@ impl Connection {
                 peer_max_frame_size,
                 messages_received: AtomicU64::new(0),
                 replies_to_their_caller: AtomicU64::new(0),
+                spins_unanswered: AtomicU64::new(0),
                 releases: Mutex::default(),
                 hand_backs: Mutex::default(),
                 call_limit,
@@ -549,7 +552,14 @@ impl Connection {
             messages_received: self.messages_received.load(Ordering::Relaxed),
             payloads_lent: self.loans.payloads_lent(),
             replies_to_their_caller: self.replies_to_their_caller.load(Ordering::Relaxed),
+            spins_unanswered: self.spins_unanswered.load(Ordering::Relaxed),
         }
+    }
+
+    /// A caller spun for its reply and gave up (see [`crate::Traffic`]). Callers of other
+    /// threads may count at once: a read-modify-write, off the path of an answered call.
+    pub(super) fn count_unanswered_spin(&self) {
+        self.spins_unanswered.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A buffer of `len` bytes for a payload to send on this connection: in its loan area

@@ -202,7 +202,7 @@ impl PendingReply<'_> {
     fn spin_or_wait(&mut self, cx: &mut Context<'_>) -> Poll<Result<Answer, Error>> {
         let caller = cx.waker().data() as usize;
         let connection = &self.connection;
-        match self.phase {
+        let at_once = match self.phase {
             Phase::Alone if !connection.lone_caller.spins_at_once(caller) => {
                 self.phase = Phase::Yielded;
                 cx.waker().wake_by_ref();
@@ -213,17 +213,28 @@ impl PendingReply<'_> {
                 self.phase = Phase::Wait;
                 return self.wait(cx);
             }
-            Phase::Yielded => connection.lone_caller.remember(caller),
-            _ => {}
-        }
+            Phase::Yielded => {
+                connection.lone_caller.remember(caller);
+                false
+            }
+            _ => true,
+        };
         if let Some(reply) =
             connection.spin_for_reply(cx, self.call_id, self.mark_before_sending, self.deadline)
         {
             phase_marks::mark(Mark::ReplyTaken);
+            if at_once {
+                connection.lone_caller.spun_answered_at_once();
+            }
             // Taking the reply removed the call.
             self.armed = false;
             return Poll::Ready(reply.map_err(Error::after_sending));
         }
+        // The thread was held for nothing; if the reply can only come once this caller
+        // lets go of it (its peer runs here), spinning at once on its next calls would be
+        // in vain every time (see `lone_caller`).
+        connection.lone_caller.spun_unanswered(caller);
+        connection.count_unanswered_spin();
         connection.signal.kick();
         self.phase = Phase::Wait;
         self.wait(cx)
