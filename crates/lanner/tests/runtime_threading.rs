@@ -687,3 +687,114 @@ async fn child_queues_a_call_in_the_apartment() {
     // Bounded: the parent kills this process long before.
     tokio::time::sleep(std::time::Duration::from_secs(60)).await;
 }
+
+/// An apartment object that keeps what it is handed.
+#[lanner::interface]
+trait Board {
+    /// Holds the apartment for `millis`.
+    async fn hold(&self, millis: u64) -> Result<(), Error>;
+    /// Keeps `note`.
+    async fn take(&self, note: lanner::ObjRef<NoteProxy>) -> Result<(), Error>;
+}
+
+/// What a [`Board`] is handed.
+#[lanner::interface]
+trait Note {
+    async fn ping(&self) -> Result<(), Error>;
+}
+
+#[derive(Default)]
+struct Pinboard {
+    holding: AtomicU32,
+    taken: AtomicU32,
+    kept: Mutex<Vec<NoteProxy>>,
+}
+
+impl Board for Pinboard {
+    async fn hold(&self, millis: u64) -> Result<(), Error> {
+        self.holding.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(std::time::Duration::from_millis(millis)).await;
+        Ok(())
+    }
+
+    async fn take(&self, note: lanner::ObjRef<NoteProxy>) -> Result<(), Error> {
+        self.taken.fetch_add(1, Ordering::SeqCst);
+        if let Ok(note) = note.into_proxy() {
+            self.kept.lock().unwrap().push(note);
+        }
+        Ok(())
+    }
+}
+
+struct Sticky;
+
+impl Note for Sticky {
+    async fn ping(&self) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+/// A call whose request hands over a reference runs even when its caller gave it up
+/// (only its answer can tell the caller whether the reference was taken), but not once
+/// its connection has ended while it waited for its apartment: no answer can be sent,
+/// and running it would give the method a proxy of a dead connection, which would keep
+/// that connection's memory for as long as the object keeps the proxy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_handing_over_a_reference_does_not_run_once_its_connection_ended() {
+    let path = std::env::temp_dir().join(format!("lanner-dead-ref-{}.sock", std::process::id()));
+    let board = Arc::new(Pinboard::default());
+    let server = Server::new();
+    server.publish(
+        "board",
+        Object::new(BoardStub::new(board.clone())).in_apartment(),
+    );
+    let listening = server
+        .listen(&format!("unix://{}", path.display()))
+        .await
+        .unwrap();
+    let url = listening.endpoint().object_url("board");
+    let holder: BoardProxy = Client::new().connect(&url).await.unwrap();
+    let holding = tokio::spawn({
+        let holder = holder.clone();
+        async move { holder.hold(1_000).await }
+    });
+    while board.holding.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    // Another client, on a runtime of its own, queues a call behind the holding one and
+    // goes away with its runtime.
+    let doomed = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let doomed_board: BoardProxy = std::thread::spawn({
+        // Not from this test's runtime: a runtime cannot be driven from inside another.
+        let (handle, url) = (doomed.handle().clone(), url.clone());
+        move || handle.block_on(Client::new().connect::<BoardProxy>(&url))
+    })
+    .join()
+    .unwrap()
+    .unwrap();
+    let note = lanner::ObjRef::new(Object::new(NoteStub::new(Arc::new(Sticky))));
+    doomed.spawn({
+        let board = doomed_board.clone();
+        async move { board.take(note).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    std::thread::spawn(move || drop(doomed)).join().unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(!holding.is_finished(), "the holding call ended first");
+    assert_eq!(holding.await.unwrap(), Ok(()));
+    // Its turn has come and gone.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let taken = board.taken.load(Ordering::SeqCst);
+    let kept = board.kept.lock().unwrap().len();
+    drop(doomed_board);
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(
+        (taken, kept),
+        (0, 0),
+        "the call of a connection that had ended ran (and kept a proxy of it)"
+    );
+}

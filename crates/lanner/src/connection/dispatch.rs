@@ -356,10 +356,12 @@ impl Waiting {
     /// apartment) and whose caller no longer waits by then is answered without running.
     /// Not a one-way call, whose caller never waits (its connection's end, or its
     /// deadline, does not say it is unwanted: a client that sends one-way calls and exits
-    /// still has them run), nor a call whose request lists references: whether those went
-    /// unread (and are the caller's to take back) or were decoded (and are released as
-    /// the call is dropped) only its answer can tell, so it runs (a refusal among them
-    /// answers at once).
+    /// still has them run), nor a call whose request lists references while its
+    /// connection can still answer: whether those went unread (and are the caller's to
+    /// take back) or were decoded (and are released as the call is dropped) only its
+    /// answer can tell, so it runs (a refusal among them answers at once). Once the
+    /// connection has ended no answer goes anywhere, and the references name objects of a
+    /// connection that is gone: running would only hand the method proxies of it.
     pub(crate) async fn finish_unless_abandoned(self) {
         if self.abandoned() {
             self.answer_abandoned();
@@ -371,7 +373,10 @@ impl Waiting {
     /// Whether nobody waits for the call any more and it may be answered without running
     /// (see [`Waiting::finish_unless_abandoned`]).
     fn abandoned(&self) -> bool {
-        self.call.future.is_cancelled() && !self.call.to.one_way && self.call.to.listed.is_empty()
+        self.call.future.is_cancelled()
+            && !self.call.to.one_way
+            && (self.call.to.listed.is_empty()
+                || self.connection.answers_stopped.load(Ordering::Acquire))
     }
 
     /// Answers an abandoned call without running it.

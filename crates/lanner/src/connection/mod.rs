@@ -412,7 +412,10 @@ impl Connection {
             "the connection's runtime has shut down (a connection is served by the tokio \
              runtime it was made on; connect again from a runtime that runs)",
         ));
-        self.release_source();
+        // Writing stops here even if `fail` found the connection ended already: one closed
+        // on purpose just before left the rest of its writing (and the letting go of its
+        // transport) to a task of this runtime, which will not run now.
+        self.abort_writes();
     }
 
     /// How much the connection is used (see the idle module).
