@@ -30,7 +30,9 @@ use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 
 use super::stream::{StreamReadHalf, StreamWriteHalf};
-use super::sys::{recv_nonblocking, recv_uninit_nonblocking, send_slices_nonblocking};
+use super::sys::{
+    recv_nonblocking, recv_slice_nonblocking, recv_uninit_nonblocking, send_slices_nonblocking,
+};
 
 /// Splits a connected, non-blocking stream socket into halves that register it with the
 /// reactor only while one of them waits (see the module docs). Must be called within a
@@ -39,7 +41,8 @@ pub(super) fn split(socket: OwnedFd) -> (SocketReadHalf, SocketWriteHalf) {
     let socket = Arc::new(WatchedSocket {
         watch: Mutex::new(Watch::default()),
         runtime: tokio::runtime::Handle::current(),
-        fd: socket,
+        raw: socket.as_raw_fd(),
+        fd: Some(socket),
     });
     (
         SocketReadHalf {
@@ -59,7 +62,63 @@ struct WatchedSocket {
     watch: Mutex<Watch>,
     /// The runtime whose reactor the socket registers with.
     runtime: tokio::runtime::Handle,
-    fd: OwnedFd,
+    /// The descriptor, open as long as `self` (the halves use it through `raw`).
+    /// Always there until `Drop` hands it to [`drain_then_close`].
+    fd: Option<OwnedFd>,
+    /// `fd`'s number.
+    raw: RawFd,
+}
+
+/// How long a socket whose halves are both gone is still read, what arrives thrown
+/// away, before it is closed (see [`WatchedSocket`]'s `Drop`).
+const CLOSE_DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl Drop for WatchedSocket {
+    /// Both halves are gone, so the socket is shut down for writing (see
+    /// [`SocketWriteHalf`]'s `Drop`): what was written, and the end of stream after it,
+    /// are on their way. Closing it now with input unread (a frame the peer sent after
+    /// the reader stopped: a keepalive PING, a RELEASE) would make TCP answer with a reset
+    /// and throw away what the peer has not received yet, the tail of an answer and the
+    /// CLOSE saying why. So the socket is still read, and what arrives discarded, until
+    /// the peer ends its stream (at once, for a peer that got our end of stream) or for
+    /// [`CLOSE_DRAIN`] at most, and closed then: a "lingering close".
+    fn drop(&mut self) {
+        // Out of the epoll set before the descriptor goes to the draining task.
+        self.watch
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .registration = None;
+        if let Some(fd) = self.fd.take() {
+            // On a runtime that has shut down the task never runs: the descriptor is
+            // closed at once, dropped with it.
+            drop(self.runtime.spawn(drain_then_close(fd)));
+        }
+    }
+}
+
+/// Reads `socket` until its peer ends the stream, or for [`CLOSE_DRAIN`], discarding
+/// what arrives; the socket is closed as this returns.
+async fn drain_then_close(socket: OwnedFd) {
+    // SAFETY: the registration owns the descriptor, so it stays open as long as the
+    // registration does.
+    let Ok(socket) = (unsafe { AsyncFd::register_with_interest(socket, Interest::READABLE) })
+    else {
+        return;
+    };
+    let mut scratch = vec![0u8; 16 * 1024];
+    let drained = async {
+        loop {
+            let mut ready = socket.readable().await?;
+            match ready.try_io(|socket| recv_slice_nonblocking(socket.as_raw_fd(), &mut scratch)) {
+                Ok(Ok(0)) => return Ok(()),
+                // Something arrived, thrown away; or nothing after all (`try_io` cleared
+                // the readiness).
+                Ok(Ok(_)) | Err(_) => {}
+                Ok(Err(error)) => return Err::<(), io::Error>(error),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(CLOSE_DRAIN, drained).await;
 }
 
 /// Who waits on the socket through the reactor, and its registration while anyone does.
@@ -90,10 +149,11 @@ impl WatchedSocket {
         if watch.registration.is_none() {
             let _runtime = self.runtime.enter();
             // SAFETY: the descriptor is `self.fd`, open until `self` is dropped; the
-            // registration lives in `self.watch`, which is dropped before `self.fd`.
+            // registration lives in `self.watch`, which `Drop` empties before it lets go
+            // of `self.fd`.
             let registration = unsafe {
                 AsyncFd::register_with_interest(
-                    Descriptor(self.fd.as_raw_fd()),
+                    Descriptor(self.raw),
                     Interest::READABLE | Interest::WRITABLE,
                 )
             };
@@ -134,7 +194,7 @@ impl SocketReadHalf {
 impl StreamReadHalf for SocketReadHalf {
     #[inline]
     fn try_read(&mut self, buffer: &mut BytesMut) -> io::Result<usize> {
-        recv_nonblocking(self.socket.fd.as_raw_fd(), buffer)
+        recv_nonblocking(self.socket.raw, buffer)
     }
 
     fn stop_watching(&mut self) {
@@ -160,7 +220,7 @@ impl AsyncRead for SocketReadHalf {
             // SAFETY: `recv` writes at most `unfilled.len()` bytes into the unfilled part
             // and never reads it; exactly the bytes it reports are marked initialised.
             let unfilled = unsafe { buf.unfilled_mut() };
-            match recv_uninit_nonblocking(self.socket.fd.as_raw_fd(), unfilled) {
+            match recv_uninit_nonblocking(self.socket.raw, unfilled) {
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
                 Err(error) => return Poll::Ready(Err(error)),
                 Ok(received) => {
@@ -209,7 +269,7 @@ pub(super) struct SocketWriteHalf {
 impl StreamWriteHalf for SocketWriteHalf {
     #[inline]
     fn try_write_vectored(&mut self, slices: &[IoSlice<'_>]) -> io::Result<usize> {
-        send_slices_nonblocking(self.socket.fd.as_raw_fd(), slices)
+        send_slices_nonblocking(self.socket.raw, slices)
     }
 
     fn stop_watching(&mut self) {
@@ -247,7 +307,7 @@ impl AsyncWrite for SocketWriteHalf {
         if fresh {
             // A new registration knows nothing of the socket's state until the reactor
             // turns: room that came since the caller's last try goes unused until then.
-            match send_slices_nonblocking(this.socket.fd.as_raw_fd(), slices) {
+            match send_slices_nonblocking(this.socket.raw, slices) {
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
                 done => return Poll::Ready(done),
             }
@@ -271,13 +331,13 @@ impl AsyncWrite for SocketWriteHalf {
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(shutdown_writes(self.socket.fd.as_raw_fd()))
+        Poll::Ready(shutdown_writes(self.socket.raw))
     }
 }
 
 impl Drop for SocketWriteHalf {
     fn drop(&mut self) {
-        let _ = shutdown_writes(self.socket.fd.as_raw_fd());
+        let _ = shutdown_writes(self.socket.raw);
     }
 }
 

@@ -1,0 +1,135 @@
+//! A TCP connection the server closes while its client still reads a large answer, and
+//! after the client sent something the server no longer reads: the client still gets the
+//! whole answer, the CLOSE and a clean end of stream. Closed with input unread, a TCP
+//! socket answers with a reset that throws away what the peer has not received yet, so
+//! Lanner reads a closed socket until its peer's end of stream before it lets go of it
+//! (see `transport::watched_socket`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lanner::{Object, Server};
+use lanner_proto::frame::FrameKind;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+mod common;
+
+/// A raw TCP client whose receive buffer is small: what it has not read stays in the
+/// server's send buffer, as it does for a client far away or busy.
+async fn raw_tcp_client(address: &str) -> (tokio::net::TcpStream, lanner_proto::Connection) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(64 << 10).unwrap();
+    let mut socket = socket.connect(address.parse().unwrap()).await.unwrap();
+    let (mut proto, hello) = lanner_proto::Connection::client(lanner_proto::Limits::default());
+    socket.write_all(&hello).await.unwrap();
+    let welcome = common::read_frame(&mut socket).await.unwrap();
+    assert!(matches!(
+        proto.handle_frame(welcome),
+        Ok(lanner_proto::Event::Established { .. })
+    ));
+    (socket, proto)
+}
+
+/// Sends `builder` as a request.
+async fn call(
+    socket: &mut tokio::net::TcpStream,
+    proto: &mut lanner_proto::Connection,
+    builder: lanner_proto::MessageBuilder,
+) {
+    let (_, frame) = proto.send_request(builder).map_err(|(e, _)| e).unwrap();
+    socket.write_all(&frame.into_contiguous()).await.unwrap();
+}
+
+/// The handle of the object published as `name`, resolved through the root object.
+async fn resolve(
+    socket: &mut tokio::net::TcpStream,
+    proto: &mut lanner_proto::Connection,
+    name: &str,
+) -> u64 {
+    let fingerprint =
+        lanner::__private::method_fingerprint("resolve(String)->Result<ObjectRef,Error>");
+    let mut resolve = lanner_proto::MessageBuilder::request(0, 0, 0, fingerprint);
+    resolve
+        .inline()
+        .put_slice(&postcard::to_allocvec(name).unwrap());
+    call(socket, proto, resolve).await;
+    let response = match proto.handle_frame(common::read_frame(socket).await.unwrap()) {
+        Ok(lanner_proto::Event::Response(response)) => response,
+        other => panic!("expected a response, got {other:?}"),
+    };
+    postcard::take_from_bytes::<u64>(response.payload.inline_slice())
+        .unwrap()
+        .0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_reader_that_sent_a_frame_after_the_close_still_gets_its_answer_and_the_close() {
+    let server = Server::new().with_auth(lanner::ServerAuth::none());
+    let blobs = common::BlobsStub::new(Arc::new(common::Service::default()));
+    server.publish("blobs", Object::new(blobs));
+    let listening = server.listen("tcp://127.0.0.1:0").await.unwrap();
+    let address = listening.endpoint().to_string().replace("tcp://", "");
+    let (mut socket, mut proto) = raw_tcp_client(&address).await;
+    let handle = resolve(&mut socket, &mut proto, "blobs").await;
+
+    // An 8 MiB answer, which the client does not read yet.
+    let make = <common::BlobsProxy as lanner::Proxy>::METHODS
+        .iter()
+        .find(|method| method.name == "make")
+        .unwrap();
+    let mut request =
+        lanner_proto::MessageBuilder::request(handle, 0, make.ordinal, make.fingerprint);
+    request
+        .inline()
+        .put_slice(&postcard::to_allocvec(&(8u32 << 20, 7u8)).unwrap());
+    call(&mut socket, &mut proto, request).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // The server shuts down: once the grace has passed it sends CLOSE and stops reading,
+    // lingering (5 s) while the answer's tail and the CLOSE wait for the client.
+    let shutdown = tokio::spawn(listening.shutdown(Duration::from_millis(200)));
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    // A frame the server will never read (a keepalive PING; a RELEASE or CREDIT would do).
+    socket
+        .write_all(&lanner_proto::frame::encode_ping(42))
+        .await
+        .unwrap();
+
+    // Read at about 3 MB/s: the 8 MiB take some 2.6 s, well inside the linger.
+    let mut received = Vec::new();
+    let mut buffer = vec![0u8; 64 << 10];
+    let ended = loop {
+        match socket.read(&mut buffer).await {
+            Ok(0) => break Ok(()),
+            Ok(read) => received.extend_from_slice(&buffer[..read]),
+            Err(error) => break Err(error.to_string()),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let _ = shutdown.await;
+    let mut kinds = Vec::new();
+    let mut answer_len = 0;
+    let mut rest = &received[..];
+    while rest.len() >= 8 {
+        let len = u32::from_le_bytes(rest[..4].try_into().unwrap()) as usize;
+        if rest.len() < len {
+            break;
+        }
+        kinds.push(rest[4]);
+        if rest[4] == FrameKind::Response as u8 {
+            answer_len = len;
+        }
+        rest = &rest[len..];
+    }
+    assert_eq!(
+        ended,
+        Ok(()),
+        "reading ended in an error after {} bytes (frame kinds {kinds:?})",
+        received.len()
+    );
+    assert!(
+        answer_len > 8 << 20,
+        "the answer came cut short: {answer_len}"
+    );
+    assert_eq!(kinds.last(), Some(&(FrameKind::Close as u8)), "{kinds:?}");
+}
