@@ -292,31 +292,6 @@ async fn listen_anonymous(
         .unwrap()
 }
 
-/// The handle of the object published as `name`, from the root's `resolve` (postcard: the
-/// name's length, then its bytes; the answer starts with the handle, a varint).
-async fn resolve_raw(
-    socket: &mut tokio::net::UnixStream,
-    proto: &mut lanner_proto::Connection,
-    name: &str,
-) -> u64 {
-    use tokio::io::AsyncWriteExt;
-
-    let fingerprint =
-        lanner::__private::method_fingerprint("resolve(String)->Result<ObjectRef,Error>");
-    let mut resolve = lanner_proto::MessageBuilder::request(0, 0, 0, fingerprint);
-    let name = postcard::to_allocvec(name).unwrap();
-    resolve.inline().put_slice(&name);
-    let (_, frame) = proto.send_request(resolve).map_err(|(e, _)| e).unwrap();
-    socket.write_all(&frame.into_contiguous()).await.unwrap();
-    let response = match proto.handle_frame(common::read_frame(socket).await.unwrap()) {
-        Ok(lanner_proto::Event::Response(response)) => response,
-        other => panic!("expected a response, got {other:?}"),
-    };
-    postcard::take_from_bytes::<u64>(response.payload.inline_slice())
-        .unwrap()
-        .0
-}
-
 /// A raw client of `server` serving a `Blobs` object published as "blobs" (on a socket
 /// named after `tag`): the listener, the client's socket and protocol state, and the
 /// object's handle.
@@ -332,7 +307,7 @@ async fn raw_client_of_blobs(
     let blobs = common::BlobsStub::new(Arc::new(common::Service::default()));
     let listening = listen_anonymous(server, tag, "blobs", Object::new(blobs)).await;
     let (mut socket, mut proto) = common::raw_unix_client(&listening).await;
-    let handle = resolve_raw(&mut socket, &mut proto, "blobs").await;
+    let handle = common::resolve_raw(&mut socket, &mut proto, "blobs").await;
     (listening, socket, proto, handle)
 }
 
@@ -469,7 +444,7 @@ async fn a_shutdown_serves_requests_sent_before_the_client_read_its_goaway() {
     let slow = Object::new(SlowStub::new(Arc::new(SlowService)));
     let listening = listen_anonymous(server, "late-call", "slow", slow).await;
     let (mut socket, mut proto) = common::raw_unix_client(&listening).await;
-    let handle = resolve_raw(&mut socket, &mut proto, "slow").await;
+    let handle = common::resolve_raw(&mut socket, &mut proto, "slow").await;
 
     // The server starts shutting down with nothing running; the client, not having read
     // the GOAWAY yet, sends a request.
@@ -547,7 +522,7 @@ async fn a_request_crossing_an_idle_close_is_served_and_the_socket_let_go_at_onc
     let slow = Object::new(SlowStub::new(Arc::new(SlowService)));
     let listening = listen_anonymous(server, "idle-crossing", "slow", slow).await;
     let (mut socket, mut proto) = common::raw_unix_client(&listening).await;
-    let handle = resolve_raw(&mut socket, &mut proto, "slow").await;
+    let handle = common::resolve_raw(&mut socket, &mut proto, "slow").await;
 
     // The connection goes idle; the client, reading nothing meanwhile, sends a request
     // after the server decided to close it.
@@ -644,7 +619,7 @@ async fn a_call_id_reused_while_its_call_is_served_closes_the_connection() {
     let listening = listen_anonymous(server, "reused", "slow", slow).await;
     let (mut socket, mut proto) = common::raw_unix_client(&listening).await;
 
-    let handle = resolve_raw(&mut socket, &mut proto, "slow").await;
+    let handle = common::resolve_raw(&mut socket, &mut proto, "slow").await;
 
     // The same request twice, one call id: a method that waits until it is cancelled.
     let method = &<SlowProxy as lanner::Proxy>::METHODS[1];

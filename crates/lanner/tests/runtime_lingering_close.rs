@@ -40,28 +40,6 @@ async fn call(
     socket.write_all(&frame.into_contiguous()).await.unwrap();
 }
 
-/// The handle of the object published as `name`, resolved through the root object.
-async fn resolve(
-    socket: &mut tokio::net::TcpStream,
-    proto: &mut lanner_proto::Connection,
-    name: &str,
-) -> u64 {
-    let fingerprint =
-        lanner::__private::method_fingerprint("resolve(String)->Result<ObjectRef,Error>");
-    let mut resolve = lanner_proto::MessageBuilder::request(0, 0, 0, fingerprint);
-    resolve
-        .inline()
-        .put_slice(&postcard::to_allocvec(name).unwrap());
-    call(socket, proto, resolve).await;
-    let response = match proto.handle_frame(common::read_frame(socket).await.unwrap()) {
-        Ok(lanner_proto::Event::Response(response)) => response,
-        other => panic!("expected a response, got {other:?}"),
-    };
-    postcard::take_from_bytes::<u64>(response.payload.inline_slice())
-        .unwrap()
-        .0
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_reader_that_sent_a_frame_after_the_close_still_gets_its_answer_and_the_close() {
     let server = Server::new().with_auth(lanner::ServerAuth::none());
@@ -70,7 +48,7 @@ async fn a_slow_reader_that_sent_a_frame_after_the_close_still_gets_its_answer_a
     let listening = server.listen("tcp://127.0.0.1:0").await.unwrap();
     let address = listening.endpoint().to_string().replace("tcp://", "");
     let (mut socket, mut proto) = raw_tcp_client(&address).await;
-    let handle = resolve(&mut socket, &mut proto, "blobs").await;
+    let handle = common::resolve_raw(&mut socket, &mut proto, "blobs").await;
 
     // An 8 MiB answer, which the client does not read yet.
     let make = <common::BlobsProxy as lanner::Proxy>::METHODS

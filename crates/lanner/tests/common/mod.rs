@@ -420,6 +420,31 @@ where
     Ok(frame.into())
 }
 
+/// The handle of the object published as `name`, from the root's `resolve` over a raw
+/// stream (postcard: the name's length, then its bytes; the answer starts with the
+/// handle, a varint): for tests that speak the protocol without the runtime.
+pub async fn resolve_raw<S>(stream: &mut S, proto: &mut lanner_proto::Connection, name: &str) -> u64
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use tokio::io::AsyncWriteExt;
+
+    let fingerprint =
+        lanner::__private::method_fingerprint("resolve(String)->Result<ObjectRef,Error>");
+    let mut resolve = lanner_proto::MessageBuilder::request(0, 0, 0, fingerprint);
+    let name = postcard::to_allocvec(name).unwrap();
+    resolve.inline().put_slice(&name);
+    let (_, frame) = proto.send_request(resolve).map_err(|(e, _)| e).unwrap();
+    stream.write_all(&frame.into_contiguous()).await.unwrap();
+    let response = match proto.handle_frame(read_frame(stream).await.unwrap()) {
+        Ok(lanner_proto::Event::Response(response)) => response,
+        other => panic!("expected a response, got {other:?}"),
+    };
+    postcard::take_from_bytes::<u64>(response.payload.inline_slice())
+        .unwrap()
+        .0
+}
+
 /// Ends the test process with a message if the guard it returns is still alive after
 /// `limit`: for tests whose failure is a thread stuck in a loop that never yields, which
 /// neither a timeout future nor the runtime's shutdown can stop.
