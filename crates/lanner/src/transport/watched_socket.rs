@@ -22,6 +22,7 @@
 use std::io::{self, IoSlice};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, ready};
 
@@ -73,6 +74,16 @@ struct WatchedSocket {
 /// away, before it is closed (see [`WatchedSocket`]'s `Drop`).
 const CLOSE_DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// Sockets of the process being drained at most at once (see [`WatchedSocket`]'s
+/// `Drop`); beyond that a socket is closed at once. The connections a server counts
+/// against its limit end before their sockets drain: without a bound of its own, a peer
+/// that gets connection after connection closed (with garbage, say) and then keeps each
+/// socket open and trickling would make the process hold sockets beyond that limit.
+const MAX_DRAINING: usize = 1024;
+
+/// Sockets being drained now.
+static DRAINING: AtomicUsize = AtomicUsize::new(0);
+
 impl Drop for WatchedSocket {
     /// Both halves are gone, so the socket is shut down for writing (see
     /// [`SocketWriteHalf`]'s `Drop`): what was written, and the end of stream after it,
@@ -88,11 +99,29 @@ impl Drop for WatchedSocket {
             .get_mut()
             .unwrap_or_else(|e| e.into_inner())
             .registration = None;
-        if let Some(fd) = self.fd.take() {
-            // On a runtime that has shut down the task never runs: the descriptor is
-            // closed at once, dropped with it.
-            drop(self.runtime.spawn(drain_then_close(fd)));
+        let Some(fd) = self.fd.take() else {
+            return;
+        };
+        if DRAINING.fetch_add(1, Ordering::Relaxed) >= MAX_DRAINING {
+            DRAINING.fetch_sub(1, Ordering::Relaxed);
+            return;
         }
+        // On a runtime that has shut down the task never runs: the descriptor is closed
+        // at once, dropped with it (and the count with its guard).
+        let draining = Draining;
+        drop(self.runtime.spawn(async move {
+            drain_then_close(fd).await;
+            drop(draining);
+        }));
+    }
+}
+
+/// One of [`DRAINING`], given back when dropped.
+struct Draining;
+
+impl Drop for Draining {
+    fn drop(&mut self) {
+        DRAINING.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -105,7 +134,7 @@ async fn drain_then_close(socket: OwnedFd) {
     else {
         return;
     };
-    let mut scratch = vec![0u8; 16 * 1024];
+    let mut scratch = [0u8; 4096];
     let drained = async {
         loop {
             let mut ready = socket.readable().await?;
