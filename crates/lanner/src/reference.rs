@@ -4,8 +4,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures_util::FutureExt;
-
 use crate::client::Client;
 use crate::connection::Connection;
 use crate::error::{Error, ErrorKind};
@@ -138,8 +136,11 @@ struct Handoff {
 }
 
 /// A claim running on a task of its own, shared by the callers waiting for it.
-type Claim =
-    futures_util::future::Shared<futures_util::future::BoxFuture<'static, Result<Target, Error>>>;
+/// (A `watch` rather than a `futures::Shared`: a `Shared` clone that polls the claim and is
+/// then dropped, by a caller giving up, can swallow the wake-up of the others, which then
+/// wait forever: futures-rs issue 2706.) `None` while the claim runs; the channel closes
+/// without a value if its task is dropped (it panicked, or its runtime shut down).
+type Claim = tokio::sync::watch::Receiver<Option<Result<Target, Error>>>;
 
 /// How long a claim may take before it gives up (connecting is bounded by the handshake
 /// timeout, redeeming by the server's wait for the grant; this bounds a server that
@@ -301,12 +302,23 @@ impl ObjectRef {
         current: Target,
         deadline: Option<Instant>,
     ) -> Result<Target, Error> {
-        if self.inner.claimed.load(Ordering::Acquire) && current.connection.usable() {
+        if self.inner.claimed.load(Ordering::Acquire)
+            && current.connection.usable()
+            && !self.is_placeholder(&current)
+        {
             return Ok(current);
         }
         // Reconnecting and claiming are rare and their futures large: boxed, so that every
         // call's future (moved whenever a caller pushes it into a set or a task) stays small.
         Box::pin(self.settle_target(current, deadline)).await
+    }
+
+    /// Whether `target` is what a reference handed over by a third party calls before it
+    /// is claimed (the connection it arrived on, handle 0): read before a concurrent claim
+    /// completed, it must not be called.
+    fn is_placeholder(&self, target: &Target) -> bool {
+        target.handle == crate::connection::ROOT_HANDLE
+            && matches!(self.inner.origin.as_deref(), Some(Origin::Handoff(_)))
     }
 
     /// [`ObjectRef::usable_target`] when the reference must reconnect or be claimed.
@@ -321,7 +333,18 @@ impl ObjectRef {
                 // passes, or it drops the call) stops waiting for it, not the claim. Given
                 // up halfway, the claim would spend the token on an answer nobody takes,
                 // and the reference could never be claimed again.
-                let claim = self.claim(handoff, &current);
+                let mut claim = self.claim(handoff, &current);
+                let endpoint = handoff.endpoint.clone();
+                let claim = async move {
+                    match claim.wait_for(Option::is_some).await {
+                        Ok(done) => done
+                            .clone()
+                            .expect("`wait_for` returns once there is a value"),
+                        Err(_) => Err(Error::unavailable(format!(
+                            "claiming the object at {endpoint} handed over by a third party stopped: it panicked, or its runtime shut down"
+                        ))),
+                    }
+                };
                 let runtime = current.connection.timer_runtime();
                 crate::connection::until(&runtime, deadline, claim, || {
                     Error::new(
@@ -334,6 +357,9 @@ impl ObjectRef {
                 })
                 .await?
             }
+            // Claimed since `current` was read: that may be the placeholder (the
+            // connection the reference arrived on, which it never calls).
+            Some(Origin::Handoff(_)) => Ok(self.current_target()),
             Some(Origin::Url(origin)) if !current.connection.usable() => {
                 if let Ok(here) = tokio::runtime::Handle::try_current() {
                     // The new connection runs on the caller's runtime, and its setup is
@@ -398,35 +424,26 @@ impl ObjectRef {
     /// arrived on.
     fn claim(&self, handoff: &Handoff, current: &Target) -> Claim {
         let mut claim = handoff.claim.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(running) = claim.as_ref().filter(|running| running.peek().is_none()) {
+        // Still running: no value yet, and its task still holds the sender.
+        if let Some(running) = claim
+            .as_ref()
+            .filter(|running| running.borrow().is_none() && running.has_changed().is_ok())
+        {
             return running.clone();
         }
+        let (done, running) = tokio::sync::watch::channel(None);
         let reference = self.clone();
-        let task = current.connection.runtime().spawn(async move {
-            tokio::time::timeout(CLAIM_LIMIT, reference.redeem_handed_over())
+        drop(current.connection.runtime().spawn(async move {
+            let claimed = tokio::time::timeout(CLAIM_LIMIT, reference.redeem_handed_over())
                 .await
                 .unwrap_or_else(|_| {
                     Err(Error::unavailable(format!(
                         "claiming the object at {} handed over by a third party: no answer within {CLAIM_LIMIT:?}",
                         reference.peer()
                     )))
-                })
-        });
-        let endpoint = handoff.endpoint.clone();
-        let running = async move {
-            task.await.unwrap_or_else(|stopped| {
-                let why = if stopped.is_panic() {
-                    "it panicked"
-                } else {
-                    "its runtime shut down"
-                };
-                Err(Error::unavailable(format!(
-                    "claiming the object at {endpoint} handed over by a third party stopped: {why}"
-                )))
-            })
-        }
-        .boxed()
-        .shared();
+                });
+            done.send_replace(Some(claimed));
+        }));
         *claim = Some(running.clone());
         running
     }
