@@ -101,23 +101,40 @@ fn unix(tag: &str) -> String {
     format!("unix://{}", path.display())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_call_racing_the_claim_never_goes_to_the_connection_the_reference_arrived_on() {
+/// The three parties: B serves counters (made by its "maker"), C races calls through
+/// the counters A hands it (its "racer"), and A is a client of both. No caller of C's
+/// spins for its reply on its own thread (the racing calls are polled once on plain
+/// threads and given up). The servers and their listeners are kept for as long as the
+/// parties are used.
+struct Parties {
+    _servers: [(Server, lanner::Listening); 2],
+    maker: MakerProxy,
+    racer: RacerProxy,
+}
+
+async fn three_parties(tag: &str) -> Parties {
     let b_server = Server::new();
     b_server.publish("maker", Object::new(MakerStub::new(Arc::new(MakerImpl))));
-    let b = b_server.listen(&unix("b")).await.unwrap();
-    // No caller spins for its reply on its own thread (the spinners below are plain
-    // threads that give their calls up after one poll).
+    let b = b_server.listen(&unix(&format!("{tag}-b"))).await.unwrap();
     let quiet = || ConnectionOptions::default().with_spin(Duration::ZERO);
     let c_server = Server::with_options(quiet()).with_handoff_client(Client::with_options(quiet()));
     c_server.publish("racer", Object::new(RacerStub::new(Arc::new(RacerImpl))));
-    let c = c_server.listen(&unix("c")).await.unwrap();
-
-    // A: a client of both (it hands B's counters to C).
+    let c = c_server.listen(&unix(&format!("{tag}-c"))).await.unwrap();
     let a = Client::new();
-    let maker: MakerProxy = a.connect(&b.endpoint().object_url("maker")).await.unwrap();
-    let racer: RacerProxy = a.connect(&c.endpoint().object_url("racer")).await.unwrap();
+    let maker = a.connect(&b.endpoint().object_url("maker")).await.unwrap();
+    let racer = a.connect(&c.endpoint().object_url("racer")).await.unwrap();
+    Parties {
+        _servers: [(b_server, b), (c_server, c)],
+        maker,
+        racer,
+    }
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_racing_the_claim_never_goes_to_the_connection_the_reference_arrived_on() {
+    // Bound whole: a pattern with `..` would drop the servers at once.
+    let parties = three_parties("race").await;
+    let (maker, racer) = (&parties.maker, &parties.racer);
     let mut spins = 0;
     for trial in 0..300 {
         let counter = maker.make().await.unwrap();
@@ -147,16 +164,9 @@ async fn a_call_racing_the_claim_never_goes_to_the_connection_the_reference_arri
 /// waiting for ever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_waiting_for_a_claim_is_answered_when_other_callers_give_up_theirs() {
-    let b_server = Server::new();
-    b_server.publish("maker", Object::new(MakerStub::new(Arc::new(MakerImpl))));
-    let b = b_server.listen(&unix("hang-b")).await.unwrap();
-    let quiet = || ConnectionOptions::default().with_spin(Duration::ZERO);
-    let c_server = Server::with_options(quiet()).with_handoff_client(Client::with_options(quiet()));
-    c_server.publish("racer", Object::new(RacerStub::new(Arc::new(RacerImpl))));
-    let c = c_server.listen(&unix("hang-c")).await.unwrap();
-    let a = Client::new();
-    let maker: MakerProxy = a.connect(&b.endpoint().object_url("maker")).await.unwrap();
-    let racer: RacerProxy = a.connect(&c.endpoint().object_url("racer")).await.unwrap();
+    // Bound whole: a pattern with `..` would drop the servers at once.
+    let parties = three_parties("hang").await;
+    let (maker, racer) = (&parties.maker, &parties.racer);
     for trial in 0..100 {
         let counter = maker.make().await.unwrap();
         if let Err(error) = racer.race(counter).await {

@@ -30,16 +30,6 @@ async fn raw_tcp_client(address: &str) -> (tokio::net::TcpStream, lanner_proto::
     (socket, proto)
 }
 
-/// Sends `builder` as a request.
-async fn call(
-    socket: &mut tokio::net::TcpStream,
-    proto: &mut lanner_proto::Connection,
-    builder: lanner_proto::MessageBuilder,
-) {
-    let (_, frame) = proto.send_request(builder).map_err(|(e, _)| e).unwrap();
-    socket.write_all(&frame.into_contiguous()).await.unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_reader_that_sent_a_frame_after_the_close_still_gets_its_answer_and_the_close() {
     let server = Server::new().with_auth(lanner::ServerAuth::none());
@@ -60,7 +50,8 @@ async fn a_slow_reader_that_sent_a_frame_after_the_close_still_gets_its_answer_a
     request
         .inline()
         .put_slice(&postcard::to_allocvec(&(8u32 << 20, 7u8)).unwrap());
-    call(&mut socket, &mut proto, request).await;
+    let (_, frame) = proto.send_request(request).map_err(|(e, _)| e).unwrap();
+    socket.write_all(&frame.into_contiguous()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     // The server shuts down: once the grace has passed it sends CLOSE and stops reading,

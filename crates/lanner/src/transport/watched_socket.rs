@@ -58,8 +58,8 @@ pub(super) fn split(socket: OwnedFd) -> (SocketReadHalf, SocketWriteHalf) {
 
 #[derive(Debug)]
 struct WatchedSocket {
-    // Declared before `fd`, so dropped first: the socket leaves the epoll set before it
-    // is closed.
+    /// `Drop` empties its registration before it lets go of `fd`: the socket leaves the
+    /// epoll set before it is closed.
     watch: Mutex<Watch>,
     /// The runtime whose reactor the socket registers with.
     runtime: tokio::runtime::Handle,
