@@ -1,43 +1,93 @@
-//! A TCP connection the server closes while its client still reads a large answer, and
-//! after the client sent something the server no longer reads: the client still gets the
-//! whole answer, the CLOSE and a clean end of stream. Closed with input unread, a TCP
-//! socket answers with a reset that throws away what the peer has not received yet, so
-//! Lanner reads a closed socket until its peer's end of stream before it lets go of it
-//! (see `transport::watched_socket`).
+//! A TCP (or TLS) connection the server closes while its client still reads a large
+//! answer, and after the client sent something the server no longer reads: the client
+//! still gets the whole answer, the CLOSE and a clean end of stream. Closed with input
+//! unread, a TCP socket answers with a reset that throws away what the peer has not
+//! received yet, so Lanner reads a closed socket until its peer's end of stream before it
+//! lets go of it (see `transport::lingering_close`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use lanner::{Object, Server};
+use lanner_proto::auth::{Mechanism, TransportAuthentication};
 use lanner_proto::frame::FrameKind;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 mod common;
 
-/// A raw TCP client whose receive buffer is small: what it has not read stays in the
+/// A TCP socket whose receive buffer is small: what its reader has not read stays in the
 /// server's send buffer, as it does for a client far away or busy.
-async fn raw_tcp_client(address: &str) -> (tokio::net::TcpStream, lanner_proto::Connection) {
+async fn small_receiver(address: &str) -> tokio::net::TcpStream {
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.set_recv_buffer_size(64 << 10).unwrap();
-    let mut socket = socket.connect(address.parse().unwrap()).await.unwrap();
-    let (mut proto, hello) = lanner_proto::Connection::client(lanner_proto::Limits::default());
-    socket.write_all(&hello).await.unwrap();
-    let welcome = common::read_frame(&mut socket).await.unwrap();
-    assert!(matches!(
-        proto.handle_frame(welcome),
-        Ok(lanner_proto::Event::Established { .. })
-    ));
-    (socket, proto)
+    socket.connect(address.parse().unwrap()).await.unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_slow_reader_that_sent_a_frame_after_the_close_still_gets_its_answer_and_the_close() {
-    let server = Server::new().with_auth(lanner::ServerAuth::none());
+/// Sends HELLO (asking for `mechanism`) on `stream` and takes the WELCOME: a client
+/// speaking the raw protocol.
+async fn establish<S>(stream: &mut S, mechanism: Mechanism) -> lanner_proto::Connection
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let (mut proto, hello) = lanner_proto::Connection::client_with(
+        lanner_proto::Limits::default(),
+        Box::new(TransportAuthentication::client(mechanism)),
+    );
+    stream.write_all(&hello).await.unwrap();
+    let welcome = common::read_frame(stream).await.unwrap();
+    let established = proto.handle_frame(welcome);
+    assert!(
+        matches!(established, Ok(lanner_proto::Event::Established { .. })),
+        "{established:?}"
+    );
+    proto
+}
+
+/// A server publishing `blobs` on loopback TCP, with `auth`; its address (`host:port`).
+async fn blobs_server(auth: lanner::ServerAuth) -> (lanner::Listening, String) {
+    let server = Server::new().with_auth(auth);
     let blobs = common::BlobsStub::new(Arc::new(common::Service::default()));
     server.publish("blobs", Object::new(blobs));
     let listening = server.listen("tcp://127.0.0.1:0").await.unwrap();
     let address = listening.endpoint().to_string().replace("tcp://", "");
-    let (mut socket, mut proto) = raw_tcp_client(&address).await;
+    (listening, address)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_reader_that_sent_a_frame_after_the_close_still_gets_its_answer_and_the_close() {
+    let (listening, address) = blobs_server(lanner::ServerAuth::none()).await;
+    let mut socket = small_receiver(&address).await;
+    let proto = establish(&mut socket, Mechanism::None).await;
+    read_slowly_across_shutdown(listening, socket, proto).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_tls_reader_that_sent_a_record_after_the_close_still_gets_its_answer_and_the_close()
+{
+    let pki = common::pki::Pki::new();
+    let auth = lanner::ServerAuth::tls(common::pki::tls_server_config(&pki, true));
+    let (listening, address) = blobs_server(auth).await;
+    let connector =
+        tokio_rustls::TlsConnector::from(common::pki::tls_client_config(&pki, Some("reader")));
+    let name = lanner::rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut socket = connector
+        .connect(name, small_receiver(&address).await)
+        .await
+        .unwrap();
+    let proto = establish(&mut socket, Mechanism::Tls).await;
+    read_slowly_across_shutdown(listening, socket, proto).await;
+}
+
+/// Asks for an 8 MiB answer without reading it, lets the server shut down, sends a frame
+/// the server no longer reads, then reads slowly: the whole answer, the CLOSE and the end
+/// of the stream must arrive.
+async fn read_slowly_across_shutdown<S>(
+    listening: lanner::Listening,
+    mut socket: S,
+    mut proto: lanner_proto::Connection,
+) where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
     let handle = common::resolve_raw(&mut socket, &mut proto, "blobs").await;
 
     // An 8 MiB answer, which the client does not read yet.
@@ -71,6 +121,10 @@ async fn a_slow_reader_that_sent_a_frame_after_the_close_still_gets_its_answer_a
         match socket.read(&mut buffer).await {
             Ok(0) => break Ok(()),
             Ok(read) => received.extend_from_slice(&buffer[..read]),
+            // TLS: the end of the stream without a `close_notify`, which the server sends
+            // only if its socket has room for it as it lets go (it does not wait): a
+            // clean end for Lanner, which frames its messages.
+            Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => break Ok(()),
             Err(error) => break Err(error.to_string()),
         }
         tokio::time::sleep(Duration::from_millis(20)).await;

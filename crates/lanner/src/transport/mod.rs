@@ -29,6 +29,7 @@ pub mod tcp;
 pub mod tls;
 pub mod unix;
 
+mod lingering_close;
 mod listener;
 mod page_padding;
 mod recv_buffer;

@@ -48,10 +48,12 @@
 //! without waiting) and shuts down the socket's sending side, as plain TCP does. A peer
 //! that closes without `close_notify` is treated like a TCP close: between frames it is a
 //! clean close, in the middle of a frame an error. Frames carry their own lengths, so a
-//! truncation cannot pass for a complete frame.
+//! truncation cannot pass for a complete frame. Once both halves are gone the socket is
+//! read until the peer's end of stream before it is closed, as plain TCP's is (see
+//! `lingering_close`).
 
 use std::io::{self, IoSlice};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
@@ -69,6 +71,7 @@ use tokio_util::io::poll_read_buf;
 pub use rustls;
 
 use super::Transport;
+use super::lingering_close::close_lingering;
 use super::stream::{StreamReadHalf, StreamSink, StreamSource, StreamWriteHalf};
 use super::sys::{recv_slice_nonblocking, send_slices_nonblocking};
 
@@ -314,9 +317,19 @@ fn from_stream(
 /// one receive reading, and the stream's lock held against the writing half, for as long
 /// as it kept sending. After [`MAX_READS_PER_STEP`] reads a step stops as if the socket
 /// were empty, waking its task if it was waiting, so it is polled again after the others.
+///
+/// Dropped (with the TLS stream, once both halves are gone), it hands the socket to
+/// [`close_lingering`]: closing a socket with input unread would reset the connection and
+/// throw away what the peer has not received yet (the tail of an answer, the CLOSE and
+/// the `close_notify`), and the peer may have sent records nobody reads any more.
 #[derive(Debug)]
 struct SocketIo {
-    stream: TcpStream,
+    /// The socket; always there until `Drop` takes it.
+    stream: Option<TcpStream>,
+    /// Its descriptor's number.
+    raw: RawFd,
+    /// The runtime that drains the socket once it is dropped.
+    runtime: tokio::runtime::Handle,
     register_reads: bool,
     register_writes: bool,
     reads_left: u32,
@@ -329,13 +342,34 @@ const MAX_READS_PER_STEP: u32 = 8;
 
 impl SocketIo {
     /// Both directions register, and reads are not counted (for the handshake, which one
-    /// task drives, under the handshake's deadline).
+    /// task drives, under the handshake's deadline). Must be called within a tokio
+    /// runtime (the one `stream` is registered with).
     fn new(stream: TcpStream) -> SocketIo {
         SocketIo {
-            stream,
+            raw: stream.as_raw_fd(),
+            stream: Some(stream),
+            runtime: tokio::runtime::Handle::current(),
             register_reads: true,
             register_writes: true,
             reads_left: u32::MAX,
+        }
+    }
+
+    /// The socket, through tokio (for waits that register with the reactor).
+    fn tcp(&mut self) -> Pin<&mut TcpStream> {
+        Pin::new(self.stream.as_mut().expect("open until dropped"))
+    }
+}
+
+impl Drop for SocketIo {
+    fn drop(&mut self) {
+        let Some(stream) = self.stream.take() else {
+            return;
+        };
+        // Out of the reactor first. If that fails (its runtime has shut down), the
+        // descriptor is closed at once.
+        if let Ok(stream) = stream.into_std() {
+            close_lingering(&self.runtime, stream.into());
         }
     }
 }
@@ -355,7 +389,7 @@ impl AsyncRead for SocketIo {
         }
         if this.register_reads {
             // Waiting: tokio reads (and registers the waker when the socket is empty).
-            let read = Pin::new(&mut this.stream).poll_read(cx, buf);
+            let read = this.tcp().poll_read(cx, buf);
             if read.is_ready() {
                 this.reads_left -= 1;
             }
@@ -363,7 +397,7 @@ impl AsyncRead for SocketIo {
         }
         loop {
             // rustls reads into its own (initialised) buffer, so this initialises nothing.
-            match recv_slice_nonblocking(this.stream.as_raw_fd(), buf.initialize_unfilled()) {
+            match recv_slice_nonblocking(this.raw, buf.initialize_unfilled()) {
                 Ok(received) => {
                     this.reads_left -= 1;
                     buf.advance(received);
@@ -393,7 +427,7 @@ impl AsyncWrite for SocketIo {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         loop {
-            match send_slices_nonblocking(this.stream.as_raw_fd(), bufs) {
+            match send_slices_nonblocking(this.raw, bufs) {
                 Ok(sent) => return Poll::Ready(Ok(sent)),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -401,7 +435,7 @@ impl AsyncWrite for SocketIo {
             }
         }
         if this.register_writes {
-            Pin::new(&mut this.stream).poll_write_vectored(cx, bufs)
+            this.tcp().poll_write_vectored(cx, bufs)
         } else {
             Poll::Pending
         }
@@ -416,7 +450,7 @@ impl AsyncWrite for SocketIo {
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+        self.get_mut().tcp().poll_shutdown(cx)
     }
 }
 
@@ -556,7 +590,7 @@ impl Drop for TlsWriteHalf {
             // close_notify did not fit: shut down the socket anyway. Shutting down a TCP
             // socket never waits.
             let (socket, _) = stream.get_mut();
-            let _ = Pin::new(&mut socket.stream).poll_shutdown(&mut cx);
+            let _ = socket.tcp().poll_shutdown(&mut cx);
         }
     }
 }

@@ -22,7 +22,6 @@
 use std::io::{self, IoSlice};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, ready};
 
@@ -30,10 +29,9 @@ use bytes::BytesMut;
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 
+use super::lingering_close::close_lingering;
 use super::stream::{StreamReadHalf, StreamWriteHalf};
-use super::sys::{
-    recv_nonblocking, recv_slice_nonblocking, recv_uninit_nonblocking, send_slices_nonblocking,
-};
+use super::sys::{recv_nonblocking, recv_uninit_nonblocking, send_slices_nonblocking};
 
 /// Splits a connected, non-blocking stream socket into halves that register it with the
 /// reactor only while one of them waits (see the module docs). Must be called within a
@@ -64,25 +62,11 @@ struct WatchedSocket {
     /// The runtime whose reactor the socket registers with.
     runtime: tokio::runtime::Handle,
     /// The descriptor, open as long as `self` (the halves use it through `raw`).
-    /// Always there until `Drop` hands it to [`drain_then_close`].
+    /// Always there until `Drop` hands it to [`close_lingering`].
     fd: Option<OwnedFd>,
     /// `fd`'s number.
     raw: RawFd,
 }
-
-/// How long a socket whose halves are both gone is still read, what arrives thrown
-/// away, before it is closed (see [`WatchedSocket`]'s `Drop`).
-const CLOSE_DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Sockets of the process being drained at most at once (see [`WatchedSocket`]'s
-/// `Drop`); beyond that a socket is closed at once. The connections a server counts
-/// against its limit end before their sockets drain: without a bound of its own, a peer
-/// that gets connection after connection closed (with garbage, say) and then keeps each
-/// socket open and trickling would make the process hold sockets beyond that limit.
-const MAX_DRAINING: usize = 1024;
-
-/// Sockets being drained now.
-static DRAINING: AtomicUsize = AtomicUsize::new(0);
 
 impl Drop for WatchedSocket {
     /// Both halves are gone, so the socket is shut down for writing (see
@@ -90,9 +74,7 @@ impl Drop for WatchedSocket {
     /// are on their way. Closing it now with input unread (a frame the peer sent after
     /// the reader stopped: a keepalive PING, a RELEASE) would make TCP answer with a reset
     /// and throw away what the peer has not received yet, the tail of an answer and the
-    /// CLOSE saying why. So the socket is still read, and what arrives discarded, until
-    /// the peer ends its stream (at once, for a peer that got our end of stream) or for
-    /// [`CLOSE_DRAIN`] at most, and closed then: a "lingering close".
+    /// CLOSE saying why. So the socket goes to [`close_lingering`].
     fn drop(&mut self) {
         // Out of the epoll set before the descriptor goes to the draining task.
         self.watch
@@ -102,52 +84,8 @@ impl Drop for WatchedSocket {
         let Some(fd) = self.fd.take() else {
             return;
         };
-        if DRAINING.fetch_add(1, Ordering::Relaxed) >= MAX_DRAINING {
-            DRAINING.fetch_sub(1, Ordering::Relaxed);
-            return;
-        }
-        // On a runtime that has shut down the task never runs: the descriptor is closed
-        // at once, dropped with it (and the count with its guard).
-        let draining = Draining;
-        drop(self.runtime.spawn(async move {
-            drain_then_close(fd).await;
-            drop(draining);
-        }));
+        close_lingering(&self.runtime, fd);
     }
-}
-
-/// One of [`DRAINING`], given back when dropped.
-struct Draining;
-
-impl Drop for Draining {
-    fn drop(&mut self) {
-        DRAINING.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// Reads `socket` until its peer ends the stream, or for [`CLOSE_DRAIN`], discarding
-/// what arrives; the socket is closed as this returns.
-async fn drain_then_close(socket: OwnedFd) {
-    // SAFETY: the registration owns the descriptor, so it stays open as long as the
-    // registration does.
-    let Ok(socket) = (unsafe { AsyncFd::register_with_interest(socket, Interest::READABLE) })
-    else {
-        return;
-    };
-    let mut scratch = [0u8; 4096];
-    let drained = async {
-        loop {
-            let mut ready = socket.readable().await?;
-            match ready.try_io(|socket| recv_slice_nonblocking(socket.as_raw_fd(), &mut scratch)) {
-                Ok(Ok(0)) => return Ok(()),
-                // Something arrived, thrown away; or nothing after all (`try_io` cleared
-                // the readiness).
-                Ok(Ok(_)) | Err(_) => {}
-                Ok(Err(error)) => return Err::<(), io::Error>(error),
-            }
-        }
-    };
-    let _ = tokio::time::timeout(CLOSE_DRAIN, drained).await;
 }
 
 /// Who waits on the socket through the reactor, and its registration while anyone does.

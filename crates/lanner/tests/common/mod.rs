@@ -13,6 +13,8 @@ use lanner::{Bytes, Client, Listening, Object, Proxy, Server};
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 
+pub mod pki;
+
 /// The application error of [`Calculator`]: typed variants plus the transport's errors.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum CalcError {
