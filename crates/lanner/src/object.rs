@@ -117,7 +117,10 @@ impl Object {
     /// method that waits for a call back into the same object (directly or through a
     /// callback on its caller) waits behind itself until that call's deadline, or until
     /// its own caller gives up (which gives up the calls it waits on, down the chain:
-    /// see [`crate::CallContext`]).
+    /// see [`crate::CallContext`]). A one-way method has no caller waiting, so nothing
+    /// gives up for it: one that waits for such a call back holds the apartment until the
+    /// call's own deadline, or for good without one. Give onward calls made from one-way
+    /// methods of an apartment a timeout ([`crate::Proxy::with_timeout`]).
     pub fn in_apartment(self) -> Object {
         Object {
             inner: Arc::new(ObjectInner {

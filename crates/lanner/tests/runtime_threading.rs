@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use futures_util::future::join_all;
-use lanner::{Client, Error, Object, Server};
+use lanner::{Client, Error, Object, Proxy, Server};
 
 mod child;
 
@@ -797,4 +797,79 @@ async fn a_call_handing_over_a_reference_does_not_run_once_its_connection_ended(
         (0, 0),
         "the call of a connection that had ended ran (and kept a proxy of it)"
     );
+}
+
+/// An argument whose drop panics (a user type's bug, as a method's panic is).
+/// Armed only as decoded (on the server).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Bomb {
+    #[serde(skip, default = "armed")]
+    armed: bool,
+}
+
+fn armed() -> bool {
+    true
+}
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        if self.armed && !std::thread::panicking() {
+            panic!("bomb dropped");
+        }
+    }
+}
+
+#[lanner::interface]
+trait Holder {
+    /// Holds the apartment for `ms`.
+    async fn hold(&self, ms: u64) -> Result<(), Error>;
+    /// Takes `bomb` (its drop panics once the method is done with it).
+    async fn take(&self, bomb: Bomb) -> Result<(), Error>;
+    async fn ping(&self) -> Result<u32, Error>;
+}
+
+struct Holding;
+
+impl Holder for Holding {
+    async fn hold(&self, ms: u64) -> Result<(), Error> {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        Ok(())
+    }
+
+    async fn take(&self, bomb: Bomb) -> Result<(), Error> {
+        std::mem::forget(bomb);
+        Ok(())
+    }
+
+    async fn ping(&self) -> Result<u32, Error> {
+        Ok(5)
+    }
+}
+
+/// A call given up while queued in an apartment is answered without running, and its
+/// arguments are dropped then: a drop that panics there is the call's failure, not the
+/// connection's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_argument_whose_drop_panics_in_a_call_given_up_while_queued_fails_only_that_call() {
+    let server = Server::new();
+    server.publish(
+        "holder",
+        Object::new(HolderStub::new(Arc::new(Holding))).in_apartment(),
+    );
+    let listening = server.listen("mem://threading-bomb").await.unwrap();
+    let url = listening.endpoint().object_url("holder");
+    let holder: HolderProxy = Client::new().connect(&url).await.unwrap();
+    let holding = tokio::spawn({
+        let holder = holder.clone();
+        async move { holder.hold(300).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+    let impatient = holder.with_timeout(std::time::Duration::from_millis(30));
+    let error = impatient.take(Bomb { armed: false }).await.unwrap_err();
+    assert_eq!(error.kind(), lanner::ErrorKind::DeadlineExceeded, "{error}");
+    tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+    // The connection still serves.
+    let patient = holder.with_timeout(std::time::Duration::from_secs(2));
+    assert_eq!(holding.await.unwrap(), Ok(()));
+    assert_eq!(patient.ping().await, Ok(5));
 }

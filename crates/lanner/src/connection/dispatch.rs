@@ -392,7 +392,26 @@ impl Waiting {
             Status::Cancelled,
             "the call was cancelled, or its deadline passed, before its turn came: it did not run",
         );
-        connection.answer(call.call_id, call.to, reply, AnsweredBy::Elsewhere);
+        let Served {
+            future,
+            call_id,
+            to,
+        } = call;
+        connection.answer(call_id, to, reply, AnsweredBy::Elsewhere);
+        // The method's future, with the arguments the stub decoded, is dropped here (on
+        // the receiver, for a CANCEL; in the connection's end): a user type's drop that
+        // panics costs this call, as it would have inside the method, not the receiver or
+        // the end of the connection half done.
+        let dropped = std::panic::catch_unwind(AssertUnwindSafe(|| drop(future)));
+        if let Err(panic) = dropped {
+            let message = crate::error::panic_message(panic.as_ref());
+            occasionally!(
+                error,
+                peer = %connection.peer(),
+                %message,
+                "dropping a call that did not run panicked"
+            );
+        }
     }
 
     /// Runs the call to its end and answers it.
