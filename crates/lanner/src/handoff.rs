@@ -95,8 +95,9 @@ struct Parked {
     /// The count of tokens the granting principal has waiting.
     from: Arc<AtomicUsize>,
     /// The task that ends the lease: stopped when the token is taken, so that the tasks
-    /// alive are never more than the tokens waiting.
-    expiry: tokio::task::AbortHandle,
+    /// alive are never more than the tokens waiting. Set just after the token is parked
+    /// (the task is spawned outside the lock).
+    expiry: Option<tokio::task::AbortHandle>,
     /// Which grant this is: the lease of an earlier grant of the same token (taken, and
     /// then granted again before its stopped task was dropped) leaves it alone.
     grant: u64,
@@ -190,7 +191,8 @@ impl Handoffs {
         from: &Arc<AtomicUsize>,
         runtime: &tokio::runtime::Handle,
     ) -> Result<(), Refused> {
-        let lease = self.settings().lease;
+        let duration = self.settings().lease;
+        let grant = self.grants.fetch_add(1, Ordering::Relaxed);
         {
             let mut parked = self.parked();
             if parked.contains_key(&token) {
@@ -200,20 +202,30 @@ impl Handoffs {
                 return Err(Refused::TooMany);
             }
             from.fetch_add(1, Ordering::Relaxed);
-            let grant = self.grants.fetch_add(1, Ordering::Relaxed);
-            // Spawned under the lock: the task takes the token only after it is parked.
-            // (It takes nothing before its first poll, so a task that a shut-down runtime
-            // drops inside `spawn` does not need the lock held here.)
-            let expiry = runtime.spawn(expire(Arc::downgrade(self), token, grant, lease));
             parked.insert(
                 token,
                 Parked {
                     object,
                     from: from.clone(),
-                    expiry: expiry.abort_handle(),
+                    expiry: None,
                     grant,
                 },
             );
+        }
+        // Spawned outside the lock, with the lease already made: a runtime that has shut
+        // down drops the task inside `spawn` (ending the lease there, which takes the
+        // lock), and one that shuts down before the task first runs drops it unpolled;
+        // either way the lease ends with it.
+        let lease = Lease {
+            handoffs: Arc::downgrade(self),
+            token,
+            grant,
+        };
+        let expiry = runtime.spawn(expire(lease, duration)).abort_handle();
+        match self.parked().get_mut(&token) {
+            Some(parked) if parked.grant == grant => parked.expiry = Some(expiry),
+            // Taken (or its lease ended) meanwhile.
+            _ => expiry.abort(),
         }
         if let Some(awaited) = self.awaited().get(&token) {
             awaited.arrived.notify_waiters();
@@ -274,7 +286,9 @@ impl Handoffs {
             waiting.remove(token)?
         };
         parked.from.fetch_sub(1, Ordering::Relaxed);
-        parked.expiry.abort();
+        if let Some(expiry) = parked.expiry {
+            expiry.abort();
+        }
         Some(parked.object)
     }
 
@@ -349,17 +363,11 @@ impl Drop for CountedOut<'_> {
     }
 }
 
-/// Ends the lease of `grant`, parked under `token`, after `lease`, or when the task is
-/// dropped before that (its runtime shut down): see [`Handoffs::park`].
-async fn expire(handoffs: Weak<Handoffs>, token: Token, grant: u64, lease: Duration) {
-    // Made on the first poll, not before: a task dropped unpolled by a runtime already
-    // shut down is dropped inside `spawn`, under the lock `park` holds.
-    let _lease = Lease {
-        handoffs,
-        token,
-        grant,
-    };
-    tokio::time::sleep(lease).await;
+/// Ends `lease` after `duration`, or when the task is dropped before that, polled or not
+/// (its runtime shut down): see [`Handoffs::park`].
+async fn expire(lease: Lease, duration: Duration) {
+    tokio::time::sleep(duration).await;
+    drop(lease);
 }
 
 /// A lease running: ends its grant when dropped (the lease's time is up, or its timer's
@@ -644,6 +652,45 @@ mod tests {
             tokio::task::yield_now().await;
         }
         assert_eq!(tasks(), before, "lease timers outlived their tokens");
+    }
+
+    #[test]
+    fn a_lease_ends_when_the_runtime_of_its_timer_shuts_down_before_running_it() {
+        let handoffs = Arc::new(Handoffs::default());
+        handoffs.set_lease(Duration::from_secs(3600));
+        let from = Arc::new(AtomicUsize::new(0));
+        let granting = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        handoffs
+            .park(new_token(), object(), &from, granting.handle())
+            .unwrap();
+        // The runtime never runs the timer's task.
+        drop(granting);
+        assert_eq!(
+            handoffs.waiting(),
+            0,
+            "the object outlived its lease's timer"
+        );
+        assert_eq!(from.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_lease_ends_at_once_on_a_runtime_shut_down_already() {
+        let handoffs = Arc::new(Handoffs::default());
+        let from = Arc::new(AtomicUsize::new(0));
+        let granting = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let handle = granting.handle().clone();
+        drop(granting);
+        handoffs
+            .park(new_token(), object(), &from, &handle)
+            .unwrap();
+        assert_eq!(handoffs.waiting(), 0);
+        assert_eq!(from.load(Ordering::Relaxed), 0);
     }
 
     #[test]
