@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
-use super::sys::recv_slice_nonblocking;
+use super::sys::{recv_slice_nonblocking, shutdown_writes};
 
 /// How long a socket handed to [`close_lingering`] is still read, what arrives thrown
 /// away, before it is closed.
@@ -32,11 +32,16 @@ const MAX_DRAINING: usize = 1024;
 /// Sockets being drained now.
 static DRAINING: AtomicUsize = AtomicUsize::new(0);
 
-/// Closes `socket`, a stream socket already shut down for writing (or about to be
-/// dropped by its last user), after draining its input on a task of `runtime` (see the
-/// module docs). The socket must not be in any reactor's epoll set. On a runtime that has
-/// shut down, or with [`MAX_DRAINING`] sockets draining already, it is closed at once.
+/// Closes `socket`, a connected stream socket nobody writes to any more: shuts it down for
+/// writing (if its user has not: the peer may be waiting for our end of stream before it
+/// ends its own), then drains its input on a task of `runtime` before closing it (see
+/// the module docs). The socket must not be in any reactor's epoll set. On a runtime that
+/// has shut down, or with [`MAX_DRAINING`] sockets draining already, it is closed at once.
 pub(super) fn close_lingering(runtime: &tokio::runtime::Handle, socket: OwnedFd) {
+    if shutdown_writes(socket.as_raw_fd()).is_err() {
+        // Not a connected stream socket any more (reset, say): nothing to drain.
+        return;
+    }
     if DRAINING.fetch_add(1, Ordering::Relaxed) >= MAX_DRAINING {
         DRAINING.fetch_sub(1, Ordering::Relaxed);
         return;

@@ -110,3 +110,17 @@ pub(crate) fn send_nonblocking(fd: RawFd, bytes: &[u8]) -> io::Result<usize> {
     }
     Ok(sent as usize)
 }
+
+/// Shuts down the sending side of socket `fd` (the peer reads the end of the stream once
+/// what was sent before has arrived). A socket already disconnected has nothing to shut
+/// down: not an error.
+pub(crate) fn shutdown_writes(fd: RawFd) -> io::Result<()> {
+    // SAFETY: `fd` is a socket the caller keeps open for the call.
+    if unsafe { libc::shutdown(fd, libc::SHUT_WR) } < 0 {
+        let error = io::Error::last_os_error();
+        if error.raw_os_error() != Some(libc::ENOTCONN) {
+            return Err(error);
+        }
+    }
+    Ok(())
+}

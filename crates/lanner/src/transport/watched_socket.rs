@@ -31,7 +31,9 @@ use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 
 use super::lingering_close::close_lingering;
 use super::stream::{StreamReadHalf, StreamWriteHalf};
-use super::sys::{recv_nonblocking, recv_uninit_nonblocking, send_slices_nonblocking};
+use super::sys::{
+    recv_nonblocking, recv_uninit_nonblocking, send_slices_nonblocking, shutdown_writes,
+};
 
 /// Splits a connected, non-blocking stream socket into halves that register it with the
 /// reactor only while one of them waits (see the module docs). Must be called within a
@@ -306,18 +308,6 @@ impl Drop for SocketWriteHalf {
     fn drop(&mut self) {
         let _ = shutdown_writes(self.socket.raw);
     }
-}
-
-fn shutdown_writes(fd: RawFd) -> io::Result<()> {
-    // SAFETY: `fd` is a socket this half's `WatchedSocket` keeps open for the call.
-    if unsafe { libc::shutdown(fd, libc::SHUT_WR) } < 0 {
-        let error = io::Error::last_os_error();
-        // Already disconnected: nothing to shut down.
-        if error.raw_os_error() != Some(libc::ENOTCONN) {
-            return Err(error);
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
