@@ -135,7 +135,7 @@ fn expand_proxy(interface: &Interface) -> TokenStream {
     let vis = &item.vis;
     let trait_ident = &item.ident;
     let proxy = format_ident!("{}Proxy", trait_ident);
-    let trait_name = trait_ident.to_string();
+    let trait_name = syn::ext::IdentExt::unraw(trait_ident).to_string();
     let signature = interface.signature();
     let id = match (interface.options.id, &interface.options.name) {
         (Some(id), _) => quote! { ::lanner::__private::InterfaceId::from_u128(#id) },
@@ -154,7 +154,9 @@ fn expand_proxy(interface: &Interface) -> TokenStream {
         .iter()
         .enumerate()
         .map(|(ordinal, method)| {
-            let name = method.ident.to_string();
+            // A keyword method (`r#type`) is named without its prefix: access rules name
+            // methods as `"type"`, and messages should too.
+            let name = syn::ext::IdentExt::unraw(&method.ident).to_string();
             let ordinal = ordinal as u16;
             let signature = &method.signature;
             quote! {

@@ -277,7 +277,8 @@ impl Method {
         let signature = format!(
             "{}{}({})->{}",
             if one_way { "oneway " } else { "" },
-            sig.ident,
+            // `r#read` and `read` are the same method: the same signature.
+            syn::ext::IdentExt::unraw(&sig.ident),
             types.join(","),
             canonical(&**output)
         );

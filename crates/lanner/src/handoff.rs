@@ -55,10 +55,25 @@ pub(crate) const MAX_WAITING_PER_CONNECTION: usize = 16;
 /// See [`MAX_WAITING_PER_CONNECTION`].
 pub(crate) const MAX_WAITING_PER_SERVER: usize = 1024;
 
+/// An object granted for a third party, with the name its grantor held it under (`None`:
+/// handed to the grantor without one). The third party gets it under that name's rules:
+/// passing a reference on grants no more than the reference carried, even once the name is
+/// withdrawn (the object would otherwise obey the rules of an unnamed object).
+pub(crate) struct Granted {
+    pub(crate) object: Object,
+    pub(crate) name: Option<String>,
+}
+
+impl From<Object> for Granted {
+    fn from(object: Object) -> Granted {
+        Granted { object, name: None }
+    }
+}
+
 /// What a redemption found.
 pub(crate) enum Redeemed {
     /// The object granted for the token.
-    Object(Object),
+    Object(Granted),
     /// No object waits for the token: it is unknown, was redeemed already, or expired.
     Unknown,
     /// No object waits for the token yet, and too many redemptions wait already (see
@@ -91,7 +106,7 @@ pub(crate) struct Handoffs {
 }
 
 struct Parked {
-    object: Object,
+    object: Granted,
     /// The count of tokens the granting principal has waiting.
     from: Arc<AtomicUsize>,
     /// The task that ends the lease: stopped when the token is taken, so that the tasks
@@ -187,10 +202,11 @@ impl Handoffs {
     pub(crate) fn park(
         self: &Arc<Self>,
         token: Token,
-        object: Object,
+        object: impl Into<Granted>,
         from: &Arc<AtomicUsize>,
         runtime: &tokio::runtime::Handle,
     ) -> Result<(), Refused> {
+        let object = object.into();
         let duration = self.settings().lease;
         let grant = self.grants.fetch_add(1, Ordering::Relaxed);
         {
@@ -249,7 +265,7 @@ impl Handoffs {
             .map_or(Redeemed::Unknown, Redeemed::Object)
     }
 
-    async fn redeem_within_grace(&self, token: Token) -> Option<Object> {
+    async fn redeem_within_grace(&self, token: Token) -> Option<Granted> {
         let grace = REDEEM_GRACE.min(self.settings().lease);
         let deadline = tokio::time::Instant::now() + grace;
         let awaiting = Awaiting::new(self, token);
@@ -268,16 +284,16 @@ impl Handoffs {
     }
 
     /// Removes `token`, returning its object if it was waiting.
-    fn take(&self, token: &Token) -> Option<Object> {
+    fn take(&self, token: &Token) -> Option<Granted> {
         self.take_if(token, |_| true)
     }
 
     /// Removes `token` if it waits for `grant` (see [`Parked::grant`]): its lease ended.
-    fn expire(&self, token: &Token, grant: u64) -> Option<Object> {
+    fn expire(&self, token: &Token, grant: u64) -> Option<Granted> {
         self.take_if(token, |parked| parked.grant == grant)
     }
 
-    fn take_if(&self, token: &Token, which: impl FnOnce(&Parked) -> bool) -> Option<Object> {
+    fn take_if(&self, token: &Token, which: impl FnOnce(&Parked) -> bool) -> Option<Granted> {
         let parked = {
             let mut waiting = self.parked();
             if !waiting.get(token).is_some_and(which) {

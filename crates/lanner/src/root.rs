@@ -105,9 +105,12 @@ impl RootStub {
                 },
             };
             let result = match redeemed {
-                Some(Redeemed::Object(object)) => hand_out(&connection, &object, None, || {
-                    "the object handed over".to_owned()
-                }),
+                Some(Redeemed::Object(granted)) => hand_out(
+                    &connection,
+                    &granted.object,
+                    Handed::Over(granted.name.as_deref()),
+                    || "the object handed over".to_owned(),
+                ),
                 Some(Redeemed::Unknown) => Err(Error::new(
                     ErrorKind::NotFound,
                     "no object waits for this hand-off token: it is unknown, was redeemed already, or its lease expired",
@@ -160,7 +163,7 @@ impl RootStub {
                 format!("no class {class} is registered on this server"),
             )),
             Some(object) if !object.implements(interface) => unimplemented(),
-            Some(object) => hand_out(call.connection, &object, None, || {
+            Some(object) => hand_out(call.connection, &object, Handed::Made, || {
                 format!("instances of class {class}")
             }),
         };
@@ -173,7 +176,7 @@ impl RootStub {
             Err(reply) => return reply,
         };
         let result = match self.names.get(&name) {
-            Some(object) => hand_out(call.connection, &object, Some(&name), || {
+            Some(object) => hand_out(call.connection, &object, Handed::Resolved(&name), || {
                 format!("the object published as {name:?}")
             }),
             None => Err(Error::new(
@@ -206,15 +209,31 @@ fn handing_out(connection: &Arc<Connection>, result: Result<WireRef, Error>) -> 
     reply
 }
 
-/// Exports `object` (published as `name`, if it was) to the caller's `connection`; the
-/// access policy may refuse (`what` names the object in the error).
+/// How a root method hands an object out, which decides the rules it is exported under.
+enum Handed<'a> {
+    /// Resolved by this name: its rules, and the peer can find it again.
+    Resolved(&'a str),
+    /// A new instance (activation): the rules of the name it is published under, if any.
+    Made,
+    /// Redeemed for a hand-off token: the rules of the name its grantor held it under
+    /// (`None`: the name it is published under, if any).
+    Over(Option<&'a str>),
+}
+
+/// Exports `object` to the caller's `connection` as `handed`; the access policy may
+/// refuse (`what` names the object in the error).
 fn hand_out(
     connection: &Arc<Connection>,
     object: &Object,
-    name: Option<&str>,
+    handed: Handed<'_>,
     what: impl FnOnce() -> String,
 ) -> Result<WireRef, Error> {
-    match connection.export(object, name) {
+    let exported = match handed {
+        Handed::Resolved(name) => connection.export(object, Some(name)),
+        Handed::Made => connection.export(object, None),
+        Handed::Over(name) => connection.export_as(object, name, false),
+    };
+    match exported {
         Ok(handle) => Ok(WireRef {
             handle,
             interfaces: object.interfaces().to_vec(),

@@ -103,9 +103,13 @@ impl NameRegistry {
 
     fn insert(&self, name: String, object: Object) -> Option<Object> {
         let mut names = self.names.write().unwrap_or_else(|e| e.into_inner());
-        names.by_identity.insert(object.identity(), name.clone());
+        let identity = object.identity();
+        names.by_identity.insert(identity, name.clone());
         let previous = names.objects.insert(name, object);
-        if let Some(previous) = &previous {
+        // The same object published again under the same name: it keeps that name, as
+        // the one it was last published under (forgetting it would pick any other name
+        // it has).
+        if let Some(previous) = previous.as_ref().filter(|p| p.identity() != identity) {
             names.forget_identity(previous);
         }
         previous

@@ -239,6 +239,13 @@ impl ExportTable {
         self.holdings[self.index_of(handle)?].object.clone()
     }
 
+    /// The object exported as `handle`, if any, with the name it was exported under (whose
+    /// rules the peer's calls on it obey).
+    pub(crate) fn object_and_name(&self, handle: u64) -> Option<(Object, Option<String>)> {
+        let holding = &self.holdings[self.index_of(handle)?];
+        Some((holding.object.clone()?, holding.key.1.clone()))
+    }
+
     /// Exports `object` (published as `name`, if it was) to a peer who is `peer`,
     /// reusing its handle if it was exported before, and counts one more reference the
     /// peer holds (see [`ExportTable::release`]). Denied if the peer may call nothing on

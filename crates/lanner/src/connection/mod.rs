@@ -460,12 +460,22 @@ impl Connection {
     /// Makes `object` (published as `name`, if it was) callable by the peer on this
     /// connection, as far as the server's access policy lets it; returns its handle.
     pub(crate) fn export(&self, object: &Object, name: Option<&str>) -> Result<u64, Denied> {
+        // Only a name given here (resolution) lets the peer find the object again.
+        self.export_as(object, name, name.is_some())
+    }
+
+    /// [`Connection::export`], saying whether the peer could find the object again by
+    /// `name` (a name a hand-off carried names the rules, but the peer did not resolve it).
+    pub(crate) fn export_as(
+        &self,
+        object: &Object,
+        name: Option<&str>,
+        resolvable: bool,
+    ) -> Result<u64, Denied> {
         let published = match (name, &self.names) {
             (None, Some(names)) => names.name_of(object),
             _ => None,
         };
-        // Only a name given here (resolution) lets the peer find the object again.
-        let resolvable = name.is_some();
         let name = name.or(published.as_deref());
         self.exports()
             .export(object, name, resolvable, &self.identity)
@@ -524,13 +534,16 @@ impl Connection {
             occasionally!(warn, peer = %self.peer, "refused a hand-off grant of the root object");
             return;
         }
-        let Some(object) = self.exports().object(grant.handle) else {
+        let Some((object, name)) = self.exports().object_and_name(grant.handle) else {
             tracing::debug!(peer = %self.peer, handle = grant.handle, "a grant for an object the peer does not hold");
             return;
         };
-        if let Err(refused) = names
-            .handoffs
-            .park(grant.token, object, &self.granted, &self.runtime)
+        // Under the name the peer holds it by: the third party gets that name's rules.
+        let granted = crate::handoff::Granted { object, name };
+        if let Err(refused) =
+            names
+                .handoffs
+                .park(grant.token, granted, &self.granted, &self.runtime)
         {
             // Peers may send grants without end.
             occasionally!(warn, peer = %self.peer, ?refused, "refused a hand-off grant");
