@@ -102,6 +102,28 @@ impl Payload {
         })
     }
 
+    /// The payload in memory of its own: the frame and the segments delivered apart,
+    /// copied. For a payload that will be kept a while and was received in place (a view
+    /// of a shared-memory ring holds the ring behind it until dropped; see
+    /// [`crate::in_place`]). Ranges are checked again on use, as for the original.
+    pub fn detached(&self) -> Payload {
+        Payload {
+            frame: Bytes::copy_from_slice(&self.frame),
+            inline_start: self.inline_start,
+            value_end: self.value_end,
+            inline_end: self.inline_end,
+            segments: self.segments,
+            external: self.external.as_ref().map(|external| {
+                Box::new(
+                    external
+                        .iter()
+                        .map(|(index, bytes)| (*index, Bytes::copy_from_slice(bytes)))
+                        .collect(),
+                )
+            }),
+        }
+    }
+
     /// The inline part: the small values, encoded once (without the reference table, if
     /// the message has one).
     pub fn inline(&self) -> Bytes {

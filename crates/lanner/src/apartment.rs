@@ -129,6 +129,12 @@ impl Apartment {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Whether a call is running in the apartment now (a call dispatched meanwhile is
+    /// queued behind it). A hint: it may change at once.
+    pub(crate) fn is_busy(&self) -> bool {
+        self.state().busy
+    }
+
     /// Serves `call`, received on `connection`: now if the apartment is idle, else after
     /// the calls before it. True if it, or a call queued before it, goes on in a task
     /// (see `Connection::dispatch`): it was queued, its method waited, or it finished and

@@ -25,9 +25,11 @@
 //! dropped every copy it received: a peer that keeps payloads for long keeps your area
 //! full, and later loans are then ordinary memory. The area is as large as one of the
 //! connection's rings ([`crate::ConnectionOptions::shm_ring_size`], 4 MiB by default).
-//! A peer can read (and, being able to write the shared memory, change) a payload once it
-//! was lent to it; as with everything in memory shared with a process, lend only what
-//! that process may see.
+//! The peer maps the whole area: it can read (and, being able to write the shared memory,
+//! change) what you write in a loan as soon as you write it, whether you send it or not;
+//! as with everything in memory shared with a process, put in a loan only what that
+//! process may see. A fresh loan is zeroed, as ordinary memory is (a peer that writes the
+//! area could still change it).
 
 use std::ops::{Deref, DerefMut};
 
@@ -47,17 +49,23 @@ enum Memory {
 }
 
 impl Loan {
-    /// A loan from `area` if it has room, else ordinary zeroed memory.
+    /// A zeroed loan from `area` if it has room, else ordinary zeroed memory. (A block of
+    /// the area holds what its last loan left there: zeroed, as ordinary memory is, so
+    /// that a payload filled in part carries no earlier one's bytes.)
     pub(crate) fn new(area: Option<&lanner_shm::LoanArea>, len: usize) -> Loan {
         let memory = match area.and_then(|area| area.loan(len)) {
-            Some(shared) => Memory::Shared(shared),
+            Some(mut shared) => {
+                shared.as_mut_slice().fill(0);
+                Memory::Shared(shared)
+            }
             None => Memory::Private(BytesMut::zeroed(len)),
         };
         Loan { memory }
     }
 
     /// Whether the buffer is in memory shared with the peer (a payload frozen from it is
-    /// sent by reference, not copied).
+    /// sent by reference, not copied, unless it is under a kilobyte or the peer holds too
+    /// many lendings already).
     pub fn is_shared(&self) -> bool {
         matches!(self.memory, Memory::Shared(_))
     }

@@ -461,3 +461,159 @@ fn a_shutdown_that_cuts_calls_off_still_lets_a_queued_answer_through() {
     assert_eq!(client.join().unwrap(), Ok(12 << 20));
     drop(server);
 }
+
+/// Loans through small rings (the loan area is as small as the ring), many
+/// callers at once, sizes around the lending thresholds and the area's size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loans_through_small_rings_and_areas_arrive_whole() {
+    for ring in [4096usize, 16 * 1024, 64 * 1024] {
+        let small = lanner::ConnectionOptions::default().with_shm_ring_size(ring);
+        let object = service_object(&Arc::default());
+        let name = format!("small-loans-{ring}");
+        let (_server, _listening) = serve_at(
+            &endpoint(&name),
+            Server::with_options(small.clone()),
+            object,
+        )
+        .await;
+        let url = format!("{}/obj", endpoint(&name));
+        let blobs: BlobsProxy = Client::with_options(small).connect(&url).await.unwrap();
+        let tasks = spawn_each(&blobs, 0..4u8, move |blobs, task| async move {
+            for i in 0..60usize {
+                let len = [
+                    1023,
+                    1024,
+                    1025,
+                    ring / 2,
+                    ring - 1,
+                    ring,
+                    ring + 1,
+                    3000,
+                    300_000,
+                ][(i + usize::from(task)) % 9];
+                let payload = loaned(&blobs, len, task ^ i as u8).freeze();
+                let seen = blobs.digest(payload.clone()).await.unwrap();
+                assert_eq!(
+                    seen,
+                    digest(&pattern(len, task ^ i as u8)),
+                    "ring {ring} len {len}"
+                );
+                let echoed = blobs.echo(payload.clone()).await.unwrap();
+                assert!(echoed == payload, "ring {ring} len {len}: echo differs");
+            }
+        });
+        tokio::time::timeout(Duration::from_secs(60), await_all(tasks))
+            .await
+            .unwrap_or_else(|_| panic!("ring {ring}: stalled"));
+    }
+}
+
+/// A fresh loan is zeroed ordinary memory on other transports; on shared memory
+/// it must not hold what an earlier loan left in its block ("code that loans works on
+/// every transport": a payload filled only in part would otherwise carry stale bytes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_loan_holds_no_earlier_loans_bytes() {
+    use lanner::Proxy;
+    let (_server, _listening, url) = serve_shm("stale-loan").await;
+    let blobs: BlobsProxy = Client::new().connect(&url).await.unwrap();
+    // Elsewhere: zeroed.
+    let object = service_object(&Arc::default());
+    let (_mem_server, _mem_listening) = serve_at("mem://stale-loan", Server::new(), object).await;
+    let mem: BlobsProxy = Client::new().connect("mem://stale-loan/obj").await.unwrap();
+    let elsewhere = mem.object().loan(4096);
+    assert!(elsewhere.iter().all(|byte| *byte == 0));
+
+    // A loan filled and given up (never sent): its block is free again at once, and the
+    // next loan takes it (first fit).
+    let mut given_up = blobs.object().loan(4096);
+    assert!(given_up.is_shared());
+    given_up.fill(0xAA);
+    drop(given_up);
+    let fresh = blobs.object().loan(4096);
+    assert!(fresh.is_shared());
+    let stale = fresh.iter().filter(|byte| **byte != 0).count();
+    assert_eq!(
+        stale, 0,
+        "{stale} bytes of a fresh loan hold an earlier loan's bytes"
+    );
+}
+
+/// What a client hands the apartment to be asked.
+#[lanner::interface]
+trait Asker {
+    async fn answer(&self) -> Result<u64, lanner::Error>;
+}
+
+/// An object served in an apartment: `ask` calls the caller back; `put` takes a payload
+/// and drops it at once.
+#[lanner::interface]
+trait Desk {
+    async fn ask(&self, asker: lanner::ObjRef<AskerProxy>) -> Result<u64, lanner::Error>;
+    async fn put(&self, data: bytes::Bytes) -> Result<u64, lanner::Error>;
+}
+
+struct DeskImpl;
+
+impl Desk for DeskImpl {
+    async fn ask(&self, asker: lanner::ObjRef<AskerProxy>) -> Result<u64, lanner::Error> {
+        asker.into_proxy()?.answer().await
+    }
+
+    async fn put(&self, data: bytes::Bytes) -> Result<u64, lanner::Error> {
+        Ok(data.len() as u64)
+    }
+}
+
+/// Answers after a pause, in which the caller's `put`s go out.
+struct SlowAsker;
+
+impl Asker for SlowAsker {
+    async fn answer(&self) -> Result<u64, lanner::Error> {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        Ok(42)
+    }
+}
+
+/// Calls queued in an apartment hold their payloads; read in place, those pin the
+/// ring. An apartment's running call that waits on its caller (a callback) then waits for
+/// an answer that has no room to come back in: the program runs over a Unix socket and
+/// hangs over shared memory.
+async fn apartment_callback_with_queued_puts(endpoint: &str) {
+    let object = lanner::Object::new(DeskStub::new(Arc::new(DeskImpl))).in_apartment();
+    let (_server, _listening) = serve_at(endpoint, Server::new(), object).await;
+    let desk: DeskProxy = Client::new()
+        .connect(&format!("{endpoint}/obj"))
+        .await
+        .unwrap();
+    let asker = lanner::ObjRef::new(lanner::Object::new(AskerStub::new(Arc::new(SlowAsker))));
+    let asking = {
+        let desk = desk.clone();
+        tokio::spawn(async move { desk.ask(asker).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Sixty payloads of 100 KiB (read in place, not through the loan area): 6 MiB, more
+    // than the 4 MiB ring.
+    let puts = spawn_each(&desk, 0..60u8, |desk, i| async move {
+        desk.put(pattern(100 * 1024, i)).await.unwrap()
+    });
+    let all = async {
+        assert_eq!(asking.await.unwrap(), Ok(42));
+        await_all(puts).await;
+    };
+    tokio::time::timeout(Duration::from_secs(20), all)
+        .await
+        .unwrap_or_else(|_| panic!("{endpoint}: the apartment's callback never got its answer"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_apartment_callback_with_calls_queued_behind_it_completes_over_a_socket() {
+    let path = std::env::temp_dir().join(format!("lanner-test-desk-{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    apartment_callback_with_queued_puts(&format!("unix://{}", path.display())).await;
+    let _ = std::fs::remove_file(&path);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_apartment_callback_with_calls_queued_behind_it_completes_over_shared_memory() {
+    apartment_callback_with_queued_puts(&endpoint("desk")).await;
+}

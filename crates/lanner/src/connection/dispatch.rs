@@ -46,12 +46,14 @@ pub(crate) enum AnsweredBy<'a> {
 impl Connection {
     /// Serves one request on `slot`, the interface it calls (looked up when the request
     /// was received); `cx` is the receiving task's context, used for the first poll.
+    /// `in_place`: the request was read where the peer wrote it (a shared-memory ring).
     /// True if the call goes on elsewhere (its method waited, so it continues in a task of
     /// its own, or its apartment was busy): that task may need this thread to run.
     pub(super) fn dispatch(
         self: &Arc<Self>,
-        request: Request,
+        mut request: Request,
         slot: Result<ExportedSlot, String>,
+        in_place: bool,
         cx: &mut Context<'_>,
         receiving: &Receiving,
     ) -> bool {
@@ -73,6 +75,19 @@ impl Connection {
                 return false;
             }
         };
+        // A call that will wait in line behind its apartment's running call holds its
+        // arguments meanwhile: read in place, they would hold the ring behind them, and a
+        // running call that waits on this peer (a callback) would then wait for an answer
+        // with no room to come in. Copied out instead. (The apartment may turn busy just
+        // after this look, when several connections call it: one call may then wait in
+        // place, which holds the ring only until its turn.)
+        if in_place
+            && apartment
+                .as_ref()
+                .is_some_and(|apartment| apartment.is_busy())
+        {
+            request.payload = request.payload.detached();
+        }
         // 0: no deadline; the largest value: "at least that long", which is no deadline the
         // method could act on either.
         let deadline = (request.timeout_us != 0 && request.timeout_us != u32::MAX)

@@ -362,6 +362,7 @@ impl Connection {
         let received = self.messages_received.load(Ordering::Relaxed);
         self.messages_received
             .store(received + 1, Ordering::Relaxed);
+        let in_place = shared.is_some();
         let handled = self.handle_frame(frame, shared, mine, receiving);
         phase_marks::mark(Mark::FrameHandled);
         match handled {
@@ -384,10 +385,12 @@ impl Connection {
                 // connection's, as it would on the reader task (timers, spawns, calls with
                 // deadlines need one). The reader task is inside it already.
                 let _entered = mine.is_some().then(|| self.runtime.enter());
-                Ok(match self.dispatch(request, slot, cx, receiving) {
-                    true => Progress::Handed,
-                    false => Progress::Other,
-                })
+                Ok(
+                    match self.dispatch(request, slot, in_place, cx, receiving) {
+                        true => Progress::Handed,
+                        false => Progress::Other,
+                    },
+                )
             }
             Ok(Handled::Event(Event::Ping { pong })) => {
                 self.answer_ping(pong);
