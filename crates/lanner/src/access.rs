@@ -1,7 +1,8 @@
 //! Authorization: which principal may call which object, interface and method.
 //!
 //! A policy is decided per connection, not per call. When an object is handed to a
-//! connection (resolved by name, for now), the policy is evaluated once for every method
+//! connection (resolved by name, handed out as a result or an argument, created, or
+//! claimed after a hand-off), the policy is evaluated once for every method
 //! of every interface of the object against the connection's principal and roles, and
 //! the answer is kept beside the object's handle as a bit per method. A call then costs
 //! one bit test, whatever the number of rules.

@@ -128,7 +128,9 @@ impl Error {
     /// cancelled, connection lost mid-call) or from a method that ran and failed (it
     /// panicked); false when Lanner knows it did not run (never sent, or refused before
     /// running: unknown object or method, undecodable arguments). Retrying is safe when
-    /// this is false; when true, only if the method is idempotent.
+    /// this is false; when true, only if the method is idempotent. An `Error` the method
+    /// itself returned as its error value keeps the flag it was made with ([`Error::new`]
+    /// makes it false), although the method ran.
     pub fn may_have_executed(&self) -> bool {
         self.may_have_executed
     }

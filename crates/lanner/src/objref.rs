@@ -205,7 +205,8 @@ fn keep_until_sent(reference: &ObjectRef) {
 ///     async fn subscribe(&self, listener: ObjRef<ListenerProxy>) -> Result<(), lanner::Error>;
 /// }
 /// // server side: hand out a new object
-/// Ok(ObjRef::new(Object::new(CounterStub::new(Arc::new(Counter::new(start))))))
+/// // (`MyCounter`: a type of yours implementing `Counter`)
+/// Ok(ObjRef::new(Object::new(CounterStub::new(Arc::new(MyCounter::new(start))))))
 /// // client side: call it
 /// let counter = factory.counter(5).await?.into_proxy()?;
 /// ```
