@@ -30,7 +30,8 @@ pub struct ConnectionOptions {
     /// ([`crate::CallContext::remaining`]).
     pub call_timeout: Option<Duration>,
     /// After this long with nothing received, send the peer a keepalive probe (default
-    /// 15 s); `None` never probes, so a silent peer is never detected.
+    /// 15 s; silence is looked for once per interval, so the probe goes out after one to
+    /// two intervals of it); `None` never probes, so a silent peer is never detected.
     pub keepalive: Option<Duration>,
     /// How long after a probe the peer has to show any sign of life before the connection
     /// is declared dead and its calls fail with `Unavailable` (default 15 s).
