@@ -693,6 +693,11 @@ impl Connection {
         self.after_write(result).map(drop)
     }
 
+    /// See [`crate::transport::FrameSink::unsent`].
+    fn writer_unsent(&self) -> Option<usize> {
+        self.writer().unsent()
+    }
+
     fn writer(&self) -> MutexGuard<'_, Writer> {
         self.writer.lock().unwrap_or_else(|e| e.into_inner())
     }

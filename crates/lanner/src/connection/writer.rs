@@ -419,6 +419,11 @@ impl Writer {
         std::mem::replace(&mut self.sink, Box::new(crate::transport::Released))
     }
 
+    /// See [`FrameSink::unsent`].
+    pub(super) fn unsent(&self) -> Option<usize> {
+        self.sink.unsent()
+    }
+
     /// Whether [`Writer::abort`] has stopped it.
     pub(super) fn is_aborted(&self) -> bool {
         self.aborted

@@ -116,6 +116,15 @@ pub trait FrameSink: Send + 'static {
     /// reactor watch for room may stop (see `watched_socket`). Called under the writer's
     /// lock, before anyone can find the transport full again.
     fn stop_watching(&mut self) {}
+
+    /// Bytes the transport has taken that the peer has not yet (a socket's send queue:
+    /// for TCP, what the peer has not acknowledged), if it can tell; None by default. The
+    /// keepalive counts this shrinking as a sign of life: a frame the kernel took at once
+    /// may take much longer than the keepalive's silence to reach a peer behind a slow
+    /// link, and a PING behind it cannot be answered before it has.
+    fn unsent(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// The result of a receive attempt that does not wait.

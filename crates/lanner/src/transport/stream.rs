@@ -17,7 +17,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::io::poll_read_buf;
 
 use super::recv_buffer::RecvBuffer;
-use super::sys::{recv_nonblocking, send_slices_nonblocking};
+use super::sys::{recv_nonblocking, send_slices_nonblocking, unsent_bytes};
 use super::{FrameSink, FrameSource, Received, RecvError};
 
 /// Room made for reading at a time, so that many small frames arrive in one system call.
@@ -275,6 +275,11 @@ pub trait StreamWriteHalf: AsyncWrite + Unpin + Send + 'static {
     /// See [`FrameSink::stop_watching`]. Does nothing unless the half watches its socket
     /// only on demand.
     fn stop_watching(&mut self) {}
+
+    /// See [`FrameSink::unsent`]. None by default.
+    fn unsent(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// Plain sockets are written with a non-blocking `send`/`sendmsg` straight on the
@@ -285,6 +290,11 @@ impl StreamWriteHalf for tokio::net::tcp::OwnedWriteHalf {
         let stream: &tokio::net::TcpStream = self.as_ref();
         send_slices_nonblocking(stream.as_raw_fd(), slices)
     }
+
+    fn unsent(&self) -> Option<usize> {
+        let stream: &tokio::net::TcpStream = self.as_ref();
+        unsent_bytes(stream.as_raw_fd())
+    }
 }
 
 /// See the TCP implementation.
@@ -293,6 +303,11 @@ impl StreamWriteHalf for tokio::net::unix::OwnedWriteHalf {
     fn try_write_vectored(&mut self, slices: &[IoSlice<'_>]) -> io::Result<usize> {
         let stream: &tokio::net::UnixStream = self.as_ref();
         send_slices_nonblocking(stream.as_raw_fd(), slices)
+    }
+
+    fn unsent(&self) -> Option<usize> {
+        let stream: &tokio::net::UnixStream = self.as_ref();
+        unsent_bytes(stream.as_raw_fd())
     }
 }
 
@@ -380,6 +395,10 @@ impl<W: StreamWriteHalf> FrameSink for StreamSink<W> {
 
     fn stop_watching(&mut self) {
         self.writer.stop_watching();
+    }
+
+    fn unsent(&self) -> Option<usize> {
+        self.writer.unsent()
     }
 
     /// Writes with [`StreamWriteHalf::try_write_vectored`] (for sockets a vectored `sendmsg`

@@ -124,3 +124,14 @@ pub(crate) fn shutdown_writes(fd: RawFd) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Bytes written to socket `fd` that its peer has not taken yet (for TCP: not yet
+/// acknowledged; for a Unix socket: not yet read), as `SIOCOUTQ` reports them; None if
+/// the system cannot say.
+pub(crate) fn unsent_bytes(fd: RawFd) -> Option<usize> {
+    let mut unsent: libc::c_int = 0;
+    // SAFETY: TIOCOUTQ (SIOCOUTQ) writes one int to the pointer it is given, which points
+    // at a live, writable int. `fd` is a socket the caller keeps open during the call.
+    let result = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut unsent) };
+    (result == 0).then(|| usize::try_from(unsent).unwrap_or(0))
+}

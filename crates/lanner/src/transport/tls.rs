@@ -153,21 +153,72 @@ pub async fn accept(stream: TcpStream, config: Arc<rustls::ServerConfig>) -> io:
 }
 
 fn handshake_failed(remote: &str, error: io::Error) -> io::Error {
+    // The first thing a server that does not speak TLS sends (a Lanner WELCOME, say) is
+    // no TLS record at all.
+    let hint = if matches!(
+        error
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>()),
+        Some(rustls::Error::InvalidMessage(
+            rustls::InvalidMessage::InvalidContentType
+        ))
+    ) {
+        " (does the peer speak TLS there?)"
+    } else {
+        ""
+    };
     io::Error::new(
         refusal_kind(&error),
-        format!("TLS handshake with {remote} failed: {error}"),
+        format!("TLS handshake with {remote} failed: {error}{hint}"),
     )
 }
 
 /// rustls reports a refused certificate (ours or the peer's, or an alert saying so) as
 /// `InvalidData`; callers see it as `PermissionDenied`, which the runtime reports as
-/// `Unauthenticated` (other transports' `InvalidData` means a malformed peer, not a
-/// refusal).
+/// `Unauthenticated`. rustls reports every other TLS failure as `InvalidData` too (a
+/// record damaged on the way that cannot be decrypted, a peer that does not speak TLS, no
+/// version or cipher suite in common): those keep `InvalidData`, a broken connection
+/// (`Unavailable`), not a refusal of anyone's credentials.
 fn refusal_kind(error: &io::Error) -> io::ErrorKind {
     match error.kind() {
-        io::ErrorKind::InvalidData => io::ErrorKind::PermissionDenied,
+        io::ErrorKind::InvalidData if is_certificate_refusal(error) => {
+            io::ErrorKind::PermissionDenied
+        }
         kind => kind,
     }
+}
+
+/// Whether rustls's error says that a certificate was refused (by our verifier, or by the
+/// peer's, which said so in an alert) or missing where one was required.
+fn is_certificate_refusal(error: &io::Error) -> bool {
+    use rustls::AlertDescription as Alert;
+    let Some(error) = error
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+    else {
+        return false;
+    };
+    matches!(
+        error,
+        rustls::Error::InvalidCertificate(_)
+            | rustls::Error::NoCertificatesPresented
+            | rustls::Error::InvalidCertRevocationList(_)
+            | rustls::Error::AlertReceived(
+                Alert::NoCertificate
+                    | Alert::BadCertificate
+                    | Alert::UnsupportedCertificate
+                    | Alert::CertificateRevoked
+                    | Alert::CertificateExpired
+                    | Alert::CertificateUnknown
+                    | Alert::UnknownCA
+                    | Alert::AccessDenied
+                    | Alert::CertificateUnobtainable
+                    | Alert::BadCertificateStatusResponse
+                    | Alert::BadCertificateHashValue
+                    | Alert::UnknownPSKIdentity
+                    | Alert::CertificateRequired
+            )
+    )
 }
 
 /// See [`refusal_kind`].
@@ -574,6 +625,12 @@ impl StreamWriteHalf for TlsWriteHalf {
             Poll::Ready(result) => result,
             Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
         }
+    }
+
+    /// The socket's send queue (records rustls still holds are the flusher's progress).
+    fn unsent(&self) -> Option<usize> {
+        let stream = self.stream.lock().ok()?;
+        super::sys::unsent_bytes(stream.get_ref().0.raw)
     }
 }
 

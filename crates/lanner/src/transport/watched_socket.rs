@@ -241,6 +241,10 @@ impl StreamWriteHalf for SocketWriteHalf {
         send_slices_nonblocking(self.socket.raw, slices)
     }
 
+    fn unsent(&self) -> Option<usize> {
+        super::sys::unsent_bytes(self.socket.raw)
+    }
+
     fn stop_watching(&mut self) {
         if self.watching {
             self.watching = false;
