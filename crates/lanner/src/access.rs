@@ -57,6 +57,9 @@ pub struct Target {
     object: Option<String>,
     interface: Option<InterfaceId>,
     method: Option<String>,
+    /// The interface's name and methods, when it was given by its proxy type: a method
+    /// name it lacks is refused by [`AccessPolicy::check`] (the rule would match nothing).
+    known: Option<(&'static str, &'static [crate::id::MethodInfo])>,
 }
 
 impl Target {
@@ -76,18 +79,43 @@ impl Target {
     /// Narrows to the interface with id `id`.
     pub fn interface_id(mut self, id: InterfaceId) -> Target {
         self.interface = Some(id);
+        self.known = None;
         self
     }
 
-    /// Narrows to the interface whose proxy is `P` (for example `CalculatorProxy`).
+    /// Narrows to the interface whose proxy is `P` (for example `CalculatorProxy`). A
+    /// method named in the same target must then be one of `P`'s own (not one of the
+    /// interfaces it extends, which are served, and matched, as interfaces of their own):
+    /// [`crate::Server::listen`] refuses a policy naming one it lacks.
     pub fn interface<P: Proxy>(self) -> Target {
-        self.interface_id(P::INTERFACE_ID)
+        let mut target = self.interface_id(P::INTERFACE_ID);
+        target.known = Some((P::INTERFACE_NAME, P::METHODS));
+        target
     }
 
-    /// Narrows to methods named `name`.
+    /// Narrows to methods named `name`, as declared (`"type"` for `fn r#type`).
     pub fn method(mut self, name: impl Into<String>) -> Target {
         self.method = Some(name.into());
         self
+    }
+
+    /// A method named together with an interface given by its proxy must be one of its
+    /// methods: otherwise the rule would match nothing, which in a deny rule is a hole.
+    fn check_method(&self) -> Result<(), crate::Error> {
+        let (Some(method), Some((interface, methods))) = (&self.method, self.known) else {
+            return Ok(());
+        };
+        if methods.iter().any(|known| known.name == method) {
+            return Ok(());
+        }
+        let names: Vec<&str> = methods.iter().map(|known| known.name).collect();
+        Err(crate::Error::new(
+            crate::ErrorKind::InvalidArgument,
+            format!(
+                "access policy: a rule names method {method:?} of {interface}, which has no such method (its own methods: {})",
+                names.join(", ")
+            ),
+        ))
     }
 
     fn matches(&self, object: Option<&str>, interface: InterfaceId, method: &str) -> bool {
@@ -202,6 +230,7 @@ impl AccessPolicy {
             }
         }
         for rule in self.allow.iter().chain(&self.deny) {
+            rule.target.check_method()?;
             for subject in &rule.who {
                 let known = match subject.strip_prefix("role:") {
                     Some(role) => self.roles.contains_key(role),

@@ -744,3 +744,34 @@ async fn a_server_does_not_listen_with_a_policy_naming_nobody() {
         .unwrap_err();
     assert_error(&error, ErrorKind::InvalidArgument, "\"user:1000\"");
 }
+
+#[tokio::test]
+async fn a_rule_naming_a_method_its_interface_lacks_is_refused_at_listen() {
+    // "rest" for "reset": the deny rule would deny nothing.
+    let misspelt = AccessPolicy::allow_by_default().deny(
+        Target::everything()
+            .interface::<GuardedProxy>()
+            .method("rest"),
+        ["*"],
+    );
+    let server = Server::new().with_access(misspelt);
+    server.publish("vault", vault());
+    let error = server.listen("mem://sec-misspelt").await.unwrap_err();
+    assert_error(&error, ErrorKind::InvalidArgument, "\"rest\"");
+    assert_error(&error, ErrorKind::InvalidArgument, "reset");
+
+    // In either order, the method is checked against the interface.
+    let spelt = AccessPolicy::allow_by_default().deny(
+        Target::everything()
+            .method("reset")
+            .interface::<GuardedProxy>(),
+        ["*"],
+    );
+    let (_server, listening) = serve(Server::new().with_access(spelt), "mem://sec-spelt").await;
+    let vault: GuardedProxy = Client::new().connect(&url(&listening)).await.unwrap();
+    assert_error(
+        &vault.reset().await.unwrap_err(),
+        ErrorKind::PermissionDenied,
+        "reset",
+    );
+}
