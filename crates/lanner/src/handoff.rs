@@ -670,15 +670,20 @@ mod tests {
         assert_eq!(tasks(), before, "lease timers outlived their tokens");
     }
 
+    /// A runtime for a lease's timer, which a test shuts down.
+    fn granting_runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap()
+    }
+
     #[test]
     fn a_lease_ends_when_the_runtime_of_its_timer_shuts_down_before_running_it() {
         let handoffs = Arc::new(Handoffs::default());
         handoffs.set_lease(Duration::from_secs(3600));
         let from = Arc::new(AtomicUsize::new(0));
-        let granting = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
+        let granting = granting_runtime();
         handoffs
             .park(new_token(), object(), &from, granting.handle())
             .unwrap();
@@ -696,10 +701,7 @@ mod tests {
     fn a_lease_ends_at_once_on_a_runtime_shut_down_already() {
         let handoffs = Arc::new(Handoffs::default());
         let from = Arc::new(AtomicUsize::new(0));
-        let granting = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
+        let granting = granting_runtime();
         let handle = granting.handle().clone();
         drop(granting);
         handoffs
@@ -714,10 +716,7 @@ mod tests {
         let handoffs = Arc::new(Handoffs::default());
         handoffs.set_lease(Duration::from_secs(3600));
         let from = Arc::new(AtomicUsize::new(0));
-        let granting = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
+        let granting = granting_runtime();
         let token = new_token();
         handoffs
             .park(token, object(), &from, granting.handle())
