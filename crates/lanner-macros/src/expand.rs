@@ -1,7 +1,7 @@
 //! Code generation: the trait, its proxy and its stub.
 
 use proc_macro2::{Ident, Span, TokenStream};
-use quote::{format_ident, quote, quote_spanned};
+use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 
 use crate::model::{Interface, Method};
@@ -65,6 +65,8 @@ fn expand_extension(interface: &Interface) -> TokenStream {
         #[allow(unused_macros)]
         macro_rules! #macro_ident {
             ($proxy:ty, $interface:path, $base:path) => {
+                // Calling a method deprecated in the trait is the proxy's job, not a use.
+                #[allow(deprecated)]
                 impl $interface for $proxy {
                     #(#methods)*
                 }
@@ -110,6 +112,48 @@ fn typed_params(method: &Method) -> impl Iterator<Item = TokenStream> + '_ {
         let (ident, ty) = (&p.ident, &p.ty);
         quote! { #ident: #ty }
     })
+}
+
+/// The most elements a tuple may have and still be a serde type (serde implements its
+/// traits for tuples of up to 16).
+const TUPLE_MAX: usize = 16;
+
+/// `items` as a tuple (`(a, b,)`), nested in tuples of at most [`TUPLE_MAX`] elements
+/// when there are more: `((a1, …, a16,), (a17,),)`. Postcard writes a tuple as its
+/// elements one after the other, so the nesting changes nothing on the wire: a method's
+/// inline arguments encode the same however many there are. The parentheses have `span`,
+/// for diagnostics about the tuple as a whole.
+fn tuple(items: Vec<TokenStream>, span: Span) -> TokenStream {
+    if items.len() <= TUPLE_MAX {
+        return quote_spanned! {span=> (#(#items,)*) };
+    }
+    let groups: Vec<TokenStream> = items
+        .chunks(TUPLE_MAX)
+        .map(|chunk| tuple(chunk.to_vec(), span))
+        .collect();
+    tuple(groups, span)
+}
+
+/// The method's inline arguments as a tuple of their names (a pattern, or an expression).
+fn inline_names(method: &Method, span: Span) -> TokenStream {
+    tuple(
+        method
+            .inline_params()
+            .map(|p| p.ident.to_token_stream())
+            .collect(),
+        span,
+    )
+}
+
+/// The type of [`inline_names`].
+fn inline_types(method: &Method, span: Span) -> TokenStream {
+    tuple(
+        method
+            .inline_params()
+            .map(|p| p.ty.to_token_stream())
+            .collect(),
+        span,
+    )
 }
 
 /// A variable of the generated code. Mixed-site hygiene keeps it apart from the user's
@@ -174,7 +218,7 @@ fn expand_proxy(interface: &Interface) -> TokenStream {
         let err = &method.err;
         let codec = codec(method);
         let params = typed_params(method);
-        let inline = method.inline_params().map(|p| &p.ident);
+        let inline = inline_names(method, name.span());
         let bulk: Vec<_> = method.bulk_params().map(|p| &p.ident).collect();
         let bulk_count = bulk.len();
         let error_check = quote_spanned! {err.span()=>
@@ -206,7 +250,7 @@ fn expand_proxy(interface: &Interface) -> TokenStream {
             }
         } else {
             quote_spanned! {name.span()=>
-                ::lanner::__private::request(&#to_var, #method_var, &(#(#inline,)*), #segments_var)
+                ::lanner::__private::request(&#to_var, #method_var, &#inline, #segments_var)
             }
         };
         // Spanned at the declared types so that a result or error type that cannot travel is
@@ -277,6 +321,9 @@ fn expand_proxy(interface: &Interface) -> TokenStream {
             }
         }
 
+        // Implementing or naming an interface deprecated (the trait, or some of its
+        // methods) is the generated code's job, not a use of it: no warnings for it.
+        #[allow(deprecated)]
         impl #trait_ident for #proxy {
             #(#methods)*
         }
@@ -291,6 +338,9 @@ fn expand_stub(interface: &Interface) -> TokenStream {
     let trait_ident = &item.ident;
     let proxy = format_ident!("{}Proxy", trait_ident);
     let stub = format_ident!("{}Stub", trait_ident);
+    // The implementation's type in the stub's impls that name the user's types: not `T`,
+    // which would hide a user type called `T` from the argument and result types.
+    let implementation = format_ident!("__LannerImplementation");
     let (call, this, methods, ordinal_var, interface_var) = (
         local("call"),
         local("this"),
@@ -303,8 +353,8 @@ fn expand_stub(interface: &Interface) -> TokenStream {
         let name = &method.ident;
         let err = &method.err;
         let codec = codec(method);
-        let inline_idents = method.inline_params().map(|p| &p.ident);
-        let inline_types = method.inline_params().map(|p| &p.ty);
+        let inline_idents = inline_names(method, Span::call_site());
+        let inline_types = inline_types(method, Span::call_site());
         let bulk = method.bulk_params().enumerate().map(|(segment, p)| {
             let ident = &p.ident;
             quote! {
@@ -329,7 +379,7 @@ fn expand_stub(interface: &Interface) -> TokenStream {
         let run = quote_spanned! {method.ok.span()=>
             ::lanner::__private::Box::pin(async move {
                 ::lanner::__private::reply::<#codec, #err>(
-                    <T as #trait_ident>::#name(&*#this, #(#args),*).await
+                    <#implementation as #trait_ident>::#name(&*#this, #(#args),*).await
                 )
             })
         };
@@ -339,7 +389,7 @@ fn expand_stub(interface: &Interface) -> TokenStream {
         // `arguments`, so each method's own code here is short.
         quote! {
             #ordinal => {
-                let (#(#inline_idents,)*): (#(#inline_types,)*) = match #arguments {
+                let #inline_idents: #inline_types = match #arguments {
                     ::core::result::Result::Ok(args) => args,
                     ::core::result::Result::Err(answer) => return answer,
                 };
@@ -353,8 +403,8 @@ fn expand_stub(interface: &Interface) -> TokenStream {
         let base_var = local("base");
         let all = local("all");
         quote! {
-            let #base_var = #base_stub::new(self.inner.clone());
-            #all.extend(::lanner::__private::Stub::bases(&#base_var));
+            let #base_var = #base_stub::new(<::lanner::__private::Arc<#implementation> as ::core::clone::Clone>::clone(&self.inner));
+            ::core::iter::Extend::extend(&mut #all, ::lanner::__private::Stub::bases(&#base_var));
             #all.push(::lanner::__private::Arc::new(#base_var));
         }
     });
@@ -382,6 +432,7 @@ fn expand_stub(interface: &Interface) -> TokenStream {
             inner: ::lanner::__private::Arc<T>,
         }
 
+        #[allow(deprecated)]
         impl<T: #trait_ident> #stub<T> {
             /// A stub serving `inner`.
             pub fn new(inner: ::lanner::__private::Arc<T>) -> Self {
@@ -391,11 +442,12 @@ fn expand_stub(interface: &Interface) -> TokenStream {
 
         impl<T> ::core::clone::Clone for #stub<T> {
             fn clone(&self) -> Self {
-                #stub { inner: self.inner.clone() }
+                #stub { inner: <::lanner::__private::Arc<T> as ::core::clone::Clone>::clone(&self.inner) }
             }
         }
 
-        impl<T: #trait_ident> ::lanner::__private::Stub for #stub<T> {
+        #[allow(deprecated)]
+        impl<#implementation: #trait_ident> ::lanner::__private::Stub for #stub<#implementation> {
             fn interface_id(&self) -> ::lanner::__private::InterfaceId {
                 <#proxy as ::lanner::__private::Proxy>::INTERFACE_ID
             }
@@ -414,24 +466,25 @@ fn expand_stub(interface: &Interface) -> TokenStream {
                 &self,
                 #call: ::lanner::__private::IncomingCall<'_>,
             ) -> ::lanner::__private::DispatchFuture {
-                Self::__serve(self.inner.clone(), #call)
+                Self::__serve(<::lanner::__private::Arc<#implementation> as ::core::clone::Clone>::clone(&self.inner), #call)
             }
 
             fn __direct(&self) -> ::core::option::Option<::lanner::__private::Direct> {
                 ::core::option::Option::Some(::lanner::__private::Direct::new(
-                    self.inner.clone(),
+                    <::lanner::__private::Arc<#implementation> as ::core::clone::Clone>::clone(&self.inner),
                     Self::__serve,
                 ))
             }
         }
 
-        impl<T: #trait_ident> #stub<T> {
+        #[allow(deprecated)]
+        impl<#implementation: #trait_ident> #stub<#implementation> {
             /// Serves one call on the implementation `target` (a `T`).
             fn __serve(
                 target: ::lanner::__private::Implementation,
                 #call: ::lanner::__private::IncomingCall<'_>,
             ) -> ::lanner::__private::DispatchFuture {
-                let #this = match ::lanner::__private::Direct::downcast::<T>(target) {
+                let #this = match ::lanner::__private::Direct::downcast::<#implementation>(target) {
                     ::core::result::Result::Ok(this) => this,
                     ::core::result::Result::Err(reply) => return reply,
                 };
@@ -450,5 +503,36 @@ fn expand_stub(interface: &Interface) -> TokenStream {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(count: usize) -> Vec<TokenStream> {
+        (1..=count)
+            .map(|n| format_ident!("a{}", n).to_token_stream())
+            .collect()
+    }
+
+    #[test]
+    fn up_to_sixteen_arguments_are_one_tuple() {
+        let out = tuple(names(2), Span::call_site()).to_string();
+        assert_eq!(out, quote! { (a1, a2,) }.to_string());
+        let out = tuple(names(16), Span::call_site()).to_string();
+        assert_eq!(out.matches('(').count(), 1, "{out}");
+    }
+
+    #[test]
+    fn more_arguments_are_nested_in_tuples_serde_implements() {
+        let out = tuple(names(17), Span::call_site()).to_string();
+        let expected = quote! {
+            ((a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16,), (a17,),)
+        };
+        assert_eq!(out, expected.to_string());
+        // 16 × 16 + 1: the groups themselves are nested again.
+        let out = tuple(names(257), Span::call_site()).to_string();
+        assert!(out.starts_with("((("), "{out}");
     }
 }

@@ -54,7 +54,7 @@ impl Method {
     /// reference to track while encoding it. (An alias of `()` is encoded like any other
     /// inline value, which is correct too, only slower.)
     pub(crate) fn returns_unit(&self) -> bool {
-        matches!(&self.ok, Type::Tuple(tuple) if tuple.elems.is_empty())
+        matches!(plain(&self.ok), Type::Tuple(tuple) if tuple.elems.is_empty())
     }
 
     /// The parameters encoded together in the inline part, in declaration order.
@@ -106,9 +106,61 @@ fn bases(item: &ItemTrait) -> syn::Result<Vec<syn::Path>> {
     Ok(bases)
 }
 
+/// `ty` without the invisible delimiters around a type passed in through a `macro_rules!`
+/// fragment (`$t:ty`, as a `Type::Group`) and without parentheses: the type as spelled,
+/// which the macro's own tests (`Result<…>`, `Bytes`, `()`) look at.
+fn plain(ty: &Type) -> &Type {
+    match ty {
+        Type::Group(group) => plain(&group.elem),
+        Type::Paren(paren) => plain(&paren.elem),
+        other => other,
+    }
+}
+
+/// Refuses, with a message naming it, a type that cannot cross the network whatever its
+/// traits: one holding a reference (`&str`, `Option<&str>`: `owned` says why), or
+/// `impl Trait` (a generic in disguise), rather than leaving the compiler to reject the
+/// generated code in terms of it.
+fn check_travels(ty: &Type, owned: &str) -> syn::Result<()> {
+    let inner: Vec<&Type> = match ty {
+        Type::Reference(reference) => return Err(syn::Error::new_spanned(reference, owned)),
+        Type::ImplTrait(bounds) => {
+            return Err(syn::Error::new_spanned(
+                bounds,
+                "lanner interface methods cannot take or return `impl Trait`: every call must have fixed types",
+            ));
+        }
+        Type::Group(group) => vec![&group.elem],
+        Type::Paren(paren) => vec![&paren.elem],
+        Type::Array(array) => vec![&array.elem],
+        Type::Slice(slice) => vec![&slice.elem],
+        Type::Tuple(tuple) => tuple.elems.iter().collect(),
+        Type::Path(path) => path
+            .path
+            .segments
+            .iter()
+            .flat_map(|segment| match &segment.arguments {
+                PathArguments::AngleBracketed(args) => args
+                    .args
+                    .iter()
+                    .filter_map(|arg| match arg {
+                        GenericArgument::Type(ty) => Some(ty),
+                        _ => None,
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    inner
+        .into_iter()
+        .try_for_each(|ty| check_travels(ty, owned))
+}
+
 /// A type spelled `Bytes` (any path ending in `Bytes`, without generics) is a bulk payload.
 fn is_bytes(ty: &Type) -> bool {
-    match ty {
+    match plain(ty) {
         Type::Path(path) if path.qself.is_none() => path
             .path
             .segments
@@ -251,12 +303,10 @@ impl Method {
                     "parameters of a lanner interface method must be plain names",
                 ));
             };
-            if let Type::Reference(reference) = &*typed.ty {
-                return Err(syn::Error::new_spanned(
-                    reference,
-                    "parameters of a lanner interface method must be owned values (they arrive over the network)",
-                ));
-            }
+            check_travels(
+                &typed.ty,
+                "parameters of a lanner interface method must be owned values (they arrive over the network)",
+            )?;
             params.push(Param {
                 ident: pat.ident.clone(),
                 ty: (*typed.ty).clone(),
@@ -266,6 +316,12 @@ impl Method {
             return Err(syn::Error::new_spanned(sig, RETURN_TYPE));
         };
         let (ok, err) = split_result(output)?;
+        for ty in [&ok, &err] {
+            check_travels(
+                ty,
+                "results and errors of a lanner interface method must be owned values (they arrive over the network)",
+            )?;
+        }
         let (one_way, attrs) = take_one_way(&method.attrs)?;
         if one_way && canonical(&ok) != "()" {
             return Err(syn::Error::new_spanned(
@@ -351,7 +407,7 @@ const RETURN_TYPE: &str = "lanner interface methods must return `Result<T, E>` w
 
 fn split_result(output: &Type) -> syn::Result<(Type, Type)> {
     let error = || syn::Error::new_spanned(output, RETURN_TYPE);
-    let Type::Path(path) = output else {
+    let Type::Path(path) = plain(output) else {
         return Err(error());
     };
     let last = path.path.segments.last().ok_or_else(error)?;

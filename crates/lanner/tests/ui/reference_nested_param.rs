@@ -1,0 +1,6 @@
+#[lanner::interface]
+pub trait Greeter {
+    async fn greet(&self, name: Option<&str>) -> Result<String, lanner::Error>;
+}
+
+fn main() {}

@@ -1,0 +1,6 @@
+#[lanner::interface]
+pub trait Names {
+    async fn first(&self) -> Result<&'static str, lanner::Error>;
+}
+
+fn main() {}
