@@ -303,6 +303,19 @@ impl Method {
                     "parameters of a lanner interface method must be plain names",
                 ));
             };
+            if let Some(attr) = typed
+                .attrs
+                .iter()
+                .find(|attr| attr.path().is_ident("cfg") || attr.path().is_ident("cfg_attr"))
+            {
+                // The parameter's attributes are not carried into the generated code: it
+                // would be there in every build, whatever the condition says.
+                return Err(syn::Error::new_spanned(
+                    attr,
+                    "a parameter of an interface method cannot be conditional (`#[cfg]`): \
+                     both sides must agree on the arguments; declare it always",
+                ));
+            }
             check_travels(
                 &typed.ty,
                 "parameters of a lanner interface method must be owned values (they arrive over the network)",
