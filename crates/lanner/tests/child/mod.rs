@@ -20,10 +20,15 @@ pub async fn spawn(name: &str, env: (&str, &str), ready: &str) -> (Child, Option
     let stdout = child.stdout.take().unwrap();
     let ready = ready.to_owned();
     let line = tokio::task::spawn_blocking(move || {
-        std::io::BufReader::new(stdout)
-            .lines()
+        let mut lines = std::io::BufReader::new(stdout).lines();
+        let found = lines
+            .by_ref()
             .map_while(Result::ok)
-            .find(|line| line.starts_with(&ready))
+            .find(|line| line.starts_with(&ready));
+        // The rest is read too (on a thread of its own), or the child's test harness,
+        // writing its result into a closed pipe, reports a broken pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        found
     })
     .await
     .unwrap();
