@@ -303,7 +303,18 @@ impl Connection {
         external: ExternalSegments,
     ) -> Result<Event, ProtocolError> {
         // Only requests and responses are this large or carry segments apart, and only
-        // on an open connection: nothing for the handshake's transcript.
+        // on an open connection: nothing for the handshake's transcript. A handshake
+        // frame handed in this way anyway is decoded from a copy (the peer may still write
+        // the memory), which the transcript keeps, as `handle_frame` does.
+        if self.state != State::Open {
+            if !external.is_empty() {
+                return Err(crate::error::FrameError::BadExternal(
+                    "bulk segments apart during the handshake",
+                )
+                .into());
+            }
+            return self.handle_frame(Bytes::copy_from_slice(&bytes));
+        }
         let frame = crate::in_place::decode(bytes, external)?;
         self.handle_decoded(frame, &Bytes::new())
     }
