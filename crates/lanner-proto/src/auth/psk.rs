@@ -20,6 +20,12 @@
 //!   never pass as a client's (or the reverse), even with the nonces echoed back.
 //! - **Downgrade**: the proofs cover the whole HELLO and the WELCOME's fields, so a
 //!   change to the mechanism, versions or limits in flight makes them fail.
+//! - **Not covered: relays.** Nothing in either proof names the endpoint the client meant
+//!   to reach, and nothing after AUTH is authenticated: a party without the key that a
+//!   key holder dials can forward the three frames to a real holder and keep both
+//!   connections (the client's calls, and the server's side as the client's principal).
+//!   Binding the address the client dialed into the HELLO (checked by the server against
+//!   the accepted socket's local address) or a session key over every frame would stop it.
 //!
 //! Proofs are compared in constant time. A key is only as good as its entropy: use at
 //! least 16 random bytes (the runtime refuses shorter keys).
