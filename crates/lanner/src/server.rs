@@ -466,10 +466,14 @@ impl Connections {
     /// Connections still open (ones whose handshake is under way are not counted: the
     /// limit is approximate by those few). No lock per connection, only its atomic flag:
     /// this runs on every accept. A connection whose peer sent GOAWAY still counts (and
-    /// is still shut down) until it has ended: its peer may go on calling.
+    /// is still shut down) until it has ended: its peer may go on calling. One that has
+    /// ended counts until it has let go of its socket and queued answers (a lingering
+    /// close holds them up to `CLOSE_LINGER` for a slow reader): a peer that gets its
+    /// connections closed and reads nothing would otherwise make the server hold any number
+    /// of them, whatever the limit.
     fn count(&self) -> usize {
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
-        live.retain(|c| c.upgrade().is_some_and(|c| !c.ended()));
+        live.retain(|c| c.upgrade().is_some_and(|c| c.holds_resources()));
         live.len()
     }
 }

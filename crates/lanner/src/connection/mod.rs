@@ -117,6 +117,9 @@ pub(crate) struct Connection {
     /// No answer may be stamped any more (the connection closed, or is closing): what the
     /// state's lock tells an answer stamped under it, for one stamped without.
     answers_stopped: AtomicBool,
+    /// The connection has ended and let go of its transport (socket, queued answers): a
+    /// lingering close holds them for a while after it ended (see `released`).
+    let_go: AtomicBool,
     /// The largest frame the peer accepts (settled by the handshake).
     peer_max_frame_size: u32,
     /// Whole frames received so far (see [`crate::Traffic`]).
@@ -339,6 +342,7 @@ impl Connection {
                 frames_received: AtomicU64::new(0),
                 answered_here: AtomicU32::new(0),
                 answers_stopped: AtomicBool::new(false),
+                let_go: AtomicBool::new(false),
                 peer_max_frame_size,
                 messages_received: AtomicU64::new(0),
                 replies_to_their_caller: AtomicU64::new(0),
@@ -871,6 +875,14 @@ impl Connection {
         drop(sink);
         self.loans.release();
         self.release_source();
+        self.let_go.store(true, Ordering::Release);
+    }
+
+    /// Whether the connection still holds what it cost its server: open, or ended but
+    /// still lingering with its socket and the answers queued for a slow reader (see
+    /// `end_lingering`). A server counts it against its connection limit until then.
+    pub(crate) fn holds_resources(&self) -> bool {
+        !self.let_go.load(Ordering::Acquire)
     }
 
     /// Replaces the receiving half with [`crate::transport::Released`] once the connection
