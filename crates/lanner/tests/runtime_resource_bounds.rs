@@ -122,3 +122,35 @@ async fn a_lingering_connection_counts_against_the_connection_limit_until_it_let
          earlier one still held its socket and an 8 MiB answer"
     );
 }
+
+/// The connection limit holds for connections whose handshakes run at once: a client
+/// that opens many connections before saying HELLO on any must not have them all
+/// admitted because none had finished its handshake when each was accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_handshaking_together_do_not_exceed_the_connection_limit() {
+    let service = Arc::new(common::Service::default());
+    let server = Server::new()
+        .with_auth(lanner::ServerAuth::none())
+        .with_max_connections(2);
+    server.publish("blobs", Object::new(common::BlobsStub::new(service)));
+    let listening = server.listen("tcp://127.0.0.1:0").await.unwrap();
+    let address = listening.endpoint().to_string().replace("tcp://", "");
+
+    let mut sockets = Vec::new();
+    for _ in 0..20 {
+        sockets.push(tokio::net::TcpStream::connect(&address).await.unwrap());
+    }
+    // Every one accepted, its handshake waiting for the HELLO.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut admitted = 0;
+    for socket in &mut sockets {
+        match handshake(socket).await {
+            Ok(_) => admitted += 1,
+            Err((status, reason)) => assert_eq!(status, Status::Overloaded, "{reason}"),
+        }
+    }
+    assert!(
+        admitted <= 2,
+        "with max_connections(2), {admitted} connections were admitted at once"
+    );
+}
