@@ -181,7 +181,7 @@ impl RootStub {
             }),
             None => Err(Error::new(
                 ErrorKind::NotFound,
-                format!("no object is published as {name:?} on this server"),
+                format!("no object is published as {} on this server", shown(&name)),
             )),
         };
         handing_out(call.connection, result)
@@ -253,6 +253,19 @@ fn hand_out(
             ErrorKind::Unavailable,
             "the connection is closed",
         )),
+    }
+}
+
+/// Characters of a name the peer sent that an error message shows at most.
+const NAME_SHOWN: usize = 256;
+
+/// `name`, which the peer sent, quoted for an error message, cut to [`NAME_SHOWN`]
+/// characters: it may be a frame long, and escaped whole (`{:?}`, up to ten characters
+/// for one) it made an answer several times the request.
+fn shown(name: &str) -> String {
+    match name.char_indices().nth(NAME_SHOWN) {
+        None => format!("{name:?}"),
+        Some((cut, _)) => format!("{:?}... ({} bytes)", &name[..cut], name.len()),
     }
 }
 

@@ -154,3 +154,44 @@ async fn connections_handshaking_together_do_not_exceed_the_connection_limit() {
         "with max_connections(2), {admitted} connections were admitted at once"
     );
 }
+
+/// The root's `resolve` of a name nobody published answers `NotFound` naming it: the name
+/// is the peer's, up to a frame long, and written escaped (`{:?}`), each control character
+/// as five. Echoed whole, a 4 MiB request made the server build and queue a 20 MiB answer
+/// (for a client that accepts frames that large): five times the request, beyond the
+/// bound of `credits × max frame size` a connection can pin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_name_is_not_echoed_whole_in_the_error() {
+    let server = Server::new().with_auth(lanner::ServerAuth::none());
+    let listening = server.listen("tcp://127.0.0.1:0").await.unwrap();
+    let address = listening.endpoint().to_string().replace("tcp://", "");
+    let mut socket = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let (mut proto, hello) = lanner_proto::Connection::client(lanner_proto::Limits {
+        max_frame_size: 64 << 20,
+        credits: 16,
+    });
+    socket.write_all(&hello).await.unwrap();
+    let welcome = common::read_frame(&mut socket).await.unwrap();
+    assert!(matches!(
+        proto.handle_frame(welcome),
+        Ok(lanner_proto::Event::Established { .. })
+    ));
+
+    let name = "\u{1}".repeat(4 << 20);
+    let fingerprint =
+        lanner::__private::method_fingerprint("resolve(String)->Result<ObjectRef,Error>");
+    let mut resolve = lanner_proto::MessageBuilder::request(0, 0, 0, fingerprint);
+    resolve
+        .inline()
+        .put_slice(&postcard::to_allocvec(&name).unwrap());
+    let (_, frame) = proto.send_request(resolve).map_err(|(e, _)| e).unwrap();
+    let frame = frame.into_contiguous();
+    let request_len = frame.len();
+    socket.write_all(&frame).await.unwrap();
+    let answer = common::read_frame(&mut socket).await.unwrap();
+    assert!(
+        answer.len() <= 64 << 10,
+        "a {request_len}-byte request was answered with {} bytes",
+        answer.len()
+    );
+}
