@@ -364,6 +364,7 @@ impl Server {
                         let calls = calls.clone();
                         let auth = auth.clone();
                         let policy = policy.clone();
+                        let open = accepted.count();
                         let evicted = handshakes.start(|handshake| tokio::spawn(async move {
                             let peer = incoming.peer().to_owned();
                             // One deadline for the TLS handshake and Lanner's together.
@@ -379,20 +380,15 @@ impl Server {
                                     return;
                                 }
                             };
-                            // Counted from here until the connection is listed (or
-                            // refused): handshakes under way at once count each other.
-                            let admitting = match accepted.admit(max_connections) {
-                                Ok(admitting) => admitting,
-                                Err(open) => {
-                                    tracing::warn!(%peer, open, "too many connections: refused");
-                                    let reason = format!(
-                                        "too many connections ({open}, the server allows {max_connections})"
-                                    );
-                                    let status = lanner_proto::Status::Overloaded;
-                                    connection::refuse(transport, deadline, status, &reason).await;
-                                    return;
-                                }
-                            };
+                            if open >= max_connections {
+                                tracing::warn!(%peer, open, "too many connections: refused");
+                                let reason = format!(
+                                    "too many connections ({open}, the server allows {max_connections})"
+                                );
+                                let status = lanner_proto::Status::Overloaded;
+                                connection::refuse(transport, deadline, status, &reason).await;
+                                return;
+                            }
                             let subject = tls.then(|| transport.certificate_subject.clone());
                             let admission = Admission {
                                 authenticator: auth.authenticator(transport.credentials, subject),
@@ -404,13 +400,12 @@ impl Server {
                                 connection::accept(transport, &options, deadline, admission).await;
                             drop(handshake);
                             match accepted_now {
-                                Ok(connection) => accepted.add(&connection),
+                                Ok(connection) => accepted.add(&connection, max_connections),
                                 Err(error) if error.kind() == ErrorKind::Unauthenticated => {
                                     tracing::warn!(%peer, %error, "authentication failed");
                                 }
                                 Err(error) => tracing::info!(%peer, %error, "connection refused"),
                             }
-                            drop(admitting);
                         }));
                         if evicted {
                             occasionally!(
@@ -440,57 +435,38 @@ impl Server {
 }
 
 /// The connections a listener accepted, for a graceful shutdown.
-/// A connection admitted by [`Connections::admit`], counted until dropped.
-struct Admitting(Arc<Connections>);
-
-impl Drop for Admitting {
-    fn drop(&mut self) {
-        let _live = self.0.live.lock().unwrap_or_else(|e| e.into_inner());
-        self.0.admitting.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 #[derive(Default)]
 struct Connections {
     live: Mutex<Vec<Weak<Connection>>>,
-    /// Connections admitted whose handshake is under way (see [`Connections::admit`]);
-    /// changed under `live`'s lock.
-    admitting: AtomicUsize,
     /// The listener shut down: a handshake that finishes now is closed at once.
     shut: std::sync::atomic::AtomicBool,
 }
 
 impl Connections {
-    fn add(&self, connection: &Arc<Connection>) {
+    /// Lists a connection whose handshake has just completed, or closes it at once if
+    /// `max` connections are open already. The count taken as a connection was accepted
+    /// (which refuses it before its handshake, telling its client why) misses the
+    /// connections whose handshakes run at the same time: without this second look,
+    /// every one of a burst of connections accepted together was admitted, whatever
+    /// `max`. Checked only now, once the client has authenticated, so that connections
+    /// that never finish their handshake hold no place under the limit.
+    fn add(&self, connection: &Arc<Connection>, max: usize) {
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         if self.shut.load(Ordering::SeqCst) {
             drop(live);
             connection.close(lanner_proto::Status::Unavailable, "the server shut down");
             return;
         }
-        live.push(Arc::downgrade(connection));
-    }
-
-    /// Admits one more connection, whose handshake is about to run, if the connections
-    /// open and those admitted before it and still in their handshake are fewer than
-    /// `max`; otherwise how many there are. Counted until the returned guard is dropped
-    /// (once the connection is listed, or has failed its handshake): handshakes under way
-    /// at once count each other, where a count taken as each was accepted let every one
-    /// of a burst in. No lock per connection, only its atomic flag. A connection whose
-    /// peer sent GOAWAY still counts (and is still shut down) until it has ended: its
-    /// peer may go on calling. One that has ended counts until it has let go of its
-    /// socket and queued answers (a lingering close holds them up to `CLOSE_LINGER` for a
-    /// slow reader): a peer that gets its connections closed and reads nothing would
-    /// otherwise make the server hold any number of them, whatever the limit.
-    fn admit(self: &Arc<Self>, max: usize) -> Result<Admitting, usize> {
-        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         live.retain(|c| c.upgrade().is_some_and(|c| c.holds_resources()));
-        let open = live.len() + self.admitting.load(Ordering::Relaxed);
+        let open = live.len();
         if open >= max {
-            return Err(open);
+            drop(live);
+            tracing::warn!(peer = %connection.peer(), open, "too many connections: closed");
+            let reason = format!("too many connections ({open}, the server allows {max})");
+            connection.close(lanner_proto::Status::Overloaded, &reason);
+            return;
         }
-        self.admitting.fetch_add(1, Ordering::Relaxed);
-        Ok(Admitting(self.clone()))
+        live.push(Arc::downgrade(connection));
     }
 
     /// The open connections, taken once and for all: later ones are refused.
@@ -501,6 +477,20 @@ impl Connections {
             .filter_map(Weak::upgrade)
             .filter(|c| c.closed().is_none())
             .collect()
+    }
+
+    /// Connections still open (ones whose handshake is under way are not counted: the
+    /// limit is approximate by those few). No lock per connection, only its atomic flag:
+    /// this runs on every accept. A connection whose peer sent GOAWAY still counts (and
+    /// is still shut down) until it has ended: its peer may go on calling. One that has
+    /// ended counts until it has let go of its socket and queued answers (a lingering
+    /// close holds them up to `CLOSE_LINGER` for a slow reader): a peer that gets its
+    /// connections closed and reads nothing would otherwise make the server hold any number
+    /// of them, whatever the limit.
+    fn count(&self) -> usize {
+        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        live.retain(|c| c.upgrade().is_some_and(|c| c.holds_resources()));
+        live.len()
     }
 }
 

@@ -142,11 +142,25 @@ async fn connections_handshaking_together_do_not_exceed_the_connection_limit() {
     }
     // Every one accepted, its handshake waiting for the HELLO.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let mut admitted = 0;
+    let mut established = Vec::new();
     for socket in &mut sockets {
         match handshake(socket).await {
-            Ok(_) => admitted += 1,
+            Ok(proto) => established.push((socket, proto)),
             Err((status, reason)) => assert_eq!(status, Status::Overloaded, "{reason}"),
+        }
+    }
+    // Those beyond the limit may be closed right after their handshake (CLOSE,
+    // `Overloaded`); the others stay open.
+    let mut admitted = 0;
+    for (socket, mut proto) in established {
+        match tokio::time::timeout(Duration::from_millis(300), common::read_frame(socket)).await {
+            Err(_) => admitted += 1,
+            Ok(frame) => match proto.handle_frame(frame.unwrap()) {
+                Ok(lanner_proto::Event::Closed(close)) => {
+                    assert_eq!(close.status, Status::Overloaded, "{}", close.reason)
+                }
+                other => panic!("unexpected frame: {other:?}"),
+            },
         }
     }
     assert!(
