@@ -64,7 +64,10 @@ async fn a_lingering_connection_counts_against_the_connection_limit_until_it_let
     let server = Server::new()
         .with_auth(lanner::ServerAuth::none())
         .with_max_connections(1);
-    server.publish("blobs", Object::new(common::BlobsStub::new(service.clone())));
+    server.publish(
+        "blobs",
+        Object::new(common::BlobsStub::new(service.clone())),
+    );
     server.publish("control", Object::new(common::ControlStub::new(service)));
     let listening = server.listen("tcp://127.0.0.1:0").await.unwrap();
     let address = listening.endpoint().to_string().replace("tcp://", "");
