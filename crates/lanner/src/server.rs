@@ -479,8 +479,8 @@ impl Connections {
             .collect()
     }
 
-    /// Connections still open (ones whose handshake is under way are not counted: the
-    /// limit is approximate by those few). No lock per connection, only its atomic flag:
+    /// Connections still open (ones whose handshake is under way are not counted: each is
+    /// checked again as its handshake completes, see [`Connections::add`]). No lock per connection, only its atomic flag:
     /// this runs on every accept. A connection whose peer sent GOAWAY still counts (and
     /// is still shut down) until it has ended: its peer may go on calling. One that has
     /// ended counts until it has let go of its socket and queued answers (a lingering

@@ -118,7 +118,8 @@ pub(crate) struct Connection {
     /// state's lock tells an answer stamped under it, for one stamped without.
     answers_stopped: AtomicBool,
     /// The connection has ended and let go of its transport (socket, queued answers): a
-    /// lingering close holds them for a while after it ended (see `released`).
+    /// lingering close holds them for a while after it ended (see
+    /// [`Connection::holds_resources`]).
     let_go: AtomicBool,
     /// The largest frame the peer accepts (settled by the handshake).
     peer_max_frame_size: u32,
