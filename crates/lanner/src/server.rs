@@ -480,8 +480,8 @@ impl Connections {
     }
 
     /// Connections still open (ones whose handshake is under way are not counted: each is
-    /// checked again as its handshake completes, see [`Connections::add`]). No lock per connection, only its atomic flag:
-    /// this runs on every accept. A connection whose peer sent GOAWAY still counts (and
+    /// checked again as its handshake completes, see [`Connections::add`]). No lock per
+    /// connection, only its atomic flag: this runs on every accept. A connection whose peer sent GOAWAY still counts (and
     /// is still shut down) until it has ended: its peer may go on calling. One that has
     /// ended counts until it has let go of its socket and queued answers (a lingering
     /// close holds them up to `CLOSE_LINGER` for a slow reader): a peer that gets its
