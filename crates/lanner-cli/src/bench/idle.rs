@@ -18,14 +18,22 @@ pub struct IdleCpu {
     pub server_percent: f64,
 }
 
-/// Waits `secs` without sending anything and reports the CPU both processes used.
-pub fn measure(server_pid: u32, secs: f64) -> std::io::Result<IdleCpu> {
+/// Waits `secs` without sending anything and reports the CPU both processes used. The
+/// waiting is done inside `runtime` (the client's), so that its connections' readers and
+/// timers run as they would in an idle program: waiting outside it would freeze them and
+/// report the client's idle CPU as zero whatever they do.
+pub fn measure(
+    runtime: &tokio::runtime::Runtime,
+    server_pid: u32,
+    secs: f64,
+) -> std::io::Result<IdleCpu> {
+    let sleep = |duration: Duration| runtime.block_on(async { tokio::time::sleep(duration).await });
     // Let the spin budgets run out first; they are microseconds, this is plenty.
-    std::thread::sleep(Duration::from_millis(50));
+    sleep(Duration::from_millis(50));
     let client_before = cpu_ticks("self")?;
     let server_before = cpu_ticks(&server_pid.to_string())?;
     let start = Instant::now();
-    std::thread::sleep(Duration::from_secs_f64(secs));
+    sleep(Duration::from_secs_f64(secs));
     let elapsed = start.elapsed().as_secs_f64();
     let client = cpu_ticks("self")? - client_before;
     let server = cpu_ticks(&server_pid.to_string())? - server_before;

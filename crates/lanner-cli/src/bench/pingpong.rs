@@ -150,7 +150,7 @@ pub fn measure(
         rows.push(row(size, &mut rpc_samples, &mut raw_samples));
     }
     let idle = if idle_secs > 0.0 {
-        Some(idle::measure(server.pid(), idle_secs)?)
+        Some(idle::measure(&runtime, server.pid(), idle_secs)?)
     } else {
         None
     };
