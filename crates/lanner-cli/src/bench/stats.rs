@@ -54,4 +54,25 @@ mod tests {
         assert_eq!(p.p50, 50.0);
         assert_eq!(p.p99, 99.0);
     }
+
+    #[test]
+    fn short_and_empty_sample_sets() {
+        assert_eq!(percentiles(&mut []).p50, 0.0);
+        let mut one = [Duration::from_micros(7)];
+        let p = percentiles(&mut one);
+        assert_eq!((p.p50, p.p99), (7.0, 7.0));
+        let mut two = [Duration::from_micros(9), Duration::from_micros(3)];
+        let p = percentiles(&mut two);
+        assert_eq!((p.p50, p.p99), (3.0, 9.0));
+        // 1000 samples: the 500th and the 990th (nearest rank), not one past.
+        let mut many: Vec<Duration> = (1..=1000).rev().map(Duration::from_micros).collect();
+        let p = percentiles(&mut many);
+        assert_eq!((p.p50, p.p99), (500.0, 990.0));
+    }
+
+    #[test]
+    fn ratios_are_lanner_over_raw() {
+        assert_eq!(ratio(3.0, 2.0), 1.5);
+        assert_eq!(ratio(1.0, 4.0), 0.25);
+    }
 }
