@@ -363,15 +363,31 @@ impl ObjectRef {
             Some(Origin::Url(origin)) if !current.connection.usable() => {
                 if let Ok(here) = tokio::runtime::Handle::try_current() {
                     // The new connection runs on the caller's runtime, and its setup is
-                    // timed there anyway.
+                    // timed there anyway. The reconnect runs as a task of its own: a
+                    // caller whose deadline passes (or that drops the call) stops waiting
+                    // for it, not the reconnect. Cut short, it would leave the reference
+                    // unable to reconnect whenever calls time out sooner than a connection
+                    // takes to open, each call opening and abandoning one of its own.
+                    let reference = self.clone();
+                    let reconnecting = here.spawn(async move {
+                        match reference.inner.origin.as_deref() {
+                            Some(Origin::Url(origin)) => reference.reconnect(origin).await,
+                            _ => Ok(reference.current_target()),
+                        }
+                    });
+                    let url = &origin.url;
+                    let reconnected = async move {
+                        match reconnecting.await {
+                            Ok(reconnected) => reconnected,
+                            Err(error) => Err(Error::new(
+                                ErrorKind::Unavailable,
+                                format!("reconnecting to {url}: {error}"),
+                            )),
+                        }
+                    };
                     let expired = || reconnect_expired(&origin.url);
-                    return crate::connection::until(
-                        &here,
-                        deadline,
-                        self.reconnect(origin),
-                        expired,
-                    )
-                    .await?;
+                    return crate::connection::until(&here, deadline, reconnected, expired)
+                        .await?;
                 }
                 self.reconnect_from_a_plain_thread(&current, origin, deadline)
                     .await
