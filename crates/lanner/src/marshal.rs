@@ -134,11 +134,9 @@ fn encode_inline<T: Serialize + ?Sized>(
     postcard::to_io(value, message.inline())
         .map(drop)
         .map_err(|e| {
-            let why = objref::take_failure().unwrap_or_else(|| e.to_string());
-            Error::new(
-                ErrorKind::InvalidArgument,
-                format!("could not encode: {why}"),
-            )
+            let (kind, why) = objref::take_failure()
+                .unwrap_or_else(|| (ErrorKind::InvalidArgument, e.to_string()));
+            Error::new(kind, format!("could not encode: {why}"))
         })
 }
 
@@ -161,7 +159,7 @@ pub(crate) fn decode_inline<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Erro
             let why = if depth::took_too_deep() {
                 depth::too_deep_message()
             } else {
-                objref::take_failure().unwrap_or_else(|| e.to_string())
+                objref::take_failure().map_or_else(|| e.to_string(), |(_, why)| why)
             };
             Err(Error::new(
                 ErrorKind::InvalidArgument,

@@ -64,24 +64,36 @@ fn take_handed_back() -> Vec<ObjectRef> {
 }
 
 thread_local! {
-    /// Why the last reference could not be encoded or decoded: postcard keeps only that
-    /// a custom error happened, not its message.
-    static FAILURE: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+    /// Why the last reference could not be encoded or decoded, and what kind of failure
+    /// that is: postcard keeps only that a custom error happened, not its message.
+    static FAILURE: std::cell::RefCell<Option<(ErrorKind, String)>> =
+        const { std::cell::RefCell::new(None) };
 }
 
-/// The message of the reference that just failed to encode or decode, if one did.
-pub(crate) fn take_failure() -> Option<String> {
+/// The kind and message of the reference that just failed to encode or decode, if one
+/// did.
+pub(crate) fn take_failure() -> Option<(ErrorKind, String)> {
     FAILURE.with(|failure| failure.borrow_mut().take())
 }
 
 fn remember(message: impl fmt::Display) -> String {
+    remember_as(ErrorKind::InvalidArgument, message)
+}
+
+fn remember_as(kind: ErrorKind, message: impl fmt::Display) -> String {
     let message = message.to_string();
-    FAILURE.with(|failure| *failure.borrow_mut() = Some(message.clone()));
+    FAILURE.with(|failure| *failure.borrow_mut() = Some((kind, message.clone())));
     message
 }
 
 fn failed<E: serde::ser::Error>(message: impl fmt::Display) -> E {
     E::custom(remember(message))
+}
+
+/// [`failed`] for a failure of another kind than a bad argument (a reference whose
+/// connection is gone is `Unavailable`: worth trying again).
+fn failed_as<E: serde::ser::Error>(kind: ErrorKind, message: impl fmt::Display) -> E {
+    E::custom(remember_as(kind, message))
 }
 
 fn failed_de<E: serde::de::Error>(message: impl fmt::Display) -> E {
@@ -383,9 +395,16 @@ impl<P: Proxy> Serialize for ObjRef<P> {
                         interfaces: Vec::new(),
                     }
                 } else {
+                    // A reference found by URL whose connection broke reconnects when
+                    // called; passed on first, it starts reconnecting now, so that the
+                    // caller's next attempt finds it on its new connection (handed back,
+                    // if that is the one the call goes on).
+                    if !target.connection.usable() {
+                        object.reconnect_soon();
+                    }
                     let (endpoint, token) =
                         target.connection.grant(target.handle).map_err(|e| {
-                            failed::<S::Error>(format!(
+                            failed_as::<S::Error>(e.kind(), format!(
                                 "handing the {} at {} to {}: {}",
                                 P::INTERFACE_NAME,
                                 object.peer(),

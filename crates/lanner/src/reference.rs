@@ -396,6 +396,24 @@ impl ObjectRef {
         }
     }
 
+    /// Starts reconnecting, on a task of the caller's runtime, a reference found by URL
+    /// whose connection is unusable (nothing for any other reference, or outside a
+    /// runtime). The backoff applies as it does to calls.
+    pub(crate) fn reconnect_soon(&self) {
+        if !matches!(self.inner.origin.as_deref(), Some(Origin::Url(_))) {
+            return;
+        }
+        let Ok(here) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let reference = self.clone();
+        drop(here.spawn(async move {
+            if let Some(Origin::Url(origin)) = reference.inner.origin.as_deref() {
+                let _ = reference.reconnect(origin).await;
+            }
+        }));
+    }
+
     /// A reconnect for a caller outside any runtime (`block_on` on a plain thread): the
     /// new connection needs one, and gets the old one's, where the reconnect runs as a
     /// task, timed there (a caller giving up does not stop it; its deadline does). That
