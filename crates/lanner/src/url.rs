@@ -8,7 +8,8 @@
 //! | `mem://name` | in-process endpoint, for tests and embedding |
 //!
 //! An object URL appends the object's published name: `tcp://127.0.0.1:7000/calc`,
-//! `unix:///tmp/app.sock/calc` (the last path segment is the name), `shm://name/calc`,
+//! `unix:///tmp/app.sock/calc` (the last path segment is the name: a `/` in it is written
+//! `%2F`, a `%` `%25`), `shm://name/calc`,
 //! `mem://name/calc`.
 
 use std::fmt;
@@ -92,8 +93,44 @@ impl Endpoint {
 
     /// The URL of the object published as `name` at this endpoint.
     pub fn object_url(&self, name: &str) -> String {
-        format!("{self}/{name}")
+        match self {
+            Endpoint::Unix(_) => format!("{self}/{}", escape_unix_name(name)),
+            _ => format!("{self}/{name}"),
+        }
     }
+}
+
+/// A name as a Unix object URL writes it: the name is the path's last segment, so a `/`
+/// in it is written `%2F` (and a `%`, to tell it from one, `%25`).
+fn escape_unix_name(name: &str) -> std::borrow::Cow<'_, str> {
+    if name.contains(['/', '%']) {
+        name.replace('%', "%25").replace('/', "%2F").into()
+    } else {
+        name.into()
+    }
+}
+
+/// The name a Unix object URL's last segment writes (see [`escape_unix_name`]): `%2F` is
+/// a `/`, `%25` a `%`; any other `%` stands for itself.
+fn unescape_unix_name(written: &str) -> String {
+    let mut name = String::with_capacity(written.len());
+    let mut rest = written;
+    while let Some(at) = rest.find('%') {
+        name.push_str(&rest[..at]);
+        let escape = rest.get(at..at + 3);
+        if escape.is_some_and(|e| e.eq_ignore_ascii_case("%2F")) {
+            name.push('/');
+            rest = &rest[at + 3..];
+        } else if escape == Some("%25") {
+            name.push('%');
+            rest = &rest[at + 3..];
+        } else {
+            name.push('%');
+            rest = &rest[at + 1..];
+        }
+    }
+    name.push_str(rest);
+    name
 }
 
 fn parse_name(url: &str, name: &str, scheme: &str) -> Result<String, Error> {
@@ -178,16 +215,20 @@ impl ObjectUrl {
         if name.is_empty() {
             return Err(invalid(url, "the object name is empty"));
         }
+        let name = match scheme {
+            "unix" => unescape_unix_name(name),
+            _ => name.to_owned(),
+        };
         Ok(ObjectUrl {
             endpoint: Endpoint::parse_reporting(&endpoint, url)?,
-            name: name.to_owned(),
+            name,
         })
     }
 }
 
 impl fmt::Display for ObjectUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.endpoint, self.name)
+        f.write_str(&self.endpoint.object_url(&self.name))
     }
 }
 
@@ -274,6 +315,22 @@ mod tests {
         ) {
             crate::fuzzing::url_parse(format!("{scheme}://{middle}/{name}").as_bytes());
         }
+    }
+
+    #[test]
+    fn unix_names_with_a_slash_or_a_percent_round_trip() {
+        let endpoint = Endpoint::Unix("/tmp/s.sock".into());
+        for name in ["svc/calc", "50%", "a%2Fb", "/", "%25", "plain"] {
+            let url = endpoint.object_url(name);
+            let parsed = ObjectUrl::parse(&url).unwrap();
+            assert_eq!((&parsed.endpoint, parsed.name.as_str()), (&endpoint, name), "{url}");
+            assert_eq!(parsed.to_string(), url);
+        }
+        assert_eq!(ObjectUrl::parse("unix:///tmp/s.sock/a%2fb").unwrap().name, "a/b");
+        assert_eq!(ObjectUrl::parse("unix:///tmp/s.sock/x%zz%").unwrap().name, "x%zz%");
+        // Other schemes carry a `/` as it is.
+        assert_eq!(ObjectUrl::parse("tcp://h:1/a/b").unwrap().name, "a/b");
+        assert_eq!(ObjectUrl::parse("tcp://h:1/a%2Fb").unwrap().name, "a%2Fb");
     }
 
     #[test]
