@@ -118,6 +118,9 @@ struct UrlOrigin {
     client: Client,
     url: ObjectUrl,
     backoff: tokio::sync::Mutex<Backoff>,
+    /// The reconnect under way, if any: callers wait for this one rather than start their
+    /// own (see [`ObjectRef::reconnecting`]).
+    reconnecting: Mutex<Option<Claim>>,
 }
 
 /// A reference a third party handed over (see [`crate::handoff`]): until redeemed, its
@@ -253,6 +256,7 @@ impl ObjectRef {
                     delay: BACKOFF_MIN,
                     not_before: None,
                 }),
+                reconnecting: Mutex::new(None),
             }))),
         )
     }
@@ -363,26 +367,22 @@ impl ObjectRef {
             Some(Origin::Url(origin)) if !current.connection.usable() => {
                 if let Ok(here) = tokio::runtime::Handle::try_current() {
                     // The new connection runs on the caller's runtime, and its setup is
-                    // timed there anyway. The reconnect runs as a task of its own: a
-                    // caller whose deadline passes (or that drops the call) stops waiting
-                    // for it, not the reconnect. Cut short, it would leave the reference
-                    // unable to reconnect whenever calls time out sooner than a connection
-                    // takes to open, each call opening and abandoning one of its own.
-                    let reference = self.clone();
-                    let reconnecting = here.spawn(async move {
-                        match reference.inner.origin.as_deref() {
-                            Some(Origin::Url(origin)) => reference.reconnect(origin).await,
-                            _ => Ok(reference.current_target()),
-                        }
-                    });
+                    // timed there anyway. The reconnect runs as a task of its own, shared
+                    // by the callers that want it meanwhile: a caller whose deadline passes
+                    // (or that drops the call) stops waiting for it, not the reconnect. Cut
+                    // short, it would leave the reference unable to reconnect whenever calls
+                    // time out sooner than a connection takes to open, each call opening
+                    // and abandoning one of its own.
+                    let mut reconnecting = self.reconnecting(origin, &here);
                     let url = &origin.url;
                     let reconnected = async move {
-                        match reconnecting.await {
-                            Ok(reconnected) => reconnected,
-                            Err(error) => Err(Error::new(
-                                ErrorKind::Unavailable,
-                                format!("reconnecting to {url}: {error}"),
-                            )),
+                        match reconnecting.wait_for(Option::is_some).await {
+                            Ok(done) => done
+                                .clone()
+                                .expect("`wait_for` returns once there is a value"),
+                            Err(_) => Err(Error::unavailable(format!(
+                                "reconnecting to {url} stopped: it panicked, or its runtime shut down (the request was not sent)"
+                            ))),
                         }
                     };
                     let expired = || reconnect_expired(&origin.url);
@@ -406,12 +406,35 @@ impl ObjectRef {
         let Ok(here) = tokio::runtime::Handle::try_current() else {
             return;
         };
+        if let Some(Origin::Url(origin)) = self.inner.origin.as_deref() {
+            drop(self.reconnecting(origin, &here));
+        }
+    }
+
+    /// The reconnect of this reference under way, or a new one, started on `runtime`.
+    fn reconnecting(&self, origin: &UrlOrigin, runtime: &tokio::runtime::Handle) -> Claim {
+        let mut reconnecting = origin
+            .reconnecting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        // Still running: no value yet, and its task still holds the sender.
+        if let Some(running) = reconnecting
+            .as_ref()
+            .filter(|running| running.borrow().is_none() && running.has_changed().is_ok())
+        {
+            return running.clone();
+        }
+        let (done, running) = tokio::sync::watch::channel(None);
         let reference = self.clone();
-        drop(here.spawn(async move {
-            if let Some(Origin::Url(origin)) = reference.inner.origin.as_deref() {
-                let _ = reference.reconnect(origin).await;
-            }
+        drop(runtime.spawn(async move {
+            let reconnected = match reference.inner.origin.as_deref() {
+                Some(Origin::Url(origin)) => reference.reconnect(origin).await,
+                _ => Ok(reference.current_target()),
+            };
+            done.send_replace(Some(reconnected));
         }));
+        *reconnecting = Some(running.clone());
+        running
     }
 
     /// A reconnect for a caller outside any runtime (`block_on` on a plain thread): the
