@@ -167,6 +167,19 @@ fn parse_authority(url: &str, authority: &str) -> Result<String, Error> {
     if !bracketed && host.contains(['[', ']', '/', '@', ' ']) {
         return Err(invalid(url, "the host is not a name or an address"));
     }
+    // In brackets, an IPv6 address (and a zone after `%`) and nothing else.
+    if bracketed {
+        let inner = &host[1..host.len() - 1];
+        let (address, zone) = inner.split_once('%').unwrap_or((inner, "1"));
+        if address.parse::<std::net::Ipv6Addr>().is_err()
+            || zone.is_empty()
+            || !zone
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
+        {
+            return Err(invalid(url, "the host in brackets is not an IPv6 address"));
+        }
+    }
     Ok(authority.to_owned())
 }
 
@@ -249,6 +262,10 @@ mod tests {
         let url = ObjectUrl::parse("shm://fast/calc").unwrap();
         assert_eq!(url.endpoint, Endpoint::Shm("fast".into()));
         assert_eq!(url.name, "calc");
+        let url = ObjectUrl::parse("tcp://[fe80::1%eth0]:7000/calc").unwrap();
+        assert_eq!(url.endpoint, Endpoint::Tcp("[fe80::1%eth0]:7000".into()));
+        let url = ObjectUrl::parse("tcp://[::ffff:127.0.0.1]:7000/calc").unwrap();
+        assert_eq!(url.endpoint, Endpoint::Tcp("[::ffff:127.0.0.1]:7000".into()));
         let url = ObjectUrl::parse("tcp://[::1]:7000/calc").unwrap();
         assert_eq!(url.endpoint, Endpoint::Tcp("[::1]:7000".into()));
         assert_eq!(url.to_string(), "tcp://[::1]:7000/calc");
@@ -271,6 +288,11 @@ mod tests {
             "tcp://host:+80/calc",
             "tcp://host:/calc",
             "tcp://[::1:7000/calc",
+            "tcp://[[::1]:7000/calc",
+            "tcp://[::1]]:7000/calc",
+            "tcp://[a b]:7000/calc",
+            "tcp://[localhost]:7000/calc",
+            "tcp://[::1%]:7000/calc",
             "mem:///calc",
             "shm:///calc",
         ] {
