@@ -404,13 +404,16 @@ impl<P: Proxy> Serialize for ObjRef<P> {
                     }
                     let (endpoint, token) =
                         target.connection.grant(target.handle).map_err(|e| {
-                            failed_as::<S::Error>(e.kind(), format!(
-                                "handing the {} at {} to {}: {}",
-                                P::INTERFACE_NAME,
-                                object.peer(),
-                                connection.peer(),
-                                e.message()
-                            ))
+                            failed_as::<S::Error>(
+                                e.kind(),
+                                format!(
+                                    "handing the {} at {} to {}: {}",
+                                    P::INTERFACE_NAME,
+                                    object.peer(),
+                                    connection.peer(),
+                                    e.message()
+                                ),
+                            )
                         })?;
                     WireObjRef {
                         holder: Holder::Elsewhere {

@@ -365,32 +365,42 @@ impl ObjectRef {
             // connection the reference arrived on, which it never calls).
             Some(Origin::Handoff(_)) => Ok(self.current_target()),
             Some(Origin::Url(origin)) if !current.connection.usable() => {
-                if let Ok(here) = tokio::runtime::Handle::try_current() {
-                    // The new connection runs on the caller's runtime, and its setup is
-                    // timed there anyway. The reconnect runs as a task of its own, shared
-                    // by the callers that want it meanwhile: a caller whose deadline passes
-                    // (or that drops the call) stops waiting for it, not the reconnect. Cut
-                    // short, it would leave the reference unable to reconnect whenever calls
-                    // time out sooner than a connection takes to open, each call opening
-                    // and abandoning one of its own.
-                    let mut reconnecting = self.reconnecting(origin, &here);
-                    let url = &origin.url;
-                    let reconnected = async move {
-                        match reconnecting.wait_for(Option::is_some).await {
-                            Ok(done) => done
-                                .clone()
-                                .expect("`wait_for` returns once there is a value"),
-                            Err(_) => Err(Error::unavailable(format!(
-                                "reconnecting to {url} stopped: it panicked, or its runtime shut down (the request was not sent)"
-                            ))),
-                        }
-                    };
-                    let expired = || reconnect_expired(&origin.url);
-                    return crate::connection::until(&here, deadline, reconnected, expired)
-                        .await?;
-                }
-                self.reconnect_from_a_plain_thread(&current, origin, deadline)
-                    .await
+                // The new connection runs on the caller's runtime, and its setup is timed
+                // there anyway; for a caller outside any (`block_on` on a plain thread),
+                // on the old connection's, which must be driven (a current-thread runtime
+                // outside its `block_on` runs no task, and the caller waits until it
+                // does). The reconnect runs as a task of its own, shared by the callers
+                // that want it meanwhile: a caller whose deadline passes (or that drops
+                // the call) stops waiting for it, not the reconnect. Cut short, it would
+                // leave the reference unable to reconnect whenever calls time out sooner
+                // than a connection takes to open, each call opening and abandoning one
+                // of its own.
+                let runtime = match tokio::runtime::Handle::try_current() {
+                    Ok(here) => here,
+                    Err(_) if current.connection.runtime_alive() => {
+                        current.connection.runtime().clone()
+                    }
+                    Err(_) => {
+                        return Err(Error::unavailable(format!(
+                            "cannot reconnect to {} outside a tokio runtime: the runtime the connection ran on has shut down",
+                            origin.url
+                        )));
+                    }
+                };
+                let mut reconnecting = self.reconnecting(origin, &runtime);
+                let url = &origin.url;
+                let reconnected = async move {
+                    match reconnecting.wait_for(Option::is_some).await {
+                        Ok(done) => done
+                            .clone()
+                            .expect("`wait_for` returns once there is a value"),
+                        Err(_) => Err(Error::unavailable(format!(
+                            "reconnecting to {url} stopped: it panicked, or its runtime shut down (the request was not sent)"
+                        ))),
+                    }
+                };
+                let expired = || reconnect_expired(&origin.url);
+                crate::connection::until(&runtime, deadline, reconnected, expired).await?
             }
             _ => Ok(current),
         }
@@ -400,13 +410,10 @@ impl ObjectRef {
     /// whose connection is unusable (nothing for any other reference, or outside a
     /// runtime). The backoff applies as it does to calls.
     pub(crate) fn reconnect_soon(&self) {
-        if !matches!(self.inner.origin.as_deref(), Some(Origin::Url(_))) {
-            return;
-        }
-        let Ok(here) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        if let Some(Origin::Url(origin)) = self.inner.origin.as_deref() {
+        if let (Some(Origin::Url(origin)), Ok(here)) = (
+            self.inner.origin.as_deref(),
+            tokio::runtime::Handle::try_current(),
+        ) {
             drop(self.reconnecting(origin, &here));
         }
     }
@@ -435,45 +442,6 @@ impl ObjectRef {
         }));
         *reconnecting = Some(running.clone());
         running
-    }
-
-    /// A reconnect for a caller outside any runtime (`block_on` on a plain thread): the
-    /// new connection needs one, and gets the old one's, where the reconnect runs as a
-    /// task, timed there (a caller giving up does not stop it; its deadline does). That
-    /// runtime must be driven: a current-thread runtime outside its `block_on` runs no
-    /// task, and the caller waits until it does.
-    async fn reconnect_from_a_plain_thread(
-        &self,
-        current: &Target,
-        origin: &UrlOrigin,
-        deadline: Option<Instant>,
-    ) -> Result<Target, Error> {
-        let runtime_gone = || {
-            Error::unavailable(format!(
-                "cannot reconnect to {} outside a tokio runtime: the runtime the connection ran on has shut down",
-                origin.url
-            ))
-        };
-        if !current.connection.runtime_alive() {
-            return Err(runtime_gone());
-        }
-        let reference = self.clone();
-        let reconnecting = current.connection.runtime().spawn(async move {
-            let Some(Origin::Url(origin)) = reference.inner.origin.as_deref() else {
-                return Ok(reference.current_target());
-            };
-            let expired = || reconnect_expired(&origin.url);
-            let here = tokio::runtime::Handle::current();
-            crate::connection::until(&here, deadline, reference.reconnect(origin), expired).await?
-        });
-        match reconnecting.await {
-            Ok(reconnected) => reconnected,
-            Err(error) if error.is_cancelled() => Err(runtime_gone()),
-            Err(error) => Err(Error::new(
-                ErrorKind::Internal,
-                format!("reconnecting to {}: {error}", origin.url),
-            )),
-        }
     }
 
     /// The claim of this reference under way, or a new one (the last one failed in a way

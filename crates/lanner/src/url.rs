@@ -265,7 +265,10 @@ mod tests {
         let url = ObjectUrl::parse("tcp://[fe80::1%eth0]:7000/calc").unwrap();
         assert_eq!(url.endpoint, Endpoint::Tcp("[fe80::1%eth0]:7000".into()));
         let url = ObjectUrl::parse("tcp://[::ffff:127.0.0.1]:7000/calc").unwrap();
-        assert_eq!(url.endpoint, Endpoint::Tcp("[::ffff:127.0.0.1]:7000".into()));
+        assert_eq!(
+            url.endpoint,
+            Endpoint::Tcp("[::ffff:127.0.0.1]:7000".into())
+        );
         let url = ObjectUrl::parse("tcp://[::1]:7000/calc").unwrap();
         assert_eq!(url.endpoint, Endpoint::Tcp("[::1]:7000".into()));
         assert_eq!(url.to_string(), "tcp://[::1]:7000/calc");
@@ -345,11 +348,21 @@ mod tests {
         for name in ["svc/calc", "50%", "a%2Fb", "/", "%25", "plain"] {
             let url = endpoint.object_url(name);
             let parsed = ObjectUrl::parse(&url).unwrap();
-            assert_eq!((&parsed.endpoint, parsed.name.as_str()), (&endpoint, name), "{url}");
+            assert_eq!(
+                (&parsed.endpoint, parsed.name.as_str()),
+                (&endpoint, name),
+                "{url}"
+            );
             assert_eq!(parsed.to_string(), url);
         }
-        assert_eq!(ObjectUrl::parse("unix:///tmp/s.sock/a%2fb").unwrap().name, "a/b");
-        assert_eq!(ObjectUrl::parse("unix:///tmp/s.sock/x%zz%").unwrap().name, "x%zz%");
+        assert_eq!(
+            ObjectUrl::parse("unix:///tmp/s.sock/a%2fb").unwrap().name,
+            "a/b"
+        );
+        assert_eq!(
+            ObjectUrl::parse("unix:///tmp/s.sock/x%zz%").unwrap().name,
+            "x%zz%"
+        );
         // Other schemes carry a `/` as it is.
         assert_eq!(ObjectUrl::parse("tcp://h:1/a/b").unwrap().name, "a/b");
         assert_eq!(ObjectUrl::parse("tcp://h:1/a%2Fb").unwrap().name, "a%2Fb");

@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 
 use lanner::{Client, ErrorKind, Object, Proxy, Server};
 
+mod common;
+
 #[lanner::interface]
 trait Echo {
     async fn echo(&self, value: u64) -> Result<u64, lanner::Error>;
@@ -145,13 +147,18 @@ async fn a_proxy_with_a_timeout_shorter_than_a_connect_reconnects() {
 #[lanner::interface]
 trait Holder {
     /// Takes a reference to an echo object and calls it with `value`.
-    async fn take(&self, echo: lanner::ObjRef<EchoProxy>, value: u64) -> Result<u64, lanner::Error>;
+    async fn take(&self, echo: lanner::ObjRef<EchoProxy>, value: u64)
+    -> Result<u64, lanner::Error>;
 }
 
 struct Keeper;
 
 impl Holder for Keeper {
-    async fn take(&self, echo: lanner::ObjRef<EchoProxy>, value: u64) -> Result<u64, lanner::Error> {
+    async fn take(
+        &self,
+        echo: lanner::ObjRef<EchoProxy>,
+        value: u64,
+    ) -> Result<u64, lanner::Error> {
         // Handed back to its own server: the object itself.
         match echo.local() {
             Some(_) => Ok(value),
@@ -162,7 +169,10 @@ impl Holder for Keeper {
 
 async fn serve_both(endpoint: &str, number: u64) -> (Server, lanner::Listening) {
     let server = Server::new();
-    server.publish("echo", Object::new(EchoStub::new(Arc::new(Numbered(number)))));
+    server.publish(
+        "echo",
+        Object::new(EchoStub::new(Arc::new(Numbered(number)))),
+    );
     server.publish("holder", Object::new(HolderStub::new(Arc::new(Keeper))));
     let listening = server.listen(endpoint).await.unwrap();
     (server, listening)
@@ -205,7 +215,10 @@ async fn a_url_proxy_passed_back_after_a_restart_is_not_an_invalid_argument() {
 async fn the_object_url_of_a_name_with_a_slash_reaches_it_on_a_unix_socket() {
     let dir = temp_dir("slash-name");
     let server = Server::new();
-    server.publish("svc/echo", Object::new(EchoStub::new(Arc::new(Numbered(5)))));
+    server.publish(
+        "svc/echo",
+        Object::new(EchoStub::new(Arc::new(Numbered(5)))),
+    );
     let listening = server
         .listen(&format!("unix://{}", dir.join("s.sock").display()))
         .await
@@ -217,5 +230,58 @@ async fn the_object_url_of_a_name_with_a_slash_reaches_it_on_a_unix_socket() {
         (listening.endpoint(), "svc/echo"),
         "{url}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The same, called from a plain thread (`block_on` outside any runtime): the reconnect
+/// runs on the connection's runtime, and a call's deadline must not cut it short either.
+#[test]
+fn a_proxy_with_a_short_timeout_reconnects_for_a_plain_thread_caller() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = temp_dir("slow-link-plain");
+    let real = dir.join("real.sock");
+    let bridged = dir.join("bridge.sock");
+    let (_server, _listening, bridge, quick) = runtime.block_on(async {
+        let server = Server::new();
+        server.publish("echo", Object::new(EchoStub::new(Arc::new(Numbered(1000)))));
+        let listening = server
+            .listen(&format!("unix://{}", real.display()))
+            .await
+            .unwrap();
+        let bridge = Bridge::start(&bridged, &real, Duration::from_millis(300));
+        let echo: EchoProxy = Client::new()
+            .connect(&format!("unix://{}/echo", bridged.display()))
+            .await
+            .unwrap();
+        (
+            server,
+            listening,
+            bridge,
+            echo.with_timeout(Duration::from_millis(100)),
+        )
+    });
+    assert_eq!(common::block_on_plain_thread(quick.echo(1)), Ok(1001));
+    bridge.cut();
+    let started = Instant::now();
+    let answer = loop {
+        match common::block_on_plain_thread(quick.echo(2)) {
+            Ok(answer) => break answer,
+            Err(error) => {
+                assert!(
+                    started.elapsed() < Duration::from_secs(5),
+                    "never reconnected; {} connections opened; {error}",
+                    bridge.accepted()
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    };
+    assert_eq!(answer, 1002);
+    assert!(bridge.accepted() <= 3, "{} connections", bridge.accepted());
+    runtime.block_on(async move { drop(bridge) });
     let _ = std::fs::remove_dir_all(&dir);
 }
