@@ -149,9 +149,11 @@ fn parse_authority(url: &str, authority: &str) -> Result<String, Error> {
         .filter(|(_, port)| !port.contains(']'))
         .ok_or_else(|| invalid(url, "a tcp URL needs a port: tcp://host:port"))?;
     // Digits only: `u16`'s parser also takes a sign.
-    if !port.bytes().all(|b| b.is_ascii_digit()) || port.parse::<u16>().is_err() {
-        return Err(invalid(url, "the port is not a number from 0 to 65535"));
-    }
+    let number = port
+        .parse::<u16>()
+        .ok()
+        .filter(|_| port.bytes().all(|b| b.is_ascii_digit()))
+        .ok_or_else(|| invalid(url, "the port is not a number from 0 to 65535"))?;
     if host.is_empty() {
         return Err(invalid(url, "a tcp URL needs a host: tcp://host:port"));
     }
@@ -180,7 +182,9 @@ fn parse_authority(url: &str, authority: &str) -> Result<String, Error> {
             return Err(invalid(url, "the host in brackets is not an IPv6 address"));
         }
     }
-    Ok(authority.to_owned())
+    // One spelling per port (`h:080` is `h:80`): endpoints that are the same share a
+    // connection, and a hand-off filter sees the port as it is used.
+    Ok(format!("{host}:{number}"))
 }
 
 impl fmt::Display for Endpoint {
@@ -340,6 +344,16 @@ mod tests {
         ) {
             crate::fuzzing::url_parse(format!("{scheme}://{middle}/{name}").as_bytes());
         }
+    }
+
+    #[test]
+    fn one_port_has_one_spelling() {
+        assert_eq!(
+            Endpoint::parse("tcp://localhost:0080").unwrap(),
+            Endpoint::parse("tcp://localhost:80").unwrap()
+        );
+        let url = ObjectUrl::parse("tcp://[::1]:007/calc").unwrap();
+        assert_eq!(url.to_string(), "tcp://[::1]:7/calc");
     }
 
     #[test]
