@@ -1,4 +1,6 @@
-//! Review (client side): reconnecting, URLs, references passed on.
+//! The client side after a connection breaks: a proxy with a short timeout still
+//! reconnects (through a slow link), a URL proxy passed as an argument after a restart,
+//! and the object URL of a name with a slash on a Unix socket.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -23,7 +25,7 @@ impl Echo for Numbered {
 }
 
 fn temp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("lanner-review-i-{tag}-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("lanner-reconnect-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
